@@ -1,0 +1,96 @@
+// Kernel throughput: matvec (decode) per weight type at 4096 x 4096, and matmul (prefill)
+// at m = 512 tokens, single-threaded. Bytes processed are the weight bytes read, so the
+// reported rate is weight GB/s; matmul also reports GFLOP/s.
+#include <benchmark/benchmark.h>
+
+#include <map>
+#include <random>
+#include <vector>
+
+#include "kernels/matvec.h"
+#include "kernels/quant.h"
+#include "tensor/dtype.h"
+
+namespace deferkv {
+namespace {
+
+constexpr int64_t kRows = 4096;
+constexpr int64_t kCols = 4096;
+
+std::vector<float> random_values(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+// The 4096 x 4096 weight matrix in `type`, quantised once per type.
+const std::vector<unsigned char>& weights(DType type) {
+  static std::map<DType, std::vector<unsigned char>> cache;
+  auto it = cache.find(type);
+  if (it == cache.end()) {
+    const std::vector<float> w = random_values(kRows * kCols, 1);
+    const int64_t row_bytes = dtype_row_bytes(type, kCols);
+    std::vector<unsigned char> bytes(static_cast<size_t>(row_bytes * kRows));
+    for (int64_t r = 0; r < kRows; ++r) quantize_row(type, w.data() + r * kCols, bytes.data() + r * row_bytes, kCols);
+    it = cache.emplace(type, std::move(bytes)).first;
+  }
+  return it->second;
+}
+
+void BM_Matvec(benchmark::State& state, DType type) {
+  const auto& w = weights(type);
+  const std::vector<float> x = random_values(kCols, 2);
+  std::vector<unsigned char> packed(packed_activation_bytes(type, kCols));
+  std::vector<float> y(kRows);
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(type, kCols));
+  for (auto _ : state) {
+    pack_activation(type, x.data(), kCols, packed.data());
+    matvec(type, w.data(), row_bytes, kCols, packed.data(), y.data(), kRows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+
+void BM_Matmul(benchmark::State& state, DType type) {
+  init_blas_single_threaded();
+  const int64_t m = state.range(0);
+  const auto& w = weights(type);
+  const std::vector<float> x = random_values(static_cast<size_t>(m * kCols), 3);
+  std::vector<float> y(static_cast<size_t>(m * kRows));
+  std::vector<float> scratch(scratch_floats_for_matmul(kRows, kCols));
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(type, kCols));
+  for (auto _ : state) {
+    matmul(type, w.data(), row_bytes, kCols, kRows, x.data(), kCols, m, y.data(), kRows, scratch.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * kRows * kCols) * 1e-9 *
+                                                    static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
+                        DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Registers one benchmark per type; the matmul at m = 512, plus a sweep over small m for
+// two types that shows where matmul's switch from matvec to sgemm falls.
+const bool kRegistered = [] {
+  for (DType type : kTypes) {
+    benchmark::RegisterBenchmark((std::string("matvec/") + dtype_name(type)).c_str(), BM_Matvec, type)
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((std::string("matmul/") + dtype_name(type)).c_str(), BM_Matmul, type)
+        ->Arg(512)
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (DType type : {DType::F16, DType::Q4_K}) {
+    benchmark::RegisterBenchmark((std::string("matmul_small_m/") + dtype_name(type)).c_str(), BM_Matmul, type)
+        ->DenseRange(4, 16, 4)
+        ->Unit(benchmark::kMillisecond);
+  }
+  return true;
+}();
+
+}  // namespace
+}  // namespace deferkv

@@ -1,0 +1,87 @@
+#include "deferkv/session.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/thread_pool.h"
+#include "deferkv/error.h"
+#include "kernels/matvec.h"
+#include "kv/kv_cache.h"
+#include "model/forward_pass.h"
+
+namespace deferkv {
+namespace {
+
+constexpr int64_t kDefaultMaxContext = 4096;
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
+                 const SessionOptions& options)
+    : model_(std::move(model)), pool_(std::move(pool)), options_(options) {
+  const ModelConfig& c = model_->config();
+  n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, kDefaultMaxContext);
+  if (options.n_batch <= 0) fail("batch size must be positive, got {}", options.n_batch);
+  init_blas_single_threaded();
+  cache_ = std::make_unique<KvCache>(c.n_layer, c.n_head_kv, c.head_dim, n_ctx_);
+  const int64_t batch = std::min(options.n_batch, n_ctx_);
+  forward_ = std::make_unique<ForwardPass>(c, model_->weights(), batch, n_ctx_, *pool_);
+  logits_.resize(static_cast<size_t>(c.n_vocab) * (options.all_logits ? batch : 1));
+}
+
+Session::~Session() = default;
+
+const float* Session::last_logits() const {
+  return logits_.data() + logits_.size() - static_cast<size_t>(model_->config().n_vocab);
+}
+
+void Session::prefill(const std::vector<int32_t>& tokens) {
+  if (tokens.empty()) fail("nothing to prefill: the prompt has no tokens");
+  if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
+    fail("the prompt has {} tokens, which do not fit in the context of {} ({} already used); "
+         "raise the context size (-c)", tokens.size(), n_ctx_, n_past_);
+  }
+  const int64_t n_vocab = model_->config().n_vocab;
+  for (int32_t t : tokens) {
+    if (t < 0 || t >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", t, n_vocab - 1);
+  }
+  if (options_.all_logits) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t batch = forward_->max_batch();
+  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(batch)) {
+    const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(tokens.size() - begin));
+    positions_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+    const bool last = begin + static_cast<size_t>(n) == tokens.size();
+    float* out = options_.all_logits ? logits_.data() + begin * static_cast<size_t>(n_vocab)
+                 : last              ? logits_.data()
+                                     : nullptr;
+    forward_->run(tokens.data() + begin, positions_.data(), n, *cache_, options_.all_logits, out);
+    n_past_ += n;
+  }
+  timings_.prefill_seconds += seconds_since(start);
+  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+}
+
+void Session::decode(int32_t token) {
+  if (n_past_ + 1 > n_ctx_) fail("the context of {} tokens is full", n_ctx_);
+  const auto start = std::chrono::steady_clock::now();
+  const int32_t position = static_cast<int32_t>(n_past_);
+  logits_.resize(static_cast<size_t>(model_->config().n_vocab));
+  forward_->run(&token, &position, 1, *cache_, false, logits_.data());
+  ++n_past_;
+  timings_.decode_seconds += seconds_since(start);
+  ++timings_.decode_tokens;
+}
+
+void Session::truncate(int64_t n_past) {
+  if (n_past < 0 || n_past > n_past_) fail("cannot truncate a session of {} tokens to {}", n_past_, n_past);
+  cache_->truncate(static_cast<int32_t>(n_past));
+  n_past_ = n_past;
+}
+
+}  // namespace deferkv

@@ -1,0 +1,37 @@
+#pragma once
+// Causal multi-head attention over a ragged per-KV-head cache (GQA: query head h
+// reads KV head h / group).
+#include <cstdint>
+#include <vector>
+
+namespace deferkv {
+
+class ThreadPool;
+
+// One KV head's stored entries: len rows of head_dim keys and values.
+struct KvHeadView {
+  const float* keys;
+  const float* values;
+  int64_t length;
+};
+
+struct AttentionShape {
+  int64_t n_head;
+  int64_t n_head_kv;
+  int64_t head_dim;
+  float scale;  // usually 1/sqrt(head_dim)
+};
+
+// Per-thread scratch for attention, sized once per session.
+struct AttentionScratch {
+  std::vector<std::vector<float>> scores;  // one [block_rows x capacity] buffer per thread
+  void reserve(int n_threads, int64_t capacity);
+};
+
+// queries/out: [n, n_head * head_dim]. The batch's own n tokens are the last n entries
+// of every KV head; query i sees the entries before them and batch tokens 0..i.
+void attention(const float* queries, int64_t n, const AttentionShape& shape,
+               const std::vector<KvHeadView>& kv_heads, float* out, AttentionScratch& scratch,
+               ThreadPool& pool);
+
+}  // namespace deferkv

@@ -1,0 +1,82 @@
+// matmul (prefill): weights are dequantised a tile of rows at a time into `scratch` and
+// multiplied with OpenBLAS sgemm. For a few tokens, reading the weights once per token
+// through the integer matvec kernels is cheaper than dequantising them.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "kernels/matvec.h"
+#include "kernels/quant.h"
+
+namespace deferkv {
+namespace {
+
+// Fewer tokens than this go through matvec (see kernels_bench's matmul/m sweep).
+constexpr int64_t kMinTokensForGemm = 8;
+
+// Weight rows per sgemm call: the dequantised tile (rows x n floats) is up to 8 MiB.
+// Every sgemm call repacks all of X (m x n), so the tile must be tall for that to be
+// amortised: at n = 4096, m = 512, Q4_K, tiles of 16 / 64 / 256 / 512 / 1024 rows ran
+// at 56 / 69 / 85 / 96 / 96 GFLOP/s. (The tile need not fit in cache: sgemm copies
+// it into its own cache-sized panels anyway.)
+int64_t tile_rows(int64_t n) { return std::max<int64_t>(16, (8 << 20) / 4 / n / 16 * 16); }
+
+// Bytes of one token's packed activation, rounded so the next starts 64-byte aligned.
+size_t packed_stride(DType weight_type, int64_t n) {
+  return (packed_activation_bytes(weight_type, n) + 63) / 64 * 64;
+}
+
+// The small-m path: pack the m tokens into scratch, then run groups of rows against all
+// of them so each group of weight rows is read from memory once and from cache m - 1 times.
+void matmul_by_matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
+                      const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch) {
+  auto* packed = reinterpret_cast<unsigned char*>(scratch);
+  const size_t stride = packed_stride(weight_type, n);
+  for (int64_t i = 0; i < m; ++i) pack_activation(weight_type, x + i * ldx, n, packed + i * stride);
+  constexpr int64_t kRowGroup = 16;
+  const auto* w = static_cast<const unsigned char*>(weights);
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
+    const int64_t count = std::min(kRowGroup, rows - r0);
+    for (int64_t i = 0; i < m; ++i) {
+      matvec(weight_type, w + r0 * row_stride, row_stride, n, packed + i * stride, y + i * ldy + r0, count);
+    }
+  }
+}
+
+}  // namespace
+
+void init_blas_single_threaded() { openblas_set_num_threads(1); }
+
+size_t scratch_floats_for_matmul(int64_t rows, int64_t n) {
+  const size_t tile = static_cast<size_t>(std::min(rows, tile_rows(n)) * n);
+  size_t packed = 0;
+  for (DType type : {DType::F32, DType::Q8_0, DType::Q4_K}) {  // one of each packed layout
+    packed = std::max(packed, packed_stride(type, n) * (kMinTokensForGemm - 1));
+  }
+  return std::max(tile, (packed + sizeof(float) - 1) / sizeof(float));
+}
+
+void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
+            const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch) {
+  if (m < kMinTokensForGemm) {
+    matmul_by_matvec(weight_type, weights, row_stride, n, rows, x, ldx, m, y, ldy, scratch);
+    return;
+  }
+  const auto* w = static_cast<const unsigned char*>(weights);
+  if (weight_type == DType::F32 && row_stride % sizeof(float) == 0) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
+                static_cast<int>(n), 1.0f, x, static_cast<int>(ldx), reinterpret_cast<const float*>(w),
+                static_cast<int>(row_stride / sizeof(float)), 0.0f, y, static_cast<int>(ldy));
+    return;
+  }
+  const int64_t tile = tile_rows(n);
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    const int64_t count = std::min(tile, rows - r0);
+    for (int64_t r = 0; r < count; ++r) dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(count),
+                static_cast<int>(n), 1.0f, x, static_cast<int>(ldx), scratch, static_cast<int>(n), 0.0f,
+                y + r0, static_cast<int>(ldy));
+  }
+}
+
+}  // namespace deferkv

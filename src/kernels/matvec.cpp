@@ -1,0 +1,61 @@
+// matvec.h entry points: activation packing per weight type and dispatch to the kernels.
+#include "kernels/matvec.h"
+
+#include <cstring>
+
+#include "deferkv/error.h"
+#include "kernels/matvec_kernels.h"
+#include "kernels/packed_activation.h"
+#include "kernels/quant_blocks.h"
+
+namespace deferkv {
+namespace {
+
+// Block length of the packed int8 activation, or 0 when the weights take float32 x.
+int packed_block(DType weight_type) {
+  switch (weight_type) {
+    case DType::F32:
+    case DType::F16:
+    case DType::BF16: return 0;
+    case DType::Q8_0:
+    case DType::Q4_0: return kQ32;
+    case DType::Q4_K:
+    case DType::Q5_K:
+    case DType::Q6_K: return kQK;
+  }
+  fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));
+}
+
+}  // namespace
+
+size_t packed_activation_bytes(DType weight_type, int64_t n) {
+  const int block = packed_block(weight_type);
+  if (block == 0) return static_cast<size_t>(n) * sizeof(float);
+  return packed_q8_offsets(n, block).total;
+}
+
+void pack_activation(DType weight_type, const float* x, int64_t n, void* packed) {
+  const int block = packed_block(weight_type);
+  if (block == 0) {
+    std::memcpy(packed, x, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    pack_q8(x, n, block, packed);
+  }
+}
+
+void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n, const void* packed_x,
+            float* y, int64_t rows) {
+  switch (weight_type) {
+    case DType::F32: return matvec_f32(weights, row_stride, n, packed_x, y, rows);
+    case DType::F16: return matvec_f16(weights, row_stride, n, packed_x, y, rows);
+    case DType::BF16: return matvec_bf16(weights, row_stride, n, packed_x, y, rows);
+    case DType::Q8_0: return matvec_q8_0(weights, row_stride, n, packed_x, y, rows);
+    case DType::Q4_0: return matvec_q4_0(weights, row_stride, n, packed_x, y, rows);
+    case DType::Q4_K: return matvec_q4_k(weights, row_stride, n, packed_x, y, rows);
+    case DType::Q5_K: return matvec_q5_k(weights, row_stride, n, packed_x, y, rows);
+    case DType::Q6_K: return matvec_q6_k(weights, row_stride, n, packed_x, y, rows);
+  }
+  fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));
+}
+
+}  // namespace deferkv

@@ -1,0 +1,34 @@
+#pragma once
+// Matrix-vector and matrix-matrix products against weights stored in any DType.
+// A weight matrix is `rows` rows of `n` elements each, row r at weights + r*row_stride
+// bytes (ggml layout: output feature r is the dot of row r with the input).
+// These functions are single-threaded; callers split rows across the thread pool.
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace deferkv {
+
+// The activation vector is converted once per matvec into the form the weight
+// type's dot product consumes (e.g. int8 blocks for quantised weights).
+size_t packed_activation_bytes(DType weight_type, int64_t n);
+void pack_activation(DType weight_type, const float* x, int64_t n, void* packed);
+
+// y[r] = dot(W row r, x) for r in [0, rows).
+void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n,
+            const void* packed_x, float* y, int64_t rows);
+
+// Y[i, r] = dot(W row r, X[i, :]) for i in [0, m), r in [0, rows): X is m x n row-major
+// (row stride ldx floats), Y is m x rows within a row-major matrix of row stride ldy.
+// `scratch` must hold scratch_floats_for_matmul(rows, n) floats; it receives the
+// dequantised weight tile handed to BLAS.
+size_t scratch_floats_for_matmul(int64_t rows, int64_t n);
+void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
+            const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch);
+
+// Makes OpenBLAS run each call on the calling thread: deferkv's own pool splits rows
+// across threads, each calling matmul on its share. Call once at start-up.
+void init_blas_single_threaded();
+
+}  // namespace deferkv

@@ -1,0 +1,109 @@
+// F32, F16 and BF16 weights x float32 activation: weights are converted to f32 in
+// registers and FMA'd with x; R rows share each load of x.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matvec_float.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/kernel_helpers-inl.h"
+#include "kernels/matvec_kernels.h"
+#include "kernels/quant.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float* p) {
+  return hn::LoadU(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t* p) {
+  return LoadF16AsF32(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+
+inline float ToF32(float v) { return v; }
+inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(v.bits); }
+inline float ToF32(hwy::bfloat16_t v) { return bf16_to_fp32(v.bits); }
+
+// R rows at a time with 4 / R accumulators each (four FMA chains in flight). How many
+// rows to stream at once was measured (4096-wide rows, single thread, from L3 and from
+// DRAM): F32 is fastest with four, F16 and BF16 with one, as are the quantised types
+// (see MatvecByBlocks).
+template <typename T, size_t R>
+void MatvecFloat(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  constexpr size_t A = 4 / R;
+  const hn::ScalableTag<float> df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto* x = static_cast<const float*>(packed);
+  const auto* base = static_cast<const uint8_t*>(w);
+  int64_t r0 = 0;
+  auto rows_at = [&](auto group) {
+    constexpr size_t G = decltype(group)::value;
+    const T* row[G];
+    hn::Vec<decltype(df)> acc[G][A];
+    Unroll<G>([&](auto r) {
+      row[r] = reinterpret_cast<const T*>(base + (r0 + static_cast<int64_t>(r)) * stride);
+      Unroll<A>([&](auto a) { acc[r][a] = hn::Zero(df); });
+    });
+    int64_t i = 0;
+    for (; i + static_cast<int64_t>(A) * L <= n; i += A * L) {
+      Unroll<A>([&](auto a) {
+        const auto xv = hn::LoadU(df, x + i + a * L);
+        Unroll<G>([&](auto r) { acc[r][a] = hn::MulAdd(LoadF32(df, row[r] + i + a * L), xv, acc[r][a]); });
+      });
+    }
+    for (; i + L <= n; i += L) {
+      const auto xv = hn::LoadU(df, x + i);
+      Unroll<G>([&](auto r) { acc[r][0] = hn::MulAdd(LoadF32(df, row[r] + i), xv, acc[r][0]); });
+    }
+    Unroll<G>([&](auto r) {
+      auto total = acc[r][0];
+      for (size_t a = 1; a < A; ++a) total = hn::Add(total, acc[r][a]);
+      float sum = hn::GetLane(hn::SumOfLanes(df, total));
+      for (int64_t t = i; t < n; ++t) sum += ToF32(row[r][t]) * x[t];
+      y[r0 + static_cast<int64_t>(r)] = sum;
+    });
+  };
+  for (; r0 + static_cast<int64_t>(R) <= rows; r0 += R) rows_at(std::integral_constant<size_t, R>{});
+  for (; r0 < rows; ++r0) rows_at(std::integral_constant<size_t, 1>{});
+}
+
+void MatvecF32(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  MatvecFloat<float, 4>(w, stride, n, packed, y, rows);
+}
+void MatvecF16(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  MatvecFloat<hwy::float16_t, 1>(w, stride, n, packed, y, rows);
+}
+void MatvecBF16(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  MatvecFloat<hwy::bfloat16_t, 1>(w, stride, n, packed, y, rows);
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(MatvecF32);
+HWY_EXPORT(MatvecF16);
+HWY_EXPORT(MatvecBF16);
+}  // namespace
+
+void matvec_f32(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecF32)(w, row_stride, n, packed, y, rows);
+}
+void matvec_f16(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecF16)(w, row_stride, n, packed, y, rows);
+}
+void matvec_bf16(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecBF16)(w, row_stride, n, packed, y, rows);
+}
+}  // namespace deferkv
+#endif

@@ -1,0 +1,70 @@
+// Q5_K weights x int8 activation: as Q4_K (see matvec_q4_k.cpp) with the fifth bit of
+// each value merged in from qh before the scale multiply (at most 31 * 63, still int16).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matvec_q5_k.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/kernel_helpers-inl.h"
+#include "kernels/matvec_kernels.h"
+#include "kernels/packed_activation.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/scales_k4-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+
+void MatvecQ5K(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  const hn::CappedTag<int16_t, 32> d16;  // a sub-block is 32 values
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::Repartition<float, decltype(d16)> df;
+  const hn::Rebind<uint8_t, decltype(d16)> d8;
+  constexpr size_t L = hn::MaxLanes(d16);
+  const auto mask = hn::Set(d16, 15);
+  const auto bit4 = hn::Set(d16, 16);
+  const PackedQ8View x = packed_q8_view(packed, n, kQK);
+  MatvecByBlocks(df, w, stride, n / kQK, y, rows, [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
+    const BlockQ5_K& block = reinterpret_cast<const BlockQ5_K*>(row)[b];
+    const int16_t* xq = x.q + b * kQK;
+    const BlockScalesK4 scales(d16, block.scales);
+    auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+    for (size_t k = 0; k < 32; k += L) {
+      // Chunk c takes bits 2c and 2c+1 of qh; shifting h right by 2 per chunk keeps
+      // them at bits 0 and 1.
+      auto h = hn::PromoteTo(d16, hn::LoadU(d8, block.qh + k));
+      Unroll<4>([&](auto c) {
+        const auto q = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + 32 * c + k));
+        const auto lo = hn::Or(hn::And(q, mask), hn::And(hn::ShiftLeft<4>(h), bit4));
+        const auto hi = hn::Or(hn::ShiftRight<4>(q), hn::And(hn::ShiftLeft<3>(h), bit4));
+        h = hn::ShiftRight<2>(h);
+        sum0 = hn::ReorderWidenMulAccumulate(d32, hn::Mul(lo, scales.Scale(2 * c)),
+                                             hn::LoadU(d16, xq + 64 * c + k), sum0, sum1);
+        sum0 = hn::ReorderWidenMulAccumulate(d32, hn::Mul(hi, scales.Scale(2 * c + 1)),
+                                             hn::LoadU(d16, xq + 64 * c + 32 + k), sum0, sum1);
+      });
+    }
+    const float dx = x.d[b];
+    acc = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0, sum1)),
+                     hn::Set(df, F16ToF32(block.d) * dx), acc);
+    scales.AccumulateMins(x.sums + b * 8, -F16ToF32(block.dmin) * dx, acc);
+    return acc;
+  });
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(MatvecQ5K);
+}  // namespace
+
+void matvec_q5_k(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ5K)(w, row_stride, n, packed, y, rows);
+}
+}  // namespace deferkv
+#endif

@@ -1,0 +1,121 @@
+// Q6_K weights x int8 activation (256-blocks). The six-bit values are assembled in int16
+// lanes, offset by -32 and multiplied by their int8 scale (at most 32 * 128, still int16)
+// so one int32 multiply-add chain covers the whole block; d is applied once per block.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matvec_q6_k.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <array>
+
+#include "kernels/kernel_helpers-inl.h"
+#include "kernels/matvec_kernels.h"
+#include "kernels/packed_activation.h"
+#include "kernels/quant_blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+
+// The block's sixteen int8 scales as int16 lanes matching the values of one 32-value
+// group: values [k, k + lanes) of group g of half h use scale 8h + 2g + (k + lane) / 16.
+#if HWY_TARGET != HWY_SCALAR
+template <class D16>
+class BlockScalesQ6 {
+ public:
+  HWY_INLINE BlockScalesQ6(D16, const int8_t* scales)
+      : bytes_(hn::LoadDup128(hn::Repartition<uint8_t, D16>(), reinterpret_cast<const uint8_t*>(scales))) {}
+
+  // A byte lookup puts the scale in both bytes of each int16 lane; shifting right by 8
+  // (arithmetic) then leaves it sign-extended.
+  HWY_INLINE hn::Vec<D16> ForGroup(int half, int g, size_t k) const {
+    const hn::Repartition<uint8_t, D16> du8;
+    const auto index = hn::LoadU(du8, kIndex[4 * half + g].data() + 2 * k);
+    return hn::ShiftRight<8>(hn::BitCast(D16(), hn::TableLookupBytes(bytes_, index)));
+  }
+
+ private:
+  // kIndex[4h + g][2l], kIndex[4h + g][2l + 1]: the scale of value l of group g of half h.
+  static constexpr std::array<std::array<uint8_t, 64>, 8> kIndex = [] {
+    std::array<std::array<uint8_t, 64>, 8> index{};
+    for (int group = 0; group < 8; ++group) {
+      for (int l = 0; l < 32; ++l) {
+        const auto scale = static_cast<uint8_t>(8 * (group / 4) + 2 * (group % 4) + l / 16);
+        index[group][2 * l] = index[group][2 * l + 1] = scale;
+      }
+    }
+    return index;
+  }();
+
+  hn::Vec<hn::Repartition<uint8_t, D16>> bytes_;
+};
+#else
+template <class D16>
+class BlockScalesQ6 {
+ public:
+  HWY_INLINE BlockScalesQ6(D16, const int8_t* scales) : scales_(scales) {}
+  HWY_INLINE hn::Vec<D16> ForGroup(int half, int g, size_t k) const {
+    return hn::Set(D16(), scales_[8 * half + 2 * g + static_cast<int>(k / 16)]);
+  }
+
+ private:
+  const int8_t* scales_;
+};
+#endif
+
+void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  const hn::CappedTag<int16_t, 32> d16;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::Repartition<float, decltype(d16)> df;
+  const hn::Rebind<uint8_t, decltype(d16)> d8;
+  constexpr size_t L = hn::MaxLanes(d16);
+  const auto low4 = hn::Set(d16, 15);
+  const auto bits45 = hn::Set(d16, 48);
+  const auto offset = hn::Set(d16, 32);
+  const PackedQ8View x = packed_q8_view(packed, n, kQK);
+  MatvecByBlocks(df, w, stride, n / kQK, y, rows, [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
+    const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
+    const BlockScalesQ6 scales(d16, block.scales);
+    auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+    for (int half = 0; half < 2; ++half) {
+      const uint8_t* ql = block.ql + 64 * half;
+      const uint8_t* qh = block.qh + 32 * half;
+      const int16_t* xq = x.q + b * kQK + 128 * half;
+      for (size_t k = 0; k < 32; k += L) {
+        const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + k));
+        const auto c = hn::PromoteTo(d16, hn::LoadU(d8, ql + 32 + k));
+        const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + k));
+        // Group g holds values [32g, 32g + 32) of this half (layout in quant_blocks.h).
+        const hn::Vec<decltype(d16)> groups[4] = {
+            hn::Or(hn::And(a, low4), hn::And(hn::ShiftLeft<4>(h), bits45)),
+            hn::Or(hn::And(c, low4), hn::And(hn::ShiftLeft<2>(h), bits45)),
+            hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45)),
+            hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45)),
+        };
+        Unroll<4>([&](auto g) {
+          const auto v = hn::Mul(hn::Sub(groups[g], offset), scales.ForGroup(half, g, k));
+          sum0 = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq + 32 * g + k), sum0, sum1);
+        });
+      }
+    }
+    return hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0, sum1)),
+                      hn::Set(df, F16ToF32(block.d) * x.d[b]), acc);
+  });
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(MatvecQ6K);
+}  // namespace
+
+void matvec_q6_k(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ6K)(w, row_stride, n, packed, y, rows);
+}
+}  // namespace deferkv
+#endif

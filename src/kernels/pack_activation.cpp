@@ -1,0 +1,62 @@
+// pack_q8: quantises the activation vector into the int16-widened int8 blocks that the
+// quantised matvec kernels consume (layout in packed_activation.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/pack_activation.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/matvec_kernels.h"
+#include "kernels/packed_activation.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+namespace hn = hwy::HWY_NAMESPACE;
+
+void PackQ8(const float* x, int64_t n, int block, void* packed) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<int16_t, decltype(df)> d16;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  auto* base = static_cast<unsigned char*>(packed);
+  const PackedQ8Offsets offsets = packed_q8_offsets(n, block);
+  auto* scales = reinterpret_cast<float*>(base);
+  auto* sums = reinterpret_cast<int16_t*>(base + offsets.sums);
+  auto* q = reinterpret_cast<int16_t*>(base + offsets.q);
+
+  for (int64_t b = 0; b < n / block; ++b) {
+    const float* xb = x + b * block;
+    int16_t* qb = q + b * block;
+    auto vmax = hn::Zero(df);
+    for (int64_t i = 0; i < block; i += L) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
+    const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
+    scales[b] = amax / 127.0f;
+    const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+    for (int64_t i = 0; i < block; i += L) {
+      hn::StoreU(hn::DemoteTo(d16, hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inv))), d16, qb + i);
+    }
+    if (block == 256) {
+      for (int s = 0; s < 8; ++s) {
+        int sum = 0;
+        for (int l = 0; l < 32; ++l) sum += qb[32 * s + l];
+        sums[b * 8 + s] = static_cast<int16_t>(sum);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(PackQ8);
+}  // namespace
+
+void pack_q8(const float* x, int64_t n, int block, void* packed) {
+  HWY_DYNAMIC_DISPATCH(PackQ8)(x, n, block, packed);
+}
+}  // namespace deferkv
+#endif

@@ -1,0 +1,149 @@
+// Float32 vector kernels (vec.h). Whole vectors first, then a scalar tail.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/vec.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+#include <hwy/contrib/math/math-inl.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/vec.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+
+float DotF32(const float* a, const float* b, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  // Four accumulators hide the FMA latency.
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df), acc2 = hn::Zero(df), acc3 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L) {
+    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(df, a + i + L), hn::LoadU(df, b + i + L), acc1);
+    acc2 = hn::MulAdd(hn::LoadU(df, a + i + 2 * L), hn::LoadU(df, b + i + 2 * L), acc2);
+    acc3 = hn::MulAdd(hn::LoadU(df, a + i + 3 * L), hn::LoadU(df, b + i + 3 * L), acc3);
+  }
+  for (; i + L <= n; i += L) acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+  float sum = hn::GetLane(hn::SumOfLanes(df, hn::Add(hn::Add(acc0, acc1), hn::Add(acc2, acc3))));
+  for (; i < n; ++i) sum += a[i] * b[i];
+  return sum;
+}
+
+void AxpyF32(float a, const float* x, float* y, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto va = hn::Set(df, a);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::MulAdd(va, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
+
+void ScaleF32(float a, float* x, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto va = hn::Set(df, a);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Mul(va, hn::LoadU(df, x + i)), df, x + i);
+  for (; i < n; ++i) x[i] *= a;
+}
+
+void AddF32(const float* x, float* y, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Add(hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+  for (; i < n; ++i) y[i] += x[i];
+}
+
+void RmsNormF32(const float* x, const float* weight, float eps, float* out, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const float inv_rms = 1.0f / std::sqrt(DotF32(x, x, n) / static_cast<float>(n) + eps);
+  const auto scale = hn::Set(df, inv_rms);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::Mul(hn::Mul(hn::LoadU(df, x + i), scale), hn::LoadU(df, weight + i)), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = x[i] * inv_rms * weight[i];
+}
+
+float SoftmaxF32(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  float max = x[0];
+  int64_t i = 0;
+  if (n >= L) {
+    auto vmax = hn::LoadU(df, x);
+    for (i = L; i + L <= n; i += L) vmax = hn::Max(vmax, hn::LoadU(df, x + i));
+    max = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  }
+  for (; i < n; ++i) max = std::max(max, x[i]);
+
+  // Every exponent is <= 0 after subtracting the max, inside Exp's valid range; Exp
+  // returns 0 below -104 (and so for masked -inf scores).
+  const auto vneg_max = hn::Set(df, -max);
+  auto vsum = hn::Zero(df);
+  for (i = 0; i + L <= n; i += L) {
+    const auto e = hn::Exp(df, hn::Add(hn::LoadU(df, x + i), vneg_max));
+    hn::StoreU(e, df, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  ScaleF32(1.0f / sum, x, n);
+  return sum;
+}
+
+void SwigluF32(float* gate, const float* up, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto one = hn::Set(df, 1.0f);
+  // Exp is valid up to +88; beyond that silu(g) = g / (1 + e^-g) is 0 to float precision.
+  const auto exp_limit = hn::Set(df, 88.0f);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto g = hn::LoadU(df, gate + i);
+    const auto e = hn::Exp(df, hn::Min(hn::Neg(g), exp_limit));
+    hn::StoreU(hn::Mul(hn::Div(g, hn::Add(one, e)), hn::LoadU(df, up + i)), df, gate + i);
+  }
+  for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(DotF32);
+HWY_EXPORT(AxpyF32);
+HWY_EXPORT(ScaleF32);
+HWY_EXPORT(AddF32);
+HWY_EXPORT(RmsNormF32);
+HWY_EXPORT(SoftmaxF32);
+HWY_EXPORT(SwigluF32);
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
+void axpy_f32(float a, const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AxpyF32)(a, x, y, n); }
+void scale_f32(float a, float* x, int64_t n) { HWY_DYNAMIC_DISPATCH(ScaleF32)(a, x, n); }
+void add_f32(const float* x, float* y, int64_t n) { HWY_DYNAMIC_DISPATCH(AddF32)(x, y, n); }
+void rms_norm_f32(const float* x, const float* weight, float eps, float* out, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(RmsNormF32)(x, weight, eps, out, n);
+}
+float softmax_f32(float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxF32)(x, n); }
+void swiglu_f32(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(SwigluF32)(gate, up, n); }
+}  // namespace deferkv
+#endif

@@ -1,0 +1,18 @@
+#pragma once
+// Float32 vector kernels (Highway SIMD) used by the forward pass and attention.
+#include <cstdint>
+
+namespace deferkv {
+
+float dot_f32(const float* a, const float* b, int64_t n);
+void axpy_f32(float a, const float* x, float* y, int64_t n);  // y += a * x
+void scale_f32(float a, float* x, int64_t n);                 // x *= a
+void add_f32(const float* x, float* y, int64_t n);            // y += x
+// out = x / rms(x) * weight, rms over n values with epsilon eps (out may alias x).
+void rms_norm_f32(const float* x, const float* weight, float eps, float* out, int64_t n);
+// In place: x = exp(x - max) / sum; returns the sum before normalisation.
+float softmax_f32(float* x, int64_t n);
+// gate = silu(gate) * up
+void swiglu_f32(float* gate, const float* up, int64_t n);
+
+}  // namespace deferkv

@@ -1,0 +1,178 @@
+#include "model/forward_pass.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/thread_pool.h"
+#include "deferkv/error.h"
+#include "kernels/matvec.h"
+#include "kernels/quant.h"
+#include "kernels/vec.h"
+#include "kv/kv_cache.h"
+
+namespace deferkv {
+namespace {
+
+// Rows per work unit when a projection is split across threads.
+constexpr int64_t kMatvecGrain = 16;
+constexpr int64_t kMatmulGrain = 64;
+
+int64_t max_chunk_rows(int64_t rows, int64_t grain, int threads) {
+  const int64_t units = (rows + grain - 1) / grain;
+  return ((units + threads - 1) / threads + 1) * grain;
+}
+
+std::vector<const WeightMatrix*> all_matrices(const ModelWeights& w) {
+  std::vector<const WeightMatrix*> out = {&w.output};
+  for (const auto& l : w.layers) {
+    for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      out.push_back(m);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights, int64_t max_batch,
+                         int64_t kv_capacity, ThreadPool& pool)
+    : config_(config), weights_(weights), pool_(pool), max_batch_(max_batch) {
+  const auto b = static_cast<size_t>(max_batch);
+  x_.resize(b * config.n_embd);
+  norm_.resize(b * config.n_embd);
+  q_.resize(b * config.q_dim());
+  k_.resize(b * config.kv_dim());
+  v_.resize(b * config.kv_dim());
+  attn_out_.resize(b * config.q_dim());
+  gate_.resize(b * config.n_ff);
+  up_.resize(b * config.n_ff);
+
+  size_t packed_bytes = 0;
+  size_t scratch_floats = 0;
+  for (const WeightMatrix* m : all_matrices(weights)) {
+    packed_bytes = std::max(packed_bytes, packed_activation_bytes(m->type, m->cols));
+    const int64_t chunk = std::min(m->rows, max_chunk_rows(m->rows, kMatmulGrain, pool.size()));
+    scratch_floats = std::max(scratch_floats, scratch_floats_for_matmul(chunk, m->cols));
+  }
+  packed_.resize(packed_bytes);
+  if (max_batch > 1) {
+    matmul_scratch_.resize(static_cast<size_t>(pool.size()));
+    for (auto& s : matmul_scratch_) s.resize(scratch_floats);
+  }
+  kv_views_.resize(static_cast<size_t>(config.n_head_kv));
+  attention_scratch_.reserve(pool.size(), kv_capacity);
+}
+
+void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  if (n == 1) {
+    pack_activation(w.type, x, w.cols, packed_.data());
+    pool_.parallel_for(w.rows, kMatvecGrain, [&](int64_t begin, int64_t end, int) {
+      matvec(w.type, w.row(begin), w.row_stride, w.cols, packed_.data(), y + begin, end - begin);
+    });
+    return;
+  }
+  pool_.parallel_for(w.rows, kMatmulGrain, [&](int64_t begin, int64_t end, int thread) {
+    matmul(w.type, w.row(begin), w.row_stride, w.cols, end - begin, x, w.cols, n, y + begin,
+           w.rows, matmul_scratch_[static_cast<size_t>(thread)].data());
+  });
+}
+
+void ForwardPass::add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width) {
+  if (bias.empty()) return;
+  for (int64_t i = 0; i < n; ++i) add_f32(bias.data(), y + i * width, width);
+}
+
+void ForwardPass::embed(const int32_t* tokens, int64_t n) {
+  const WeightMatrix& e = weights_.token_embd;
+  for (int64_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= e.rows) {
+      fail("token id {} is out of the vocabulary (0..{})", tokens[i], e.rows - 1);
+    }
+    dequantize_row(e.type, e.row(tokens[i]), x_.data() + i * config_.n_embd, config_.n_embd);
+  }
+}
+
+void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64_t n,
+                                  KvCache& cache) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  for (int64_t i = 0; i < n; ++i) {
+    rms_norm_f32(x_.data() + i * c.n_embd, w.attn_norm.data(), c.rms_eps,
+                 norm_.data() + i * c.n_embd, c.n_embd);
+  }
+  linear(w.wq, norm_.data(), n, q_.data());
+  linear(w.wk, norm_.data(), n, k_.data());
+  linear(w.wv, norm_.data(), n, v_.data());
+  add_bias(w.bq, q_.data(), n, c.q_dim());
+  add_bias(w.bk, k_.data(), n, c.kv_dim());
+  add_bias(w.bv, v_.data(), n, c.kv_dim());
+
+  const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
+  for (int64_t i = 0; i < n; ++i) {
+    float* q = q_.data() + i * c.q_dim();
+    float* k = k_.data() + i * c.kv_dim();
+    if (c.has_qk_norm) {
+      for (int64_t h = 0; h < c.n_head; ++h) {
+        rms_norm_f32(q + h * c.head_dim, w.q_norm.data(), c.rms_eps, q + h * c.head_dim, c.head_dim);
+      }
+      for (int64_t h = 0; h < c.n_head_kv; ++h) {
+        rms_norm_f32(k + h * c.head_dim, w.k_norm.data(), c.rms_eps, k + h * c.head_dim, c.head_dim);
+      }
+    }
+    apply_rope(q, c.n_head, c.head_dim, rope_, i, interleaved);
+    apply_rope(k, c.n_head_kv, c.head_dim, rope_, i, interleaved);
+  }
+
+  cache.append(layer, k_.data(), v_.data(), positions, n);
+  for (int64_t g = 0; g < c.n_head_kv; ++g) {
+    kv_views_[static_cast<size_t>(g)] = {cache.keys(layer, g), cache.values(layer, g),
+                                         cache.length(layer, g)};
+  }
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
+                             1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
+
+  linear(w.wo, attn_out_.data(), n, norm_.data());
+  for (int64_t i = 0; i < n; ++i) {
+    add_f32(norm_.data() + i * c.n_embd, x_.data() + i * c.n_embd, c.n_embd);
+  }
+}
+
+void ForwardPass::feed_forward_block(int64_t layer, int64_t n) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
+  for (int64_t i = 0; i < n; ++i) {
+    rms_norm_f32(x_.data() + i * c.n_embd, w.ffn_norm.data(), c.rms_eps,
+                 norm_.data() + i * c.n_embd, c.n_embd);
+  }
+  linear(w.w_gate, norm_.data(), n, gate_.data());
+  linear(w.w_up, norm_.data(), n, up_.data());
+  swiglu_f32(gate_.data(), up_.data(), n * c.n_ff);
+  linear(w.w_down, gate_.data(), n, norm_.data());
+  for (int64_t i = 0; i < n; ++i) {
+    add_f32(norm_.data() + i * c.n_embd, x_.data() + i * c.n_embd, c.n_embd);
+  }
+}
+
+void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
+                      bool all_logits, float* logits) {
+  if (n <= 0 || n > max_batch_) fail("internal: batch of {} tokens (max {})", n, max_batch_);
+  const ModelConfig& c = config_;
+  embed(tokens, n);
+  build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale,
+                   weights_.rope_freq_factors, rope_);
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    attention_block(layer, positions, n, cache);
+    feed_forward_block(layer, n);
+  }
+  if (logits == nullptr) return;
+  const int64_t first = all_logits ? 0 : n - 1;
+  const int64_t rows = n - first;
+  for (int64_t i = first; i < n; ++i) {
+    rms_norm_f32(x_.data() + i * c.n_embd, weights_.output_norm.data(), c.rms_eps,
+                 norm_.data() + (i - first) * c.n_embd, c.n_embd);
+  }
+  linear(weights_.output, norm_.data(), rows, logits);
+}
+
+}  // namespace deferkv

@@ -1,0 +1,51 @@
+#pragma once
+// The transformer forward pass (llama / qwen2 / qwen3 families) for a batch of tokens
+// against a KV cache. Scratch buffers are allocated once, for the largest batch, and
+// reused by every call.
+#include <cstdint>
+#include <vector>
+
+#include "deferkv/model_config.h"
+#include "kernels/attention.h"
+#include "kernels/rope.h"
+#include "model/model_weights.h"
+
+namespace deferkv {
+
+class KvCache;
+class ThreadPool;
+
+class ForwardPass {
+ public:
+  ForwardPass(const ModelConfig& config, const ModelWeights& weights, int64_t max_batch,
+              int64_t kv_capacity, ThreadPool& pool);
+
+  // Runs n (<= max_batch) tokens at the given positions, appending their keys and
+  // values to `cache`. Writes vocabulary logits to `logits`: for all n rows when
+  // all_logits (n x n_vocab), else for the last row only; nothing when logits is null.
+  void run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
+           bool all_logits, float* logits);
+
+  int64_t max_batch() const { return max_batch_; }
+
+ private:
+  void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
+  void embed(const int32_t* tokens, int64_t n);
+  void attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache);
+  void feed_forward_block(int64_t layer, int64_t n);
+  void add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width);
+
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  ThreadPool& pool_;
+  int64_t max_batch_;
+
+  std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
+  std::vector<uint8_t> packed_;                    // activation packed for matvec
+  std::vector<std::vector<float>> matmul_scratch_; // one per thread
+  std::vector<KvHeadView> kv_views_;
+  AttentionScratch attention_scratch_;
+  RopeTable rope_;
+};
+
+}  // namespace deferkv

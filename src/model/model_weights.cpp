@@ -1,0 +1,100 @@
+#include "model/model_weights.h"
+
+#include <fmt/format.h>
+
+#include "deferkv/error.h"
+#include "kernels/quant.h"
+#include "tensor/gguf_file.h"
+
+namespace deferkv {
+namespace {
+
+class TensorFinder {
+ public:
+  explicit TensorFinder(const GgufFile& file) : file_(file) {}
+
+  const GgufTensorInfo& require(const std::string& name) const {
+    const GgufTensorInfo* info = file_.find_tensor(name);
+    if (info == nullptr) fail("{}: tensor '{}' is missing", file_.path(), name);
+    return *info;
+  }
+
+  DType computable_type(const GgufTensorInfo& info) const {
+    auto layout = ggml_type_layout(info.ggml_type);
+    if (!layout || !layout->computable) {
+      fail("{}: tensor '{}' has type {}, which deferkv cannot compute with (supported: {})",
+           file_.path(), info.name, ggml_type_name(info.ggml_type), dtype_names());
+    }
+    return static_cast<DType>(info.ggml_type);
+  }
+
+  WeightMatrix matrix(const std::string& name, int64_t cols, int64_t rows) const {
+    const GgufTensorInfo& info = require(name);
+    if (info.n_dims != 2 || info.ne[0] != cols || info.ne[1] != rows) {
+      fail("{}: tensor '{}' has shape {}, expected [{}, {}]", file_.path(), name,
+           info.shape_string(), cols, rows);
+    }
+    WeightMatrix m;
+    m.type = computable_type(info);
+    m.data = info.data;
+    m.rows = rows;
+    m.cols = cols;
+    m.row_stride = static_cast<size_t>(dtype_row_bytes(m.type, cols));
+    return m;
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t n) const {
+    const GgufTensorInfo& info = require(name);
+    if (info.n_elements() != n || info.ne[0] != n) {
+      fail("{}: tensor '{}' has shape {}, expected [{}]", file_.path(), name, info.shape_string(), n);
+    }
+    DType type = computable_type(info);
+    std::vector<float> out(static_cast<size_t>(n));
+    dequantize_row(type, info.data, out.data(), n);
+    return out;
+  }
+
+  bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
+
+ private:
+  const GgufFile& file_;
+};
+
+}  // namespace
+
+ModelWeights ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c) {
+  TensorFinder t(file);
+  ModelWeights w;
+  w.token_embd = t.matrix("token_embd.weight", c.n_embd, c.n_vocab);
+  w.output_norm = t.vector("output_norm.weight", c.n_embd);
+  w.output_tied = !t.has("output.weight");
+  w.output = w.output_tied ? w.token_embd : t.matrix("output.weight", c.n_embd, c.n_vocab);
+  if (c.has_rope_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.n_rot / 2);
+
+  w.layers.resize(static_cast<size_t>(c.n_layer));
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    auto name = [i](const char* suffix) { return fmt::format("blk.{}.{}", i, suffix); };
+    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    l.attn_norm = t.vector(name("attn_norm.weight"), c.n_embd);
+    l.wq = t.matrix(name("attn_q.weight"), c.n_embd, c.q_dim());
+    l.wk = t.matrix(name("attn_k.weight"), c.n_embd, c.kv_dim());
+    l.wv = t.matrix(name("attn_v.weight"), c.n_embd, c.kv_dim());
+    l.wo = t.matrix(name("attn_output.weight"), c.q_dim(), c.n_embd);
+    if (c.has_qkv_bias) {
+      l.bq = t.vector(name("attn_q.bias"), c.q_dim());
+      l.bk = t.vector(name("attn_k.bias"), c.kv_dim());
+      l.bv = t.vector(name("attn_v.bias"), c.kv_dim());
+    }
+    if (c.has_qk_norm) {
+      l.q_norm = t.vector(name("attn_q_norm.weight"), c.head_dim);
+      l.k_norm = t.vector(name("attn_k_norm.weight"), c.head_dim);
+    }
+    l.ffn_norm = t.vector(name("ffn_norm.weight"), c.n_embd);
+    l.w_gate = t.matrix(name("ffn_gate.weight"), c.n_embd, c.n_ff);
+    l.w_up = t.matrix(name("ffn_up.weight"), c.n_embd, c.n_ff);
+    l.w_down = t.matrix(name("ffn_down.weight"), c.n_ff, c.n_embd);
+  }
+  return w;
+}
+
+}  // namespace deferkv

@@ -1,0 +1,93 @@
+#pragma once
+// Shared by the kernel tests: seeded random data, quantised matrices, float64 references,
+// and running a check once per SIMD target the kernels were compiled for.
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/quant.h"
+#include "tensor/dtype.h"
+
+namespace deferkv::testing {
+
+inline constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0,
+                                      DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+inline bool is_quantised(DType type) { return dtype_block_elems(type) > 1; }
+
+inline std::vector<float> random_normal(size_t count, uint32_t seed, float stddev = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, stddev);
+  std::vector<float> values(count);
+  for (float& v : values) v = normal(rng);
+  return values;
+}
+
+// rows x n weights stored in `type`, each row followed by `padding` unused bytes.
+struct WeightMatrix {
+  DType type;
+  int64_t rows;
+  int64_t n;
+  size_t stride;
+  std::vector<unsigned char> bytes;
+
+  const unsigned char* row(int64_t r) const { return bytes.data() + r * stride; }
+};
+
+inline WeightMatrix quantise_matrix(DType type, const std::vector<float>& values, int64_t rows, int64_t n,
+                                    size_t padding = 0) {
+  WeightMatrix m{type, rows, n, static_cast<size_t>(dtype_row_bytes(type, n)) + padding, {}};
+  m.bytes.assign(m.stride * static_cast<size_t>(rows), 0xa5);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + r * n, m.bytes.data() + r * m.stride, n);
+  return m;
+}
+
+// Dot products of the dequantised rows with x, in float64; also sum |w_i x_i| per row,
+// the scale against which a float32 result's rounding error is judged.
+struct ReferenceDots {
+  std::vector<double> dot;
+  std::vector<double> magnitude;
+};
+
+inline ReferenceDots reference_dots(const WeightMatrix& w, const float* x) {
+  ReferenceDots ref{std::vector<double>(w.rows), std::vector<double>(w.rows)};
+  std::vector<float> row(static_cast<size_t>(w.n));
+  for (int64_t r = 0; r < w.rows; ++r) {
+    dequantize_row(w.type, w.row(r), row.data(), w.n);
+    for (int64_t i = 0; i < w.n; ++i) {
+      ref.dot[r] += static_cast<double>(row[i]) * x[i];
+      ref.magnitude[r] += std::fabs(static_cast<double>(row[i]) * x[i]);
+    }
+  }
+  return ref;
+}
+
+// ||y - ref|| / ||ref|| over all rows.
+inline double relative_error(const float* y, const std::vector<double>& ref) {
+  double err = 0, norm = 0;
+  for (size_t r = 0; r < ref.size(); ++r) {
+    err += (y[r] - ref[r]) * (y[r] - ref[r]);
+    norm += ref[r] * ref[r];
+  }
+  return std::sqrt(err / norm);
+}
+
+// Runs check(target name) once for each instruction set the kernels are built for
+// (hwy_targets.h) that this CPU supports, with dynamic dispatch forced to it.
+template <class Check>
+void for_each_simd_target(const Check& check) {
+  const int64_t supported = hwy::SupportedTargets();
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+    if ((supported & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    check(hwy::TargetName(target));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+}  // namespace deferkv::testing

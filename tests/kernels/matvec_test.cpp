@@ -1,0 +1,134 @@
+// matvec and matmul against float64 dot products of the dequantised weights with the
+// original float32 activations, on every SIMD target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/matvec.h"
+
+namespace deferkv {
+namespace {
+
+using testing::for_each_simd_target;
+using testing::is_quantised;
+using testing::kAllTypes;
+using testing::quantise_matrix;
+using testing::random_normal;
+using testing::reference_dots;
+using testing::ReferenceDots;
+using testing::relative_error;
+using testing::WeightMatrix;
+
+// Float weights meet x unchanged, so only float32 rounding separates them from the
+// reference; quantised weights meet an int8 copy of x (pack_activation).
+double tolerance(DType type) { return is_quantised(type) ? 1e-2 : 1e-5; }
+
+void expect_close(DType type, const float* y, const ReferenceDots& ref) {
+  for (size_t r = 0; r < ref.dot.size(); ++r) {
+    ASSERT_LE(std::fabs(y[r] - ref.dot[r]), tolerance(type) * ref.magnitude[r]) << "row " << r;
+  }
+  EXPECT_LT(relative_error(y, ref.dot), tolerance(type));
+}
+
+void check_matvec(DType type, int64_t rows, int64_t n, size_t padding) {
+  SCOPED_TRACE(dtype_name(type));
+  const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 21), rows, n, padding);
+  const std::vector<float> x = random_normal(n, 22);
+  const ReferenceDots ref = reference_dots(w, x.data());
+  std::vector<unsigned char> packed(packed_activation_bytes(type, n));
+  for_each_simd_target([&](const char*) {
+    std::vector<float> y(rows + 1, 12345.0f);
+    pack_activation(type, x.data(), n, packed.data());
+    matvec(type, w.bytes.data(), w.stride, n, packed.data(), y.data(), rows);
+    expect_close(type, y.data(), ref);
+    EXPECT_EQ(y[rows], 12345.0f);  // nothing written past the last row
+  });
+}
+
+TEST(Matvec, MatchesReferenceForEveryType) {
+  for (DType type : kAllTypes) check_matvec(type, 37, 1024, 0);
+}
+
+TEST(Matvec, HonoursRowStride) {
+  for (DType type : kAllTypes) check_matvec(type, 9, 512, 40);
+}
+
+TEST(Matvec, FloatTypesTakeAnyLength) {
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t n : {1, 7, 100, 1003}) check_matvec(type, 5, n, 2);
+  }
+}
+
+TEST(Matvec, ExtremeActivations) {
+  // Huge and tiny activation blocks next to each other, and a zero block: the int8
+  // packing is per block, so each keeps its own precision.
+  const int64_t rows = 6, n = 768;
+  std::vector<float> x = random_normal(n, 23);
+  for (int64_t i = 0; i < 256; ++i) x[i] *= 1e4f;
+  for (int64_t i = 256; i < 512; ++i) x[i] = 0.0f;
+  for (int64_t i = 512; i < n; ++i) x[i] *= 1e-4f;
+  for (DType type : kAllTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 24), rows, n);
+    const ReferenceDots ref = reference_dots(w, x.data());
+    std::vector<unsigned char> packed(packed_activation_bytes(type, n));
+    std::vector<float> y(rows);
+    pack_activation(type, x.data(), n, packed.data());
+    matvec(type, w.bytes.data(), w.stride, n, packed.data(), y.data(), rows);
+    expect_close(type, y.data(), ref);
+  }
+}
+
+TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
+  init_blas_single_threaded();
+  // 300 rows of 512 span several of matmul's dequantised tiles; the token counts take
+  // both the matvec path (few tokens) and the sgemm path.
+  const int64_t rows = 300, n = 512, ldx = n + 3, ldy = rows + 5;
+  for (DType type : kAllTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 31), rows, n, 8);
+    for (int64_t m : {1, 3, 8, 21}) {
+      SCOPED_TRACE(m);
+      const std::vector<float> x = random_normal(m * ldx, 32);
+      std::vector<ReferenceDots> refs;
+      for (int64_t i = 0; i < m; ++i) refs.push_back(reference_dots(w, x.data() + i * ldx));
+      std::vector<float> scratch(scratch_floats_for_matmul(rows, n));
+      for_each_simd_target([&](const char*) {
+        std::vector<float> y(m * ldy, 777.0f);
+        matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), ldx, m, y.data(), ldy, scratch.data());
+        for (int64_t i = 0; i < m; ++i) {
+          expect_close(type, y.data() + i * ldy, refs[i]);
+          for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[i * ldy + r], 777.0f);  // row padding untouched
+        }
+      });
+    }
+  }
+}
+
+TEST(Matmul, WorksOnARowRangeWithFewRows) {
+  // The thread pool hands each thread a slice of rows: matmul on rows [5, 12) of a
+  // larger matrix must give those rows of the full product (up to float32 summation
+  // order, which BLAS may pick by shape) and leave the other columns of y alone.
+  const int64_t rows = 40, n = 256, m = 10;
+  for (DType type : {DType::F32, DType::Q4_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 41), rows, n);
+    const std::vector<float> x = random_normal(m * n, 42);
+    std::vector<float> full(m * rows), part(m * rows, 0.0f);
+    std::vector<float> scratch(scratch_floats_for_matmul(rows, n));
+    matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), n, m, full.data(), rows, scratch.data());
+    matmul(type, w.row(5), w.stride, n, 7, x.data(), n, m, part.data() + 5, rows, scratch.data());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t r = 5; r < 12; ++r) {
+        EXPECT_NEAR(part[i * rows + r], full[i * rows + r], 1e-5f * (1.0f + std::fabs(full[i * rows + r])));
+      }
+      EXPECT_EQ(part[i * rows + 4], 0.0f);
+      EXPECT_EQ(part[i * rows + 12], 0.0f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deferkv

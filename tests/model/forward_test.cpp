@@ -1,0 +1,122 @@
+// The engine's forward pass against the naive double-precision reference, for every
+// architecture and weight type, through batched prefill (several batches) and decode.
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include "base/thread_pool.h"
+#include "deferkv/session.h"
+#include "model/reference_forward.h"
+#include "model/test_models.h"
+
+namespace deferkv {
+namespace {
+
+using testing::reference_logits;
+using testing::relative_l2;
+
+struct Case {
+  Architecture arch;
+  DType type;
+};
+
+std::string case_name(const ::testing::TestParamInfo<Case>& info) {
+  return fmt::format("{}_{}", architecture_name(info.param.arch), dtype_name(info.param.type));
+}
+
+// Tolerances of the issue: F32 against f64 math; other types against dequantise-then-f64
+// (their matvec quantises activations to int8, F16/BF16 do not).
+double tolerance(DType type) { return type == DType::F32 ? 1e-4 : 1e-2; }
+
+RandomModelSpec small_spec(Architecture arch, DType type) {
+  RandomModelSpec s;
+  s.arch = arch;
+  s.weight_type = type;
+  s.n_embd = 256;  // K-quants need rows that are multiples of 256
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.n_ff = 512;
+  return s;
+}
+
+const std::vector<int32_t> kTokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 17, 99};
+
+// Prefills the first `n_prefill` tokens in batches of `n_batch`, decodes the rest one by
+// one, and checks every position's logits against the reference.
+void check_against_reference(const std::string& path, double tol, int64_t n_prefill,
+                             int64_t n_batch, int threads) {
+  const auto expected = reference_logits(path, kTokens);
+  auto model = Model::load(path);
+  SessionOptions options;
+  options.n_ctx = 64;
+  options.n_batch = n_batch;
+  options.all_logits = true;
+  Session session(model, std::make_shared<ThreadPool>(threads), options);
+  const std::vector<int32_t> prompt(kTokens.begin(), kTokens.begin() + n_prefill);
+  session.prefill(prompt);
+  const int64_t n_vocab = model->config().n_vocab;
+  for (int64_t t = 0; t < n_prefill; ++t) {
+    EXPECT_LT(relative_l2(session.logits().data() + t * n_vocab, expected[t]), tol) << "prompt position " << t;
+  }
+  for (size_t t = n_prefill; t < kTokens.size(); ++t) {
+    session.decode(kTokens[t]);
+    EXPECT_LT(relative_l2(session.last_logits(), expected[t]), tol) << "decode position " << t;
+  }
+}
+
+class ForwardVsReference : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ForwardVsReference, PrefillAndDecodeMatchDoublePrecision) {
+  const Case c = GetParam();
+  const std::string path = testing::random_model_path(small_spec(c.arch, c.type));
+  check_against_reference(path, tolerance(c.type), 9, 4, 2);
+}
+
+std::vector<Case> all_cases() {
+  std::vector<Case> cases;
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen2, Architecture::kQwen3}) {
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                       DType::Q5_K, DType::Q6_K}) {
+      cases.push_back({arch, type});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllArchitecturesAndTypes, ForwardVsReference, ::testing::ValuesIn(all_cases()),
+                         case_name);
+
+TEST(Forward, Llama3RopeFactorsAndTiedOutput) {
+  RandomModelSpec s = small_spec(Architecture::kLlama, DType::F32);
+  s.llama3_rope_factors = true;
+  s.tied_output = true;
+  s.rope_base = 500000.0f;
+  check_against_reference(testing::random_model_path(s), 1e-4, 6, 3, 1);
+}
+
+TEST(Forward, Qwen3HeadSizeLargerThanEmbeddingShare) {
+  RandomModelSpec s = small_spec(Architecture::kQwen3, DType::F32);
+  s.head_dim = 128;  // 4 heads x 128 = 512 > n_embd 256, as in Qwen3-0.6B
+  check_against_reference(testing::random_model_path(s), 1e-4, 14, 5, 2);
+}
+
+TEST(Forward, OneBatchOneThreadEqualsManyBatchesTwoThreads) {
+  const std::string path = testing::random_model_path(small_spec(Architecture::kLlama, DType::Q8_0));
+  auto model = Model::load(path);
+  auto run = [&](int64_t n_batch, int threads) {
+    SessionOptions options;
+    options.n_ctx = 32;
+    options.n_batch = n_batch;
+    Session session(model, std::make_shared<ThreadPool>(threads), options);
+    session.prefill(kTokens);
+    return std::vector<float>(session.last_logits(), session.last_logits() + model->config().n_vocab);
+  };
+  const auto a = run(64, 1);
+  const auto b = run(3, 2);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(a[i])));
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -1,0 +1,194 @@
+#include "model/reference_forward.h"
+
+#include <cmath>
+
+#include "deferkv/error.h"
+#include "deferkv/model_config.h"
+#include "kernels/quant.h"
+#include "tensor/gguf_file.h"
+
+namespace deferkv::testing {
+namespace {
+
+using Vec = std::vector<double>;
+using Mat = std::vector<Vec>;  // rows
+
+// The whole tensor, dequantised, as rows of ne[0] values.
+Mat load_matrix(const GgufFile& file, const std::string& name) {
+  const GgufTensorInfo* t = file.find_tensor(name);
+  if (t == nullptr) fail("reference: tensor {} missing", name);
+  const auto type = static_cast<DType>(t->ggml_type);
+  const int64_t cols = t->ne[0];
+  const int64_t row_bytes = dtype_row_bytes(type, cols);
+  Mat m(static_cast<size_t>(t->n_rows()), Vec(static_cast<size_t>(cols)));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < t->n_rows(); ++r) {
+    dequantize_row(type, t->data + r * row_bytes, row.data(), cols);
+    for (int64_t c = 0; c < cols; ++c) m[r][c] = row[c];
+  }
+  return m;
+}
+
+Vec load_vector(const GgufFile& file, const std::string& name) { return load_matrix(file, name)[0]; }
+
+bool has_tensor(const GgufFile& file, const std::string& name) { return file.find_tensor(name) != nullptr; }
+
+// y = W x, W given as rows.
+Vec matmul(const Mat& w, const Vec& x) {
+  Vec y(w.size(), 0.0);
+  for (size_t r = 0; r < w.size(); ++r) {
+    double sum = 0;
+    for (size_t c = 0; c < x.size(); ++c) sum += w[r][c] * x[c];
+    y[r] = sum;
+  }
+  return y;
+}
+
+Vec rmsnorm(const Vec& x, const Vec& weight, double eps) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * weight[i];
+  return y;
+}
+
+// Rotates each head of x (n_heads x head_dim) for position pos.
+void rope(Vec& x, int64_t n_heads, const ModelConfig& c, const Vec& freq_factors, int64_t pos) {
+  const int64_t half = c.n_rot / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    double* head = x.data() + h * c.head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      double inv_freq = std::pow(static_cast<double>(c.rope_base), -2.0 * i / c.n_rot);
+      if (!freq_factors.empty()) inv_freq /= freq_factors[i];
+      const double theta = static_cast<double>(pos) * c.rope_linear_scale * inv_freq;
+      const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
+      double& a = interleaved ? head[2 * i] : head[i];
+      double& b = interleaved ? head[2 * i + 1] : head[i + half];
+      const double x0 = a, x1 = b;
+      a = x0 * std::cos(theta) - x1 * std::sin(theta);
+      b = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+  }
+}
+
+void add_into(Vec& y, const Vec& x) {
+  for (size_t i = 0; i < y.size(); ++i) y[i] += x[i];
+}
+
+struct Layer {
+  Vec attn_norm, ffn_norm, bq, bk, bv, q_norm, k_norm;
+  Mat wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+}  // namespace
+
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens) {
+  GgufFile file(gguf_path);
+  const ModelConfig c = ModelConfig::from_gguf(file);
+  const Mat embd = load_matrix(file, "token_embd.weight");
+  const Mat output = has_tensor(file, "output.weight") ? load_matrix(file, "output.weight") : embd;
+  const Vec output_norm = load_vector(file, "output_norm.weight");
+  const Vec freq_factors = has_tensor(file, "rope_freqs.weight") ? load_vector(file, "rope_freqs.weight") : Vec{};
+
+  std::vector<Layer> layers(static_cast<size_t>(c.n_layer));
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    auto name = [l](const std::string& s) { return "blk." + std::to_string(l) + "." + s; };
+    Layer& L = layers[l];
+    L.attn_norm = load_vector(file, name("attn_norm.weight"));
+    L.ffn_norm = load_vector(file, name("ffn_norm.weight"));
+    L.wq = load_matrix(file, name("attn_q.weight"));
+    L.wk = load_matrix(file, name("attn_k.weight"));
+    L.wv = load_matrix(file, name("attn_v.weight"));
+    L.wo = load_matrix(file, name("attn_output.weight"));
+    L.w_gate = load_matrix(file, name("ffn_gate.weight"));
+    L.w_up = load_matrix(file, name("ffn_up.weight"));
+    L.w_down = load_matrix(file, name("ffn_down.weight"));
+    if (c.has_qkv_bias) {
+      L.bq = load_vector(file, name("attn_q.bias"));
+      L.bk = load_vector(file, name("attn_k.bias"));
+      L.bv = load_vector(file, name("attn_v.bias"));
+    }
+    if (c.has_qk_norm) {
+      L.q_norm = load_vector(file, name("attn_q_norm.weight"));
+      L.k_norm = load_vector(file, name("attn_k_norm.weight"));
+    }
+  }
+
+  const size_t T = tokens.size();
+  // keys[l][t], values[l][t]: the cache, kv_dim values per position.
+  std::vector<Mat> keys(layers.size()), values(layers.size());
+  std::vector<std::vector<double>> logits;
+  const int64_t group = c.n_head / c.n_head_kv;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
+
+  for (size_t t = 0; t < T; ++t) {
+    Vec x = embd[tokens[t]];
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Layer& L = layers[l];
+      Vec h = rmsnorm(x, L.attn_norm, c.rms_eps);
+      Vec q = matmul(L.wq, h), k = matmul(L.wk, h), v = matmul(L.wv, h);
+      if (c.has_qkv_bias) {
+        add_into(q, L.bq);
+        add_into(k, L.bk);
+        add_into(v, L.bv);
+      }
+      if (c.has_qk_norm) {
+        for (int64_t hd = 0; hd < c.n_head; ++hd) {
+          Vec head(q.begin() + hd * c.head_dim, q.begin() + (hd + 1) * c.head_dim);
+          head = rmsnorm(head, L.q_norm, c.rms_eps);
+          std::copy(head.begin(), head.end(), q.begin() + hd * c.head_dim);
+        }
+        for (int64_t hd = 0; hd < c.n_head_kv; ++hd) {
+          Vec head(k.begin() + hd * c.head_dim, k.begin() + (hd + 1) * c.head_dim);
+          head = rmsnorm(head, L.k_norm, c.rms_eps);
+          std::copy(head.begin(), head.end(), k.begin() + hd * c.head_dim);
+        }
+      }
+      rope(q, c.n_head, c, freq_factors, static_cast<int64_t>(t));
+      rope(k, c.n_head_kv, c, freq_factors, static_cast<int64_t>(t));
+      keys[l].push_back(k);
+      values[l].push_back(v);
+
+      Vec attn(static_cast<size_t>(c.q_dim()), 0.0);
+      for (int64_t hd = 0; hd < c.n_head; ++hd) {
+        const int64_t g = hd / group;
+        Vec scores(t + 1);
+        double max_score = -1e300;
+        for (size_t j = 0; j <= t; ++j) {
+          double s = 0;
+          for (int64_t d = 0; d < c.head_dim; ++d) s += q[hd * c.head_dim + d] * keys[l][j][g * c.head_dim + d];
+          scores[j] = s * scale;
+          max_score = std::max(max_score, scores[j]);
+        }
+        double sum = 0;
+        for (double& s : scores) sum += (s = std::exp(s - max_score));
+        for (size_t j = 0; j <= t; ++j) {
+          for (int64_t d = 0; d < c.head_dim; ++d) {
+            attn[hd * c.head_dim + d] += scores[j] / sum * values[l][j][g * c.head_dim + d];
+          }
+        }
+      }
+      add_into(x, matmul(L.wo, attn));
+
+      h = rmsnorm(x, L.ffn_norm, c.rms_eps);
+      Vec gate = matmul(L.w_gate, h), up = matmul(L.w_up, h);
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
+      add_into(x, matmul(L.w_down, gate));
+    }
+    logits.push_back(matmul(output, rmsnorm(x, output_norm, c.rms_eps)));
+  }
+  return logits;
+}
+
+double relative_l2(const float* a, const std::vector<double>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < b.size(); ++i) {
+    diff += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+}  // namespace deferkv::testing

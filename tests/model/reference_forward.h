@@ -1,0 +1,18 @@
+#pragma once
+// A naive double-precision transformer forward, written to be read (like llama2.c)
+// rather than to be fast: the independent reference the engine is tested against.
+// Weights are dequantised to double; every step follows the textbook formula.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace deferkv::testing {
+
+// Logits of every position for `tokens` fed from position 0: [tokens.size()][n_vocab].
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens);
+
+// Relative L2 error ||a - b|| / ||b||.
+double relative_l2(const float* a, const std::vector<double>& b);
+
+}  // namespace deferkv::testing

@@ -1,0 +1,153 @@
+// `deferkv bench`: llama-bench-like throughput measurement: prompt processing (pp N)
+// and token generation (tg N), optionally at a context depth D, for each thread count,
+// repeated, reported as mean ± std tokens/s in Markdown or JSON.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "base/thread_pool.h"
+#include "commands.h"
+#include "common_options.h"
+#include "deferkv/error.h"
+#include "deferkv/session.h"
+#include "kv/kv_cache.h"
+#include "tensor/gguf_file.h"
+
+namespace deferkv::cli {
+namespace {
+
+struct BenchArgs {
+  std::string model;
+  std::vector<int64_t> prompt_sizes = {512};
+  std::vector<int64_t> gen_sizes = {128};
+  std::vector<int64_t> depths = {0};
+  std::vector<int> threads;
+  int repetitions = 5;
+  int64_t n_batch = 512;
+  std::string output = "md";
+};
+
+struct Result {
+  std::string test;
+  int threads;
+  int64_t depth;
+  std::vector<double> tokens_per_second;
+  double mean() const;
+  double stddev() const;
+};
+
+double Result::mean() const {
+  double sum = 0;
+  for (double v : tokens_per_second) sum += v;
+  return sum / static_cast<double>(tokens_per_second.size());
+}
+
+double Result::stddev() const {
+  if (tokens_per_second.size() < 2) return 0.0;
+  const double m = mean();
+  double sq = 0;
+  for (double v : tokens_per_second) sq += (v - m) * (v - m);
+  return std::sqrt(sq / static_cast<double>(tokens_per_second.size() - 1));
+}
+
+std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab) {
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(n_vocab - 1));
+  std::vector<int32_t> tokens(static_cast<size_t>(n));
+  for (auto& t : tokens) t = pick(rng);
+  return tokens;
+}
+
+// Times `n` prompt tokens (pp) or `n` single-token decode steps (tg) after `depth`
+// tokens of context; the context is filled once and each repetition rolls back to it.
+Result measure(const std::shared_ptr<const Model>& model, int threads, int64_t depth, int64_t n,
+               bool prompt_test, const BenchArgs& args) {
+  SessionOptions options;
+  options.n_ctx = depth + n + 1;
+  options.n_batch = args.n_batch;
+  Session session(model, make_thread_pool(threads), options);
+  std::mt19937 rng(42);
+  const int64_t n_vocab = model->config().n_vocab;
+  if (depth > 0) session.prefill(random_tokens(rng, depth, n_vocab));
+
+  Result result{fmt::format("{}{}{}", prompt_test ? "pp" : "tg", n,
+                            depth > 0 ? fmt::format(" @ d{}", depth) : ""),
+                threads, depth, {}};
+  const std::vector<int32_t> tokens = random_tokens(rng, n, n_vocab);
+  for (int rep = -1; rep < args.repetitions; ++rep) {  // rep -1 is the warm-up
+    session.truncate(depth);
+    const auto start = std::chrono::steady_clock::now();
+    if (prompt_test) {
+      session.prefill(tokens);
+    } else {
+      for (int32_t t : tokens) session.decode(t);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rep >= 0) result.tokens_per_second.push_back(static_cast<double>(n) / seconds);
+  }
+  return result;
+}
+
+void run_bench(const BenchArgs& args) {
+  if (args.output != "md" && args.output != "json") fail("-o must be md or json, got '{}'", args.output);
+  if (args.repetitions < 1) fail("-r must be at least 1");
+  auto model = Model::load(args.model);
+  const ModelConfig& c = model->config();
+  std::vector<int> thread_counts = args.threads;
+  if (thread_counts.empty()) thread_counts.push_back(ThreadPool::default_threads());
+
+  std::vector<Result> results;
+  for (int threads : thread_counts) {
+    for (int64_t depth : args.depths) {
+      for (int64_t n : args.prompt_sizes) {
+        if (n > 0) results.push_back(measure(model, threads, depth, n, true, args));
+      }
+      for (int64_t n : args.gen_sizes) {
+        if (n > 0) results.push_back(measure(model, threads, depth, n, false, args));
+      }
+    }
+  }
+
+  const std::string name = std::filesystem::path(args.model).filename().string();
+  const double size_mib = static_cast<double>(model->gguf().file_size()) / (1024.0 * 1024.0);
+  if (args.output == "json") {
+    nlohmann::json out = nlohmann::json::array();
+    for (const Result& r : results) {
+      out.push_back({{"model", name}, {"arch", c.arch_name}, {"model_size", model->gguf().file_size()},
+                     {"n_threads", r.threads}, {"test", r.test}, {"depth", r.depth},
+                     {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second}});
+    }
+    fmt::print("{}\n", out.dump(2));
+    return;
+  }
+  fmt::print("| model | size | threads | test | t/s |\n| --- | ---: | ---: | ---: | ---: |\n");
+  for (const Result& r : results) {
+    fmt::print("| {} {} | {:.2f} MiB | {} | {} | {:.2f} ± {:.2f} |\n", name, c.arch_name, size_mib,
+               r.threads, r.test, r.mean(), r.stddev());
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto args = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Measure prompt and generation throughput (like llama-bench)");
+  add_model_option(*cmd, args->model);
+  cmd->add_option("-p,--n-prompt", args->prompt_sizes, "Prompt sizes to time (pp); 0 = none")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("-n,--n-gen", args->gen_sizes, "Generation lengths to time (tg); 0 = none")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("-d,--n-depth", args->depths, "Context depths to run each test at")
+      ->delimiter(',')->capture_default_str();
+  cmd->add_option("-t,--threads", args->threads, "Thread counts (default: all cores)")->delimiter(',');
+  cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions of each test")->capture_default_str();
+  cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "Output format: md or json")->capture_default_str();
+  cmd->callback([args] { run_bench(*args); });
+}
+
+}  // namespace deferkv::cli

@@ -1,0 +1,13 @@
+#pragma once
+// Each subcommand of the `deferkv` CLI lives in its own file and adds itself here.
+#include <CLI/CLI.hpp>
+
+namespace deferkv::cli {
+
+void add_generate_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_make_model_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);
+
+}  // namespace deferkv::cli

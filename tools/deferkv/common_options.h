@@ -1,0 +1,27 @@
+#pragma once
+// Options shared by several subcommands (model path, threads, context, sampling),
+// spelled as in llama.cpp's tools.
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "deferkv/sampler.h"
+
+namespace deferkv {
+class ThreadPool;
+}
+
+namespace deferkv::cli {
+
+// The embedded default model, used when -m is not given.
+std::string default_model_path();
+
+void add_model_option(CLI::App& cmd, std::string& path);
+void add_threads_option(CLI::App& cmd, int& threads);
+void add_sampling_options(CLI::App& cmd, SamplerParams& params);
+
+std::shared_ptr<ThreadPool> make_thread_pool(int threads);
+std::string read_text_file(const std::string& path);
+
+}  // namespace deferkv::cli

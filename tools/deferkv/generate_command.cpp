@@ -1,0 +1,98 @@
+// `deferkv generate`: continue a prompt, streaming the text as it is produced.
+#include <cstdio>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "common_options.h"
+#include "deferkv/error.h"
+#include "deferkv/generate.h"
+#include "deferkv/tokenizer.h"
+
+namespace deferkv::cli {
+namespace {
+
+struct GenerateArgs {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  int64_t n_predict = 128;
+  int threads = 1;
+  int64_t n_ctx = 0;
+  int64_t n_batch = 512;
+  bool no_bos = false;
+  bool parse_special = false;
+  std::string dump_logits;
+  SamplerParams sampling;
+};
+
+void write_logits(const std::string& path, const float* logits, int64_t n) {
+  std::ofstream out(path, std::ios::binary);
+  if (!out) fail("cannot write logits to '{}'", path);
+  // float32 little-endian: the in-memory layout on the little-endian hosts deferkv runs on.
+  out.write(reinterpret_cast<const char*>(logits), static_cast<std::streamsize>(n * sizeof(float)));
+  if (!out) fail("cannot write logits to '{}'", path);
+}
+
+void run_generate(const GenerateArgs& args) {
+  if (args.prompt.empty() == args.prompt_file.empty()) fail("give the prompt with -p or -f (one of them)");
+  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file);
+  auto model = Model::load(args.model);
+  const Tokenizer& tokenizer = model->tokenizer();
+  const std::vector<int32_t> prompt = tokenizer.encode(text, !args.no_bos, args.parse_special);
+
+  SessionOptions options;
+  options.n_ctx = args.n_ctx;
+  options.n_batch = args.n_batch;
+  Session session(model, make_thread_pool(args.threads), options);
+  Sampler sampler(args.sampling);
+
+  GenerateOptions gen;
+  gen.n_predict = args.n_predict;
+  if (!args.dump_logits.empty()) {
+    gen.after_prefill = [&](const Session& s) {
+      write_logits(args.dump_logits, s.last_logits(), model->config().n_vocab);
+    };
+  }
+  StreamingDecoder decoder(tokenizer);
+  GenerateResult result = generate(session, prompt, gen, sampler, [&](int32_t token) {
+    const std::string piece = decoder.push(token);
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  const std::string rest = decoder.finish();
+  std::fwrite(rest.data(), 1, rest.size(), stdout);
+  std::fputc('\n', stdout);
+
+  const SessionTimings& t = session.timings();
+  fmt::print(stderr, "\nprompt: {} tokens in {:.3f} s ({:.1f} tok/s); generated: {} tokens in {:.3f} s "
+             "({:.1f} tok/s); stop: {}; seed: {}\n",
+             t.prefill_tokens, t.prefill_seconds, t.prefill_tokens / std::max(t.prefill_seconds, 1e-9),
+             t.decode_tokens, t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9),
+             stop_reason_name(result.stop), sampler.seed());
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto args = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming the text");
+  add_model_option(*cmd, args->model);
+  cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
+  cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
+  cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate; -1 = until end of text")
+      ->capture_default_str();
+  add_threads_option(*cmd, args->threads);
+  cmd->add_option("-c,--ctx-size", args->n_ctx, "Context size in tokens (default: model's, at most 4096)");
+  cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
+  cmd->add_flag("--no-bos", args->no_bos, "Do not add the beginning-of-sequence token");
+  cmd->add_flag("--parse-special", args->parse_special, "Parse special-token text such as <|eot_id|>");
+  cmd->add_option("--dump-logits", args->dump_logits,
+                  "Write the logits of the prompt's last position (raw float32 LE) to this file");
+  add_sampling_options(*cmd, args->sampling);
+  cmd->callback([args] { run_generate(*args); });
+}
+
+}  // namespace deferkv::cli

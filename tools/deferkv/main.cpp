@@ -1,0 +1,41 @@
+// deferkv: long-context LLM inference with KV-cache compression.
+#include <cstdio>
+#include <exception>
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "commands.h"
+#include "deferkv/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"deferkv: long-context LLM inference with KV-cache compression"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "Log details to stderr");
+  deferkv::cli::add_generate_command(app);
+  deferkv::cli::add_inspect_command(app);
+  deferkv::cli::add_bench_command(app);
+  deferkv::cli::add_make_model_command(app);
+  deferkv::cli::add_tokenize_command(app);
+  app.parse_complete_callback([&] {
+    spdlog::set_default_logger(spdlog::stderr_color_mt("deferkv"));
+    spdlog::set_pattern("[%l] %v");
+    spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
+  });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const deferkv::Error& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -31,7 +31,8 @@ class ChatTemplate {
   // model's Jinja template. Error listing the known names when the name is unknown, the
   // Jinja template is not recognised, or there is none.
   static ChatTemplate detect(const Tokenizer& tokenizer, const std::string& forced_name = "");
-  static ChatTemplate detect(const std::string& jinja_template, const std::string& forced_name = "");
+  static ChatTemplate detect(const std::string& jinja_template,
+                             const std::string& forced_name = "");
   static std::vector<std::string> known_names();
 
   // Error when the messages break the family's rules (Mistral: alternating roles).

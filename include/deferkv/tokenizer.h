@@ -10,8 +10,9 @@
 //    the text is split by the pre-tokenizer regexes named by `tokenizer.ggml.pre`, each
 //    piece is spelt in the GPT-2 byte alphabet and merged by merge rank.
 //
-// Invalid UTF-8 input is never an error: each maximal ill-formed subpart is replaced
-// by U+FFFD before tokenizing (see repair_utf8), so encode() never sees bad text.
+// Invalid UTF-8 input is never an error: each maximal ill-formed subpart (Unicode's
+// "substitution of maximal subparts", as Python's errors="replace") is replaced by U+FFFD
+// before tokenizing, so such text decodes back to its repaired form.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -48,7 +49,7 @@ class Tokenizer {
   // merges.txt, or encoder.json + vocab.bpe (tokenizer_config.json beside them is read
   // for special tokens, BOS/EOS rules and the chat template).
   static std::unique_ptr<Tokenizer> from_path(const std::string& path,
-                                               const TokenizerOptions& options = {});
+                                              const TokenizerOptions& options = {});
   ~Tokenizer();
   Tokenizer(const Tokenizer&) = delete;
   Tokenizer& operator=(const Tokenizer&) = delete;
@@ -80,9 +81,8 @@ class Tokenizer {
   // The Jinja chat template the files carry ("" when none).
   const std::string& chat_template() const;
 
-  struct Impl;
-
  private:
+  struct Impl;  // src/tokenizer/tokenizer_impl.h
   friend class StreamingDecoder;
   explicit Tokenizer(std::unique_ptr<const Impl> impl);
   std::unique_ptr<const Impl> impl_;

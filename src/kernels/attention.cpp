@@ -63,7 +63,11 @@ void attention(const float* queries, int64_t n, const AttentionShape& shape,
   const int64_t stride = shape.n_head * shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
-  pool.parallel_for(shape.n_head * blocks, 1, [&](int64_t begin, int64_t end, int thread) {
+  // Work items are (head, query block); tiny ones are grouped so that waking a worker
+  // is repaid (as in the projections).
+  const int64_t item_work = std::min(n, kQueryBlock) * kv_heads[0].length * shape.head_dim;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
+  pool.parallel_for(shape.n_head * blocks, grain, [&](int64_t begin, int64_t end, int thread) {
     float* scores = scratch.scores[static_cast<size_t>(thread)].data();
     for (int64_t item = begin; item < end; ++item) {
       const int64_t h = item / blocks;

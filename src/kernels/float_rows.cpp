@@ -51,7 +51,11 @@ HWY_EXPORT(Fp16RowToF32);
 HWY_EXPORT(Bf16RowToF32);
 }  // namespace
 
-void fp16_row_to_fp32(const uint16_t* src, float* dst, int64_t n) { HWY_DYNAMIC_DISPATCH(Fp16RowToF32)(src, dst, n); }
-void bf16_row_to_fp32(const uint16_t* src, float* dst, int64_t n) { HWY_DYNAMIC_DISPATCH(Bf16RowToF32)(src, dst, n); }
+void fp16_row_to_fp32(const uint16_t* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Fp16RowToF32)(src, dst, n);
+}
+void bf16_row_to_fp32(const uint16_t* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(Bf16RowToF32)(src, dst, n);
+}
 }  // namespace deferkv
 #endif

@@ -15,8 +15,9 @@
 
 #include "kernels/quant.h"
 
-// For the per-block lambdas handed to MatvecByBlocks, which are called from two places
-// and would otherwise be left out of line: [&](...) DEFERKV_INLINE_LAMBDA { ... }.
+// For lambdas in kernel loops (the per-block lambdas handed to MatvecByBlocks and the
+// bodies given to Unroll), which GCC would otherwise leave out of line when they are
+// large and called from more than one place: [&](...) DEFERKV_INLINE_LAMBDA { ... }.
 #ifndef DEFERKV_INLINE_LAMBDA
 #define DEFERKV_INLINE_LAMBDA __attribute__((always_inline))
 #endif
@@ -46,7 +47,7 @@ HWY_INLINE float F16ToF32(uint16_t bits) {
 // i then live in registers.
 template <size_t N, class Fn>
 HWY_INLINE void Unroll(const Fn& fn) {
-  [&]<size_t... I>(std::index_sequence<I...>) {
+  [&]<size_t... I>(std::index_sequence<I...>) DEFERKV_INLINE_LAMBDA {
     (fn(std::integral_constant<size_t, I>{}), ...);
   }(std::make_index_sequence<N>{});
 }

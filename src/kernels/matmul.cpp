@@ -1,18 +1,35 @@
 // matmul (prefill): weights are dequantised a tile of rows at a time into `scratch` and
-// multiplied with OpenBLAS sgemm. For a few tokens, reading the weights once per token
-// through the integer matvec kernels is cheaper than dequantising them.
+// multiplied with OpenBLAS sgemm (F32 weights directly). Below a per-type token count
+// the matvec kernels run on each token instead, which is cheaper than dequantising.
 #include <cblas.h>
 
 #include <algorithm>
 
+#include "deferkv/error.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
 
 namespace deferkv {
 namespace {
 
-// Fewer tokens than this go through matvec (see kernels_bench's matmul/m sweep).
-constexpr int64_t kMinTokensForGemm = 8;
+// Fewer tokens than this go through matvec. sgemm runs at ~90 GFLOP/s but, except for
+// F32, first dequantises the whole matrix (10-15 ms for 4096 x 4096 quantised weights,
+// a few ms for F16/BF16); the matvec route runs at ~55-75 GFLOP/s (F32: ~40) from the
+// first token. Crossovers measured with kernels_bench's matmul_small_m sweep
+// (4096 x 4096, single thread).
+int64_t min_tokens_for_gemm(DType weight_type) {
+  switch (weight_type) {
+    case DType::F32: return 8;
+    case DType::F16:
+    case DType::BF16: return 32;
+    case DType::Q6_K: return 64;
+    case DType::Q8_0: return 96;
+    case DType::Q4_0:
+    case DType::Q4_K:
+    case DType::Q5_K: return 128;
+  }
+  fail("matmul: unsupported weight type {}", static_cast<uint32_t>(weight_type));
+}
 
 // Weight rows per sgemm call: the dequantised tile (rows x n floats) is up to 8 MiB.
 // Every sgemm call repacks all of X (m x n), so the tile must be tall for that to be
@@ -49,16 +66,17 @@ void init_blas_single_threaded() { openblas_set_num_threads(1); }
 
 size_t scratch_floats_for_matmul(int64_t rows, int64_t n) {
   const size_t tile = static_cast<size_t>(std::min(rows, tile_rows(n)) * n);
-  size_t packed = 0;
-  for (DType type : {DType::F32, DType::Q8_0, DType::Q4_K}) {  // one of each packed layout
-    packed = std::max(packed, packed_stride(type, n) * (kMinTokensForGemm - 1));
+  size_t packed = 0;  // bytes for the tokens of the largest matvec-path batch
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
+                     DType::Q5_K, DType::Q6_K}) {
+    packed = std::max(packed, packed_stride(type, n) * static_cast<size_t>(min_tokens_for_gemm(type) - 1));
   }
   return std::max(tile, (packed + sizeof(float) - 1) / sizeof(float));
 }
 
 void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
             const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch) {
-  if (m < kMinTokensForGemm) {
+  if (m < min_tokens_for_gemm(weight_type)) {
     matmul_by_matvec(weight_type, weights, row_stride, n, rows, x, ldx, m, y, ldy, scratch);
     return;
   }
@@ -72,7 +90,9 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
   const int64_t tile = tile_rows(n);
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
-    for (int64_t r = 0; r < count; ++r) dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
+    for (int64_t r = 0; r < count; ++r) {
+      dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(count),
                 static_cast<int>(n), 1.0f, x, static_cast<int>(ldx), scratch, static_cast<int>(n), 0.0f,
                 y + r0, static_cast<int>(ldy));

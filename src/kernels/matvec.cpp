@@ -11,7 +11,7 @@
 namespace deferkv {
 namespace {
 
-// Block length of the packed int8 activation, or 0 when the weights take float32 x.
+// Block length of the packed integer activation, or 0 when the weights take float32 x.
 int packed_block(DType weight_type) {
   switch (weight_type) {
     case DType::F32:
@@ -31,7 +31,7 @@ int packed_block(DType weight_type) {
 size_t packed_activation_bytes(DType weight_type, int64_t n) {
   const int block = packed_block(weight_type);
   if (block == 0) return static_cast<size_t>(n) * sizeof(float);
-  return packed_q8_offsets(n, block).total;
+  return packed_layout(n, block).total;
 }
 
 void pack_activation(DType weight_type, const float* x, int64_t n, void* packed) {
@@ -39,7 +39,7 @@ void pack_activation(DType weight_type, const float* x, int64_t n, void* packed)
   if (block == 0) {
     std::memcpy(packed, x, static_cast<size_t>(n) * sizeof(float));
   } else {
-    pack_q8(x, n, block, packed);
+    pack_int16_blocks(x, n, block, packed);
   }
 }
 

@@ -11,7 +11,8 @@
 namespace deferkv {
 
 // The activation vector is converted once per matvec into the form the weight
-// type's dot product consumes (e.g. int8 blocks for quantised weights).
+// type's dot product consumes (integer blocks for quantised weights, see
+// packed_activation.h; a float32 copy for F32/F16/BF16 weights).
 size_t packed_activation_bytes(DType weight_type, int64_t n);
 void pack_activation(DType weight_type, const float* x, int64_t n, void* packed);
 
@@ -21,8 +22,10 @@ void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n
 
 // Y[i, r] = dot(W row r, X[i, :]) for i in [0, m), r in [0, rows): X is m x n row-major
 // (row stride ldx floats), Y is m x rows within a row-major matrix of row stride ldy.
-// `scratch` must hold scratch_floats_for_matmul(rows, n) floats; it receives the
-// dequantised weight tile handed to BLAS.
+// `scratch` must hold scratch_floats_for_matmul(rows, n) floats (at most 8 MiB for n up
+// to about 30000); it receives the dequantised weight tile handed to BLAS or, for fewer
+// tokens than a per-type threshold (matmul.cpp), the packed activations of the m tokens,
+// which then go through the matvec kernels.
 size_t scratch_floats_for_matmul(int64_t rows, int64_t n);
 void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
             const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch);

@@ -1,5 +1,5 @@
 // F32, F16 and BF16 weights x float32 activation: weights are converted to f32 in
-// registers and FMA'd with x; R rows share each load of x.
+// registers and FMA'd with x.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_float.cpp"
 #include "kernels/hwy_targets.h"
@@ -47,22 +47,26 @@ void MatvecFloat(const void* w, size_t stride, int64_t n, const void* packed, fl
     constexpr size_t G = decltype(group)::value;
     const T* row[G];
     hn::Vec<decltype(df)> acc[G][A];
-    Unroll<G>([&](auto r) {
+    Unroll<G>([&](auto r) DEFERKV_INLINE_LAMBDA {
       row[r] = reinterpret_cast<const T*>(base + (r0 + static_cast<int64_t>(r)) * stride);
-      Unroll<A>([&](auto a) { acc[r][a] = hn::Zero(df); });
+      Unroll<A>([&](auto a) DEFERKV_INLINE_LAMBDA { acc[r][a] = hn::Zero(df); });
     });
     int64_t i = 0;
     for (; i + static_cast<int64_t>(A) * L <= n; i += A * L) {
-      Unroll<A>([&](auto a) {
+      Unroll<A>([&](auto a) DEFERKV_INLINE_LAMBDA {
         const auto xv = hn::LoadU(df, x + i + a * L);
-        Unroll<G>([&](auto r) { acc[r][a] = hn::MulAdd(LoadF32(df, row[r] + i + a * L), xv, acc[r][a]); });
+        Unroll<G>([&](auto r) DEFERKV_INLINE_LAMBDA {
+          acc[r][a] = hn::MulAdd(LoadF32(df, row[r] + i + a * L), xv, acc[r][a]);
+        });
       });
     }
     for (; i + L <= n; i += L) {
       const auto xv = hn::LoadU(df, x + i);
-      Unroll<G>([&](auto r) { acc[r][0] = hn::MulAdd(LoadF32(df, row[r] + i), xv, acc[r][0]); });
+      Unroll<G>([&](auto r) DEFERKV_INLINE_LAMBDA {
+        acc[r][0] = hn::MulAdd(LoadF32(df, row[r] + i), xv, acc[r][0]);
+      });
     }
-    Unroll<G>([&](auto r) {
+    Unroll<G>([&](auto r) DEFERKV_INLINE_LAMBDA {
       auto total = acc[r][0];
       for (size_t a = 1; a < A; ++a) total = hn::Add(total, acc[r][a]);
       float sum = hn::GetLane(hn::SumOfLanes(df, total));

@@ -17,7 +17,7 @@ void matvec_q4_k(const void* w, size_t row_stride, int64_t n, const void* packed
 void matvec_q5_k(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows);
 void matvec_q6_k(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows);
 
-// Quantises x into the PackedQ8View layout (packed_activation.h) with blocks of `block`.
-void pack_q8(const float* x, int64_t n, int block, void* packed);
+// Quantises x into the PackedActivation layout (packed_activation.h) with blocks of `block`.
+void pack_int16_blocks(const float* x, int64_t n, int block, void* packed);
 
 }  // namespace deferkv

@@ -1,4 +1,4 @@
-// Q4_K weights x int8 activation (256-blocks). Each sub-block's nibbles are widened to
+// Q4_K weights x int16 activation (256-blocks). Each sub-block's nibbles are widened to
 // int16 and multiplied by the sub-block's six-bit scale (at most 15 * 63, still int16),
 // so one int32 multiply-add chain covers the whole block and its float scale d is
 // applied once. The mins contribute dmin * sum_j m_j * (sum of x over sub-block j),
@@ -26,14 +26,15 @@ void MatvecQ4K(const void* w, size_t stride, int64_t n, const void* packed, floa
   const hn::Rebind<uint8_t, decltype(d16)> d8;
   constexpr size_t L = hn::MaxLanes(d16);
   const auto mask = hn::Set(d16, 15);
-  const PackedQ8View x = packed_q8_view(packed, n, kQK);
-  MatvecByBlocks(df, w, stride, n / kQK, y, rows, [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
+  const PackedActivation x = packed_view(packed, n, kQK);
+  const auto block_fma = [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
     const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(row)[b];
     const int16_t* xq = x.q + b * kQK;
     const BlockScalesK4 scales(d16, block.scales);
     auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
     for (size_t k = 0; k < 32; k += L) {
-      Unroll<4>([&](auto c) {  // chunk c: sub-blocks 2c (low nibbles) and 2c+1 (high)
+      // Chunk c: sub-blocks 2c (low nibbles) and 2c+1 (high nibbles).
+      Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
         const auto q = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + 32 * c + k));
         const auto lo = hn::Mul(hn::And(q, mask), scales.Scale(2 * c));
         const auto hi = hn::Mul(hn::ShiftRight<4>(q), scales.Scale(2 * c + 1));
@@ -46,7 +47,8 @@ void MatvecQ4K(const void* w, size_t stride, int64_t n, const void* packed, floa
                      hn::Set(df, F16ToF32(block.d) * dx), acc);
     scales.AccumulateMins(x.sums + b * 8, -F16ToF32(block.dmin) * dx, acc);
     return acc;
-  });
+  };
+  MatvecByBlocks(df, w, stride, n / kQK, y, rows, block_fma);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Q5_K weights x int8 activation: as Q4_K (see matvec_q4_k.cpp) with the fifth bit of
+// Q5_K weights x int16 activation: as Q4_K (see matvec_q4_k.cpp) with the fifth bit of
 // each value merged in from qh before the scale multiply (at most 31 * 63, still int16).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_q5_k.cpp"
@@ -24,8 +24,8 @@ void MatvecQ5K(const void* w, size_t stride, int64_t n, const void* packed, floa
   constexpr size_t L = hn::MaxLanes(d16);
   const auto mask = hn::Set(d16, 15);
   const auto bit4 = hn::Set(d16, 16);
-  const PackedQ8View x = packed_q8_view(packed, n, kQK);
-  MatvecByBlocks(df, w, stride, n / kQK, y, rows, [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
+  const PackedActivation x = packed_view(packed, n, kQK);
+  const auto block_fma = [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
     const BlockQ5_K& block = reinterpret_cast<const BlockQ5_K*>(row)[b];
     const int16_t* xq = x.q + b * kQK;
     const BlockScalesK4 scales(d16, block.scales);
@@ -34,7 +34,7 @@ void MatvecQ5K(const void* w, size_t stride, int64_t n, const void* packed, floa
       // Chunk c takes bits 2c and 2c+1 of qh; shifting h right by 2 per chunk keeps
       // them at bits 0 and 1.
       auto h = hn::PromoteTo(d16, hn::LoadU(d8, block.qh + k));
-      Unroll<4>([&](auto c) {
+      Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
         const auto q = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + 32 * c + k));
         const auto lo = hn::Or(hn::And(q, mask), hn::And(hn::ShiftLeft<4>(h), bit4));
         const auto hi = hn::Or(hn::ShiftRight<4>(q), hn::And(hn::ShiftLeft<3>(h), bit4));
@@ -50,7 +50,8 @@ void MatvecQ5K(const void* w, size_t stride, int64_t n, const void* packed, floa
                      hn::Set(df, F16ToF32(block.d) * dx), acc);
     scales.AccumulateMins(x.sums + b * 8, -F16ToF32(block.dmin) * dx, acc);
     return acc;
-  });
+  };
+  MatvecByBlocks(df, w, stride, n / kQK, y, rows, block_fma);
 }
 
 }  // namespace

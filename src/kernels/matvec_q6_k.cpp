@@ -1,4 +1,4 @@
-// Q6_K weights x int8 activation (256-blocks). The six-bit values are assembled in int16
+// Q6_K weights x int16 activation (256-blocks). The six-bit values are assembled in int16
 // lanes, offset by -32 and multiplied by their int8 scale (at most 32 * 128, still int16)
 // so one int32 multiply-add chain covers the whole block; d is applied once per block.
 #undef HWY_TARGET_INCLUDE
@@ -73,8 +73,8 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, floa
   const auto low4 = hn::Set(d16, 15);
   const auto bits45 = hn::Set(d16, 48);
   const auto offset = hn::Set(d16, 32);
-  const PackedQ8View x = packed_q8_view(packed, n, kQK);
-  MatvecByBlocks(df, w, stride, n / kQK, y, rows, [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
+  const PackedActivation x = packed_view(packed, n, kQK);
+  const auto block_fma = [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
     const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
     const BlockScalesQ6 scales(d16, block.scales);
     auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
@@ -93,7 +93,7 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, floa
             hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45)),
             hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45)),
         };
-        Unroll<4>([&](auto g) {
+        Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
           const auto v = hn::Mul(hn::Sub(groups[g], offset), scales.ForGroup(half, g, k));
           sum0 = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq + 32 * g + k), sum0, sum1);
         });
@@ -101,7 +101,8 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, floa
     }
     return hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0, sum1)),
                       hn::Set(df, F16ToF32(block.d) * x.d[b]), acc);
-  });
+  };
+  MatvecByBlocks(df, w, stride, n / kQK, y, rows, block_fma);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Q8_0 weights x int8 activation: per 32-block an int16 multiply-add of the widened
+// Q8_0 weights x int16 activation: per 32-block an int16 multiply-add of the widened
 // weights with the packed activation, then one float FMA by d_w * d_x.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_q8_0.cpp"
@@ -22,8 +22,8 @@ void MatvecQ8_0(const void* w, size_t stride, int64_t n, const void* packed, flo
   const hn::Rebind<int8_t, decltype(d16)> d8;
   constexpr size_t L = hn::MaxLanes(d16);
   static_assert(kQ32 % L == 0);
-  const PackedQ8View x = packed_q8_view(packed, n, kQ32);
-  MatvecByBlocks(df, w, stride, n / kQ32, y, rows, [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
+  const PackedActivation x = packed_view(packed, n, kQ32);
+  const auto block_fma = [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
     const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
     const int16_t* xq = x.q + b * kQ32;
     auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
@@ -33,7 +33,8 @@ void MatvecQ8_0(const void* w, size_t stride, int64_t n, const void* packed, flo
     }
     const float scale = F16ToF32(block.d) * x.d[b];
     return hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0, sum1)), hn::Set(df, scale), acc);
-  });
+  };
+  MatvecByBlocks(df, w, stride, n / kQ32, y, rows, block_fma);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// pack_q8: quantises the activation vector into the int16-widened int8 blocks that the
-// quantised matvec kernels consume (layout in packed_activation.h).
+// pack_int16_blocks: quantises the activation vector into the int16 blocks that the
+// matvec kernels consume (layout and ranges in packed_activation.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/pack_activation.cpp"
 #include "kernels/hwy_targets.h"
@@ -14,15 +14,16 @@ namespace deferkv::HWY_NAMESPACE {
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 
-void PackQ8(const float* x, int64_t n, int block, void* packed) {
+void PackInt16Blocks(const float* x, int64_t n, int block, void* packed) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<int16_t, decltype(df)> d16;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   auto* base = static_cast<unsigned char*>(packed);
-  const PackedQ8Offsets offsets = packed_q8_offsets(n, block);
+  const PackedLayout offsets = packed_layout(n, block);
   auto* scales = reinterpret_cast<float*>(base);
   auto* sums = reinterpret_cast<int16_t*>(base + offsets.sums);
   auto* q = reinterpret_cast<int16_t*>(base + offsets.q);
+  const auto qmax = static_cast<float>(block == 256 ? kPackedMax256 : kPackedMax32);
 
   for (int64_t b = 0; b < n / block; ++b) {
     const float* xb = x + b * block;
@@ -30,8 +31,8 @@ void PackQ8(const float* x, int64_t n, int block, void* packed) {
     auto vmax = hn::Zero(df);
     for (int64_t i = 0; i < block; i += L) vmax = hn::Max(vmax, hn::Abs(hn::LoadU(df, xb + i)));
     const float amax = hn::GetLane(hn::MaxOfLanes(df, vmax));
-    scales[b] = amax / 127.0f;
-    const auto inv = hn::Set(df, amax > 0.0f ? 127.0f / amax : 0.0f);
+    scales[b] = amax / qmax;
+    const auto inv = hn::Set(df, amax > 0.0f ? qmax / amax : 0.0f);
     for (int64_t i = 0; i < block; i += L) {
       hn::StoreU(hn::DemoteTo(d16, hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inv))), d16, qb + i);
     }
@@ -52,11 +53,11 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace deferkv {
 namespace {
-HWY_EXPORT(PackQ8);
+HWY_EXPORT(PackInt16Blocks);
 }  // namespace
 
-void pack_q8(const float* x, int64_t n, int block, void* packed) {
-  HWY_DYNAMIC_DISPATCH(PackQ8)(x, n, block, packed);
+void pack_int16_blocks(const float* x, int64_t n, int block, void* packed) {
+  HWY_DYNAMIC_DISPATCH(PackInt16Blocks)(x, n, block, packed);
 }
 }  // namespace deferkv
 #endif

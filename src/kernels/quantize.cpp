@@ -14,17 +14,21 @@
 namespace deferkv {
 namespace {
 
-// round(x / scale) clamped to [lo, hi]; 0 when scale is 0.
+// round(x / scale) clamped to [lo, hi] (clamped as a float, so that no out-of-range
+// value is converted to int); 0 when scale is 0, lo for NaN.
 int quantize_value(float x, float scale, int lo, int hi) {
   if (scale == 0.0f) return std::clamp(0, lo, hi);
-  return std::clamp(static_cast<int>(std::nearbyint(x / scale)), lo, hi);
+  const float rounded = std::nearbyint(x / scale);
+  if (!(rounded >= static_cast<float>(lo))) return lo;
+  return rounded > static_cast<float>(hi) ? hi : static_cast<int>(rounded);
 }
 
 // A sub-block scale (>= 0) as a multiple of d, rounded up so that the sub-block's range
 // is never clipped (rounding to nearest would clip its extremes when rounding down).
 int scale_units(float scale, float d, int max_units) {
   if (d == 0.0f) return 0;
-  return std::min(static_cast<int>(std::ceil(scale / d)), max_units);
+  const float units = std::ceil(scale / d);
+  return units < static_cast<float>(max_units) ? static_cast<int>(units) : max_units;
 }
 
 // The value of largest magnitude, with its sign.

@@ -20,8 +20,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 #if HWY_TARGET != HWY_SCALAR
 
-// Decodes in vector registers, once per 128-bit block: per block that is about as many
-// instructions as broadcasting a single scalar scale would take, for all sixteen values.
+// Decodes all sixteen values with a handful of vector instructions per block, leaving
+// them in every 128-bit lane; each Scale(j) is then a single byte shuffle instead of a
+// scalar extraction plus a broadcast.
 template <class D16>
 class BlockScalesK4 {
  public:
@@ -42,8 +43,9 @@ class BlockScalesK4 {
     const auto raw = hn::LoadDup128(du8, scales);
     const auto a = hn::BitCast(du32, hn::TableLookupBytes(raw, hn::LoadDup128(du8, kPickA)));
     const auto b = hn::BitCast(du32, hn::TableLookupBytes(raw, hn::LoadDup128(du8, kPickB)));
-    const auto words = hn::Or(hn::And(hn::Shr(a, hn::LoadDup128(du32, kShiftA)), hn::LoadDup128(du32, kMaskA)),
-                              hn::And(hn::ShiftRight<2>(b), hn::LoadDup128(du32, kMaskB)));
+    const auto from_a = hn::And(hn::Shr(a, hn::LoadDup128(du32, kShiftA)), hn::LoadDup128(du32, kMaskA));
+    const auto from_b = hn::And(hn::ShiftRight<2>(b), hn::LoadDup128(du32, kMaskB));
+    const auto words = hn::Or(from_a, from_b);
     bytes_ = hn::BitCast(du8, words);  // every 128-bit block: sc[0..7], m[0..7]
   }
 
@@ -65,7 +67,8 @@ class BlockScalesK4 {
     const hn::Repartition<float, D16> df;
     alignas(16) static constexpr uint16_t kPickMins[8] = {0x8008, 0x8009, 0x800a, 0x800b,
                                                           0x800c, 0x800d, 0x800e, 0x800f};
-    const auto mins = hn::BitCast(d16, hn::TableLookupBytesOr0(bytes_, hn::BitCast(du8, hn::LoadDup128(du16, kPickMins))));
+    const auto pick_mins = hn::BitCast(du8, hn::LoadDup128(du16, kPickMins));
+    const auto mins = hn::BitCast(d16, hn::TableLookupBytesOr0(bytes_, pick_mins));
     // Only the first block's lanes count; the others would add the same sum again.
     const auto sums = hn::IfThenElseZero(hn::FirstN(d16, 8), hn::LoadDup128(d16, xsum));
     auto sum1 = hn::Zero(d32);

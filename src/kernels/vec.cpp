@@ -41,7 +41,9 @@ void AxpyF32(float a, const float* x, float* y, int64_t n) {
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   const auto va = hn::Set(df, a);
   int64_t i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(hn::MulAdd(va, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+  for (; i + L <= n; i += L) {
+    hn::StoreU(hn::MulAdd(va, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+  }
   for (; i < n; ++i) y[i] += a * x[i];
 }
 

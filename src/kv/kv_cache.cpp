@@ -23,12 +23,16 @@ int64_t KvCache::bytes_per_entry() const {
 void KvCache::append(int64_t layer, const float* k, const float* v, const int32_t* positions,
                      int64_t n) {
   const int64_t row = n_head_kv_ * head_dim_;
+  // Check every head before touching any, so a failed append changes nothing.
   for (int64_t g = 0; g < n_head_kv_; ++g) {
-    HeadStore& h = head(layer, g);
+    const HeadStore& h = head(layer, g);
     if (static_cast<int64_t>(h.positions.size()) + n > capacity_) {
       fail("KV cache is full: layer {} head {} holds {} entries, {} more do not fit in the "
            "context of {}", layer, g, h.positions.size(), n, capacity_);
     }
+  }
+  for (int64_t g = 0; g < n_head_kv_; ++g) {
+    HeadStore& h = head(layer, g);
     for (int64_t i = 0; i < n; ++i) {
       const float* kr = k + i * row + g * head_dim_;
       const float* vr = v + i * row + g * head_dim_;

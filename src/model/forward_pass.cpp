@@ -16,10 +16,14 @@ namespace {
 // Rows per work unit when a projection is split across threads.
 constexpr int64_t kMatvecGrain = 16;
 constexpr int64_t kMatmulGrain = 64;
+// Multiply-adds below which a chunk is not worth handing to another thread: waking a
+// worker costs microseconds, which tiny models' projections do not repay.
+constexpr int64_t kMinChunkWork = 1 << 16;
 
-int64_t max_chunk_rows(int64_t rows, int64_t grain, int threads) {
-  const int64_t units = (rows + grain - 1) / grain;
-  return ((units + threads - 1) / threads + 1) * grain;
+// Grain (rows per chunk) for a projection whose rows cost `row_work` multiply-adds.
+int64_t grain_for(int64_t min_grain, int64_t row_work) {
+  const int64_t rows = (kMinChunkWork + row_work - 1) / row_work;
+  return (std::max(min_grain, rows) + min_grain - 1) / min_grain * min_grain;
 }
 
 std::vector<const WeightMatrix*> all_matrices(const ModelWeights& w) {
@@ -51,8 +55,7 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
   size_t scratch_floats = 0;
   for (const WeightMatrix* m : all_matrices(weights)) {
     packed_bytes = std::max(packed_bytes, packed_activation_bytes(m->type, m->cols));
-    const int64_t chunk = std::min(m->rows, max_chunk_rows(m->rows, kMatmulGrain, pool.size()));
-    scratch_floats = std::max(scratch_floats, scratch_floats_for_matmul(chunk, m->cols));
+    scratch_floats = std::max(scratch_floats, scratch_floats_for_matmul(m->rows, m->cols));
   }
   packed_.resize(packed_bytes);
   if (max_batch > 1) {
@@ -66,12 +69,12 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
 void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n == 1) {
     pack_activation(w.type, x, w.cols, packed_.data());
-    pool_.parallel_for(w.rows, kMatvecGrain, [&](int64_t begin, int64_t end, int) {
+    pool_.parallel_for(w.rows, grain_for(kMatvecGrain, w.cols), [&](int64_t begin, int64_t end, int) {
       matvec(w.type, w.row(begin), w.row_stride, w.cols, packed_.data(), y + begin, end - begin);
     });
     return;
   }
-  pool_.parallel_for(w.rows, kMatmulGrain, [&](int64_t begin, int64_t end, int thread) {
+  pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
     matmul(w.type, w.row(begin), w.row_stride, w.cols, end - begin, x, w.cols, n, y + begin,
            w.rows, matmul_scratch_[static_cast<size_t>(thread)].data());
   });

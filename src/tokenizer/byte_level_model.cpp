@@ -34,25 +34,24 @@ ByteLevelModel::ByteLevelModel(const Vocab& vocab,
 }
 
 void ByteLevelModel::encode(std::string_view text, std::vector<int32_t>& out) const {
-  std::vector<std::string_view> pieces;
-  splitter_.split(text, pieces);
   std::vector<MergeSymbol> symbols;
   Merger merger;
   WordCache cache;
-  for (std::string_view piece : pieces) {
+  splitter_.split(text, [&](std::string_view piece) {
+    if (cache.append(piece, out)) return;
+    const size_t first = out.size();
     if (ignore_merges_) {
       const auto it = whole_pieces_.find(piece);
       if (it != whole_pieces_.end()) {
         out.push_back(it->second);
-        continue;
+        cache.add(piece, out, first);
+        return;
       }
     }
-    if (cache.append(piece, out)) continue;
-    const size_t first = out.size();
     symbols.clear();
     for (size_t i = 0; i < piece.size(); ++i) {
-      symbols.push_back({byte_tokens_[static_cast<uint8_t>(piece[i])], static_cast<uint32_t>(i), 1,
-                         0, 0});
+      symbols.push_back(
+          {byte_tokens_[static_cast<uint8_t>(piece[i])], static_cast<uint32_t>(i), 1, 0, 0});
     }
     merger.run(merges_, symbols);
     for (int32_t i = 0; i >= 0; i = symbols[i].next) {
@@ -61,7 +60,7 @@ void ByteLevelModel::encode(std::string_view text, std::vector<int32_t>& out) co
       if (symbols[i].id >= 0) out.push_back(symbols[i].id);
     }
     cache.add(piece, out, first);
-  }
+  });
 }
 
 }  // namespace deferkv

@@ -117,12 +117,15 @@ std::string format_mistral_v3(const std::vector<ChatMessage>& messages) {
   for (size_t i = first; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "user" && role != "assistant") {
-      fail("mistral-v3 chat template: only user and assistant roles are supported after an "
-           "optional first system message, not '{}'", role);
+      fail(
+          "mistral-v3 chat template: only user and assistant roles are supported after an "
+          "optional first system message, not '{}'",
+          role);
     }
     if ((role == "user") != ((i - first) % 2 == 0)) {
-      fail("mistral-v3 chat template: after the optional system message, roles must alternate "
-           "user/assistant/user/assistant/...");
+      fail(
+          "mistral-v3 chat template: after the optional system message, roles must alternate "
+          "user/assistant/user/assistant/...");
     }
   }
   std::string out;

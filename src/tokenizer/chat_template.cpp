@@ -18,7 +18,8 @@ std::string recognise(const std::string& jinja) {
   // Mistral v0.3 writes "[INST] " + content; v1 (" [INST] "), v3-tekken ("[INST]" with no
   // space), v7 ([SYSTEM_PROMPT]) and Llama-2 (<<SYS>>) differ and are not supported.
   const bool v3_opening = has("\"[INST] \"") || has("'[INST] '");
-  const bool other = has("[SYSTEM_PROMPT]") || has("<<SYS>>") || has("\" [INST]") || has("' [INST]");
+  const bool other =
+      has("[SYSTEM_PROMPT]") || has("<<SYS>>") || has("\" [INST]") || has("' [INST]");
   if (v3_opening && !other) return "mistral-v3";
   return "";
 }
@@ -65,7 +66,8 @@ ChatTemplate ChatTemplate::detect(const Tokenizer& tokenizer, const std::string&
   return detect(tokenizer.chat_template(), forced_name);
 }
 
-ChatTemplate ChatTemplate::detect(const std::string& jinja_template, const std::string& forced_name) {
+ChatTemplate ChatTemplate::detect(const std::string& jinja_template,
+                                  const std::string& forced_name) {
   std::string name = forced_name;
   if (name.empty()) {
     if (jinja_template.empty()) {

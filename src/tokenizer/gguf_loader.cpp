@@ -30,8 +30,10 @@ TokenKind token_kind(int64_t type, const std::string& path, size_t id) {
 // except <unk>, <s> and <|endoftext|>. GGUF does not store that, so it goes by name.
 void mark_phi3_rstrip(const GgufFile& file, Vocab& vocab) {
   std::string name = file.get_string_opt("general.name").value_or("");
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  const bool phi3 = name.find("phi-3") != std::string::npos || name.find("phi3") != std::string::npos ||
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  const bool phi3 = name.find("phi-3") != std::string::npos ||
+                    name.find("phi3") != std::string::npos ||
                     file.get_string_opt("general.architecture").value_or("") == "phi3";
   if (!phi3) return;
   vocab.rstrip.assign(vocab.texts.size(), false);
@@ -40,8 +42,8 @@ void mark_phi3_rstrip(const GgufFile& file, Vocab& vocab) {
     const std::string& text = vocab.texts[id];
     const bool added = kind == TokenKind::kControl || kind == TokenKind::kUserDefined ||
                        kind == TokenKind::kUnknown;
-    vocab.rstrip[id] = (added && text != "<unk>" && text != "<s>" && text != "<|endoftext|>") ||
-                       text == "</s>";
+    vocab.rstrip[id] =
+        (added && text != "<unk>" && text != "<s>" && text != "<|endoftext|>") || text == "</s>";
   }
 }
 
@@ -61,7 +63,8 @@ TokenizerSpec read_gguf_tokenizer(const GgufFile& file) {
   }
 
   Vocab& vocab = spec.vocab;
-  vocab.texts = file.get("tokenizer.ggml.tokens").as_array("tokenizer.ggml.tokens")
+  vocab.texts = file.get("tokenizer.ggml.tokens")
+                    .as_array("tokenizer.ggml.tokens")
                     .strings("tokenizer.ggml.tokens");
   const size_t n = vocab.texts.size();
   if (n == 0 || n > static_cast<size_t>(std::numeric_limits<int32_t>::max())) {
@@ -70,7 +73,8 @@ TokenizerSpec read_gguf_tokenizer(const GgufFile& file) {
   const auto n_vocab = static_cast<int32_t>(n);
   vocab.kinds.assign(n, TokenKind::kNormal);
   if (const GgufValue* types = file.find("tokenizer.ggml.token_type")) {
-    const auto values = types->as_array("tokenizer.ggml.token_type").ints("tokenizer.ggml.token_type");
+    const auto values =
+        types->as_array("tokenizer.ggml.token_type").ints("tokenizer.ggml.token_type");
     if (values.size() != n) {
       fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", path, values.size(), n);
     }
@@ -79,14 +83,16 @@ TokenizerSpec read_gguf_tokenizer(const GgufFile& file) {
 
   const bool sentencepiece = spec.family == TokenizerFamily::kSentencePiece;
   if (sentencepiece) {
-    vocab.scores = file.get("tokenizer.ggml.scores").as_array("tokenizer.ggml.scores")
+    vocab.scores = file.get("tokenizer.ggml.scores")
+                       .as_array("tokenizer.ggml.scores")
                        .floats("tokenizer.ggml.scores");
     if (vocab.scores.size() != n) {
       fail("{}: tokenizer.ggml.scores has {} entries for {} tokens", path, vocab.scores.size(), n);
     }
     spec.add_space_prefix = file.get_bool_or("tokenizer.ggml.add_space_prefix", true);
   } else {
-    const auto merges = file.get("tokenizer.ggml.merges").as_array("tokenizer.ggml.merges")
+    const auto merges = file.get("tokenizer.ggml.merges")
+                            .as_array("tokenizer.ggml.merges")
                             .strings("tokenizer.ggml.merges");
     spec.merges.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
@@ -98,7 +104,8 @@ TokenizerSpec read_gguf_tokenizer(const GgufFile& file) {
   // SentencePiece vocabularies without these keys use Llama's ids (as llama.cpp does).
   vocab.bos = read_token_id(file, "tokenizer.ggml.bos_token_id", n_vocab, sentencepiece ? 1 : -1);
   vocab.eos = read_token_id(file, "tokenizer.ggml.eos_token_id", n_vocab, sentencepiece ? 2 : -1);
-  vocab.unk = read_token_id(file, "tokenizer.ggml.unknown_token_id", n_vocab, sentencepiece ? 0 : -1);
+  vocab.unk =
+      read_token_id(file, "tokenizer.ggml.unknown_token_id", n_vocab, sentencepiece ? 0 : -1);
   vocab.eot = read_token_id(file, "tokenizer.ggml.eot_token_id", n_vocab, -1);
   vocab.eom = read_token_id(file, "tokenizer.ggml.eom_token_id", n_vocab, -1);
   vocab.add_bos = file.get_bool_or("tokenizer.ggml.add_bos_token",

@@ -42,7 +42,9 @@ std::string read_text_file(const std::string& path) {
   if (!in) fail("{}: cannot open the file", path);
   std::string text(static_cast<size_t>(in.tellg()), '\0');
   in.seekg(0);
-  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) fail("{}: read error", path);
+  if (!in.read(text.data(), static_cast<std::streamsize>(text.size()))) {
+    fail("{}: read error", path);
+  }
   return text;
 }
 
@@ -88,6 +90,11 @@ Vocab layout_vocab(const std::vector<std::pair<std::string, int32_t>>& base,
   for (const auto& [text, id] : base) max_id = std::max(max_id, id);
   for (const auto& token : added) max_id = std::max(max_id, token.id);
   if (max_id < 0) fail("{}: the vocabulary is empty", path);
+  // Ids are dense in real files; a stray huge id must not make us allocate for it.
+  const size_t n_tokens = base.size() + added.size();
+  if (static_cast<size_t>(max_id) >= 2 * n_tokens + 1024) {
+    fail("{}: token ids go up to {} for only {} tokens", path, max_id, n_tokens);
+  }
   Vocab vocab;
   vocab.texts.assign(static_cast<size_t>(max_id) + 1, "");
   vocab.kinds.assign(static_cast<size_t>(max_id) + 1, TokenKind::kUnused);

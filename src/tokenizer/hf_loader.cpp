@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 // Tokenizer classes of tokenizer_config.json whose pre-tokenizer is known.
 std::string pre_for_class(const std::string& tokenizer_class) {
   if (tokenizer_class.starts_with("Qwen2Tokenizer")) return "qwen2";
-  if (tokenizer_class.starts_with("GPT2Tokenizer") || tokenizer_class.starts_with("RobertaTokenizer")) {
+  if (tokenizer_class.starts_with("GPT2Tokenizer") ||
+      tokenizer_class.starts_with("RobertaTokenizer")) {
     return "gpt-2";
   }
   return "";
@@ -55,8 +56,10 @@ TokenizerSpec read_vocab_and_merges(const std::string& vocab_path, const std::st
   if (pre.empty()) pre = pre_for_class(config.tokenizer_class);
   if (pre.empty()) pre = default_pre;
   if (pre.empty()) {
-    fail("{}: cannot tell the pre-tokenizer (tokenizer_class '{}'); name one in the options "
-         "(known: {})", vocab_path, config.tokenizer_class, fmt::join(known_pre_tokenizers(), ", "));
+    fail(
+        "{}: cannot tell the pre-tokenizer (tokenizer_class '{}'); name one in the options "
+        "(known: {})",
+        vocab_path, config.tokenizer_class, fmt::join(known_pre_tokenizers(), ", "));
   }
   spec.pre = pre_tokenizer_config(pre);
   spec.vocab.add_bos = spec.pre.add_bos_by_default;
@@ -75,12 +78,17 @@ TokenizerSpec read_hf_tokenizer(const std::string& path, const TokenizerOptions&
   const auto exists = [&](const char* name) { return fs::is_regular_file(dir / name, error); };
 
   HfConfig config;
-  if (exists("tokenizer_config.json")) config = read_tokenizer_config(file("tokenizer_config.json"));
+  if (exists("tokenizer_config.json")) {
+    config = read_tokenizer_config(file("tokenizer_config.json"));
+  }
 
   if (!is_dir) {
-    if (fs::path(path).extension() != ".json" || fs::path(path).filename() == "tokenizer_config.json") {
-      fail("{}: expected a .gguf file, a tokenizer.json, or a folder of Hugging Face tokenizer "
-           "files", path);
+    if (fs::path(path).extension() != ".json" ||
+        fs::path(path).filename() == "tokenizer_config.json") {
+      fail(
+          "{}: expected a .gguf file, a tokenizer.json, or a folder of Hugging Face tokenizer "
+          "files",
+          path);
     }
     return read_tokenizer_json(path, config, options);
   }

@@ -7,9 +7,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string type_of(const json& node) {
-  return node.is_object() ? node.value("type", "") : "";
-}
+std::string type_of(const json& node) { return node.is_object() ? node.value("type", "") : ""; }
 
 // A Sequence flattened; null gives nothing.
 std::vector<json> flatten(const json& node, const char* list_key) {
@@ -47,8 +45,10 @@ PreTokenizerConfig byte_level_pre(const std::vector<json>& steps, const std::str
     const std::string type = type_of(step);
     if (type == "Split") {
       if (step.value("behavior", "") != "Isolated" || step.value("invert", false)) {
-        fail("{}: only Split pre-tokenizers with behavior Isolated are supported; pass a "
-             "pre-tokenizer name instead", path);
+        fail(
+            "{}: only Split pre-tokenizers with behavior Isolated are supported; pass a "
+            "pre-tokenizer name instead",
+            path);
       }
       const json& pattern = step.at("pattern");
       pre.patterns.push_back(pattern.contains("Regex") ? pattern.at("Regex").get<std::string>()
@@ -127,7 +127,8 @@ TokenizerSpec parse(const json& root, const std::string& path, const HfConfig& c
     fail("{}: model type '{}' is not supported (only BPE)", path, type_of(model));
   }
   std::vector<std::pair<std::string, int32_t>> base;
-  for (const auto& [text, id] : model.at("vocab").items()) base.emplace_back(text, id.get<int32_t>());
+  for (const auto& [text, id] : model.at("vocab").items())
+    base.emplace_back(text, id.get<int32_t>());
   std::vector<AddedToken> added = config.added_tokens;
   if (const auto it = root.find("added_tokens"); it != root.end()) {
     for (const json& token : *it) {
@@ -150,13 +151,13 @@ TokenizerSpec parse(const json& root, const std::string& path, const HfConfig& c
 
   const auto pre_steps = flatten(root.value("pre_tokenizer", json()), "pretokenizers");
   const auto normalizers = flatten(root.value("normalizer", json()), "normalizers");
-  const bool byte_level = any_of_type(pre_steps, "ByteLevel") ||
-                          type_of(root.value("decoder", json())) == "ByteLevel";
+  const bool byte_level =
+      any_of_type(pre_steps, "ByteLevel") || type_of(root.value("decoder", json())) == "ByteLevel";
   if (byte_level) {
     spec.family = TokenizerFamily::kByteLevel;
     spec.model_name = "gpt2";
-    spec.pre = options.pre.empty() ? byte_level_pre(pre_steps, path)
-                                   : pre_tokenizer_config(options.pre);
+    spec.pre =
+        options.pre.empty() ? byte_level_pre(pre_steps, path) : pre_tokenizer_config(options.pre);
     spec.pre.ignore_merges = spec.pre.ignore_merges || model.value("ignore_merges", false);
   } else if (any_of_type(pre_steps, "Metaspace") || any_of_type(normalizers, "Replace")) {
     spec.family = TokenizerFamily::kSentencePiece;

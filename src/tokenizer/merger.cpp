@@ -3,14 +3,6 @@
 #include <algorithm>
 
 namespace deferkv {
-namespace {
-
-// Heap order: the best priority on top, then the leftmost.
-bool worse(float pa, int32_t la, float pb, int32_t lb) {
-  return pa < pb || (pa == pb && la > lb);
-}
-
-}  // namespace
 
 void Merger::consider(const MergeTable& table, const std::vector<MergeSymbol>& symbols,
                       int32_t left) {
@@ -30,8 +22,9 @@ void Merger::run(const MergeTable& table, std::vector<MergeSymbol>& symbols) {
     symbols[i].next = i + 1 < n ? i + 1 : -1;
   }
   if (n < 2) return;
+  // Heap order: the best priority on top, then the leftmost.
   const auto cmp = [](const Candidate& x, const Candidate& y) {
-    return worse(x.priority, x.left, y.priority, y.left);
+    return x.priority < y.priority || (x.priority == y.priority && x.left > y.left);
   };
   heap_.clear();
   for (int32_t i = 0; i + 1 < n; ++i) consider(table, symbols, i);

@@ -43,9 +43,11 @@ constexpr const char* kDeepseekLetters =
     R"re(\x{AB70}-\x{ABBF}\x{FB00}-\x{FB06}\x{FB13}-\x{FB17}\x{FF21}-\x{FF3A})re"
     R"re(\x{FF41}-\x{FF5A}\x{10400}-\x{1044F}\x{104B0}-\x{104D3}\x{104D8}-\x{104FB})re"
     R"re(\x{10C80}-\x{10CB2}\x{10CC0}-\x{10CF2}\x{118A0}-\x{118DF}\x{1E900}-\x{1E943}]+)re";
-constexpr const char* kDeepseekPunct = R"re(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)re";
+constexpr const char* kDeepseekPunct =
+    R"re(\s?[!-/:-~\x{FF01}-\x{FF0F}\x{FF1A}-\x{FF5E}\x{2018}-\x{201F}\x{3000}-\x{3002}]+)re";
 // CJK plus the wide U+0800..U+4E00 range, isolated by both DeepSeek tokenizers.
-constexpr const char* kDeepseekCjk = R"re([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)re";
+constexpr const char* kDeepseekCjk =
+    R"re([\x{4E00}-\x{9FA5}\x{0800}-\x{4E00}\x{AC00}-\x{D7FF}]+)re";
 
 const std::map<std::string, PreTokenizerConfig>& table() {
   static const auto configs = [] {
@@ -60,8 +62,8 @@ const std::map<std::string, PreTokenizerConfig>& table() {
     add({"qwen2", "deepseek-r1-qwen", "stablelm2", "megrez"}, {kQwen2});
     add({"deepseek-llm"}, {R"re([\r\n])re", kDeepseekLetters, kDeepseekPunct, R"re(\s+$)re",
                            kDeepseekCjk, R"re(\p{N})re"});
-    add({"deepseek-coder"}, {R"re([\r\n])re", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re",
-                             kDeepseekCjk, R"re(\p{N})re"});
+    add({"deepseek-coder"},
+        {R"re([\r\n])re", R"re(\s?\p{L}+)re", R"re(\s?\p{P}+)re", kDeepseekCjk, R"re(\p{N})re"});
     // Falcon: runs of punctuation (HF Punctuation pre-tokenizer, which counts ASCII
     // symbols as punctuation), the GPT-2 regex, then numbers cut into threes.
     add({"falcon"}, {R"re([\p{P}\$\+<=>\^~\|`]+)re", kGpt2, R"re([0-9][0-9][0-9])re"});

@@ -57,20 +57,17 @@ RegexSplitter::~RegexSplitter() {
   for (auto* code : codes_) pcre2_code_free(code);
 }
 
-void RegexSplitter::split(std::string_view text, std::vector<std::string_view>& pieces) const {
-  pieces.clear();
-  if (text.empty()) return;
-  pieces.push_back(text);
-  std::vector<std::string_view> next;
-  for (size_t which = 0; which < codes_.size(); ++which) {
-    next.clear();
-    for (std::string_view piece : pieces) split_one(which, piece, next);
-    pieces.swap(next);
-  }
+void RegexSplitter::split(std::string_view text, const PieceFn& emit) const {
+  if (!text.empty()) split_from(0, text, emit);
 }
 
-void RegexSplitter::split_one(size_t which, std::string_view piece,
-                              std::vector<std::string_view>& out) const {
+void RegexSplitter::split_from(size_t which, std::string_view piece, const PieceFn& emit) const {
+  if (which == codes_.size()) {
+    emit(piece);
+    return;
+  }
+  // One match data per thread serves every level: the deeper levels overwrite it, so
+  // each match's bounds are copied out before going down.
   ThreadMatchState& state = match_state();
   const pcre2_code* code = codes_[which];
   const auto* subject = reinterpret_cast<PCRE2_SPTR>(piece.data());
@@ -92,11 +89,11 @@ void RegexSplitter::split_one(size_t which, std::string_view piece,
       while (from < piece.size() && (static_cast<uint8_t>(piece[from]) & 0xC0) == 0x80) ++from;
       continue;
     }
-    if (start > pos) out.push_back(piece.substr(pos, start - pos));
-    out.push_back(piece.substr(start, end - start));
+    if (start > pos) split_from(which + 1, piece.substr(pos, start - pos), emit);
+    split_from(which + 1, piece.substr(start, end - start), emit);
     pos = from = end;
   }
-  if (pos < piece.size()) out.push_back(piece.substr(pos));
+  if (pos < piece.size()) split_from(which + 1, piece.substr(pos), emit);
 }
 
 }  // namespace deferkv

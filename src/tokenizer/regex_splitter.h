@@ -4,6 +4,7 @@
 // one left, and both its matches and the text between them become pieces.
 // PCRE2 (UTF + Unicode properties, JIT) does the matching: it has the lookahead
 // `\s+(?!\S)` needs and real Unicode categories for \p{L}, \p{N}, \s.
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,12 +21,16 @@ class RegexSplitter {
   RegexSplitter(const RegexSplitter&) = delete;
   RegexSplitter& operator=(const RegexSplitter&) = delete;
 
-  // `text` must be valid UTF-8. Pieces are views into `text`, in order, never empty.
-  void split(std::string_view text, std::vector<std::string_view>& pieces) const;
+  using PieceFn = std::function<void(std::string_view)>;
+
+  // Calls `emit` with each piece of `text` (valid UTF-8), in order: views into `text`,
+  // never empty. Pieces are handed out as they are found, so a long text is never held
+  // as a list of pieces.
+  void split(std::string_view text, const PieceFn& emit) const;
 
  private:
-  // Splits `piece` with pattern number `which`, appending to `out`.
-  void split_one(size_t which, std::string_view piece, std::vector<std::string_view>& out) const;
+  // Splits `piece` with pattern number `which` and each part with the later patterns.
+  void split_from(size_t which, std::string_view piece, const PieceFn& emit) const;
 
   std::vector<pcre2_real_code_8*> codes_;
   std::vector<std::string> patterns_;  // for error messages

@@ -53,7 +53,7 @@ SentencePieceModel::SentencePieceModel(
       pos += len;
     }
   }
-  if (merges.empty()) {
+  if (!vocab.scores.empty()) {
     for (int32_t id = 0; id < vocab.size(); ++id) {
       if (vocab.kinds[id] != TokenKind::kNormal) continue;
       const std::string_view text = vocab.texts[id];

@@ -19,9 +19,9 @@ namespace deferkv {
 
 class SentencePieceModel {
  public:
-  // With `merges` empty the merges come from the scores: any two pieces whose joined
-  // text is a normal piece merge into it, ranked by that piece's score (as SentencePiece
-  // and llama.cpp do). Otherwise `merges` ranks them, best first.
+  // A vocabulary with scores (GGUF) merges any two pieces whose joined text is a normal
+  // piece, ranked by that piece's score, as SentencePiece and llama.cpp do. Without
+  // scores (tokenizer.json) `merges` lists the merges, best first.
   SentencePieceModel(const Vocab& vocab,
                      const std::vector<std::pair<std::string, std::string>>& merges,
                      bool byte_fallback);

@@ -15,8 +15,9 @@ bool is_space(char c) {
 SpecialTokenMatcher::SpecialTokenMatcher(const Vocab& vocab, bool with_control) {
   for (int32_t id = 0; id < vocab.size(); ++id) {
     const TokenKind kind = vocab.kinds[id];
-    const bool wanted = kind == TokenKind::kUserDefined ||
-                        (with_control && (kind == TokenKind::kControl || kind == TokenKind::kUnknown));
+    const bool wanted =
+        kind == TokenKind::kUserDefined ||
+        (with_control && (kind == TokenKind::kControl || kind == TokenKind::kUnknown));
     const std::string& text = vocab.texts[id];
     if (!wanted || text.empty()) continue;
     const bool lstrip = !vocab.lstrip.empty() && vocab.lstrip[id];
@@ -25,9 +26,8 @@ SpecialTokenMatcher::SpecialTokenMatcher(const Vocab& vocab, bool with_control) 
     any_ = true;
   }
   for (auto& candidates : by_first_byte_) {
-    std::stable_sort(candidates.begin(), candidates.end(), [](const auto& a, const auto& b) {
-      return a.text.size() > b.text.size();
-    });
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const auto& a, const auto& b) { return a.text.size() > b.text.size(); });
   }
 }
 
@@ -46,7 +46,9 @@ void SpecialTokenMatcher::split(std::string_view text, std::vector<TextFragment>
     }
     size_t plain_end = pos;
     while (match->lstrip && plain_end > plain_start && is_space(text[plain_end - 1])) --plain_end;
-    if (plain_end > plain_start) out.push_back({text.substr(plain_start, plain_end - plain_start), -1});
+    if (plain_end > plain_start) {
+      out.push_back({text.substr(plain_start, plain_end - plain_start), -1});
+    }
     out.push_back({text.substr(pos, match->text.size()), match->id});
     pos += match->text.size();
     while (match->rstrip && pos < text.size() && is_space(text[pos])) ++pos;

@@ -13,11 +13,16 @@ struct SecondByteRange {
 
 SecondByteRange second_byte_range(uint8_t lead) {
   switch (lead) {
-    case 0xE0: return {0xA0, 0xBF};  // no overlongs
-    case 0xED: return {0x80, 0x9F};  // no surrogates
-    case 0xF0: return {0x90, 0xBF};  // no overlongs
-    case 0xF4: return {0x80, 0x8F};  // nothing above U+10FFFF
-    default: return {0x80, 0xBF};
+    case 0xE0:
+      return {0xA0, 0xBF};  // no overlongs
+    case 0xED:
+      return {0x80, 0x9F};  // no surrogates
+    case 0xF0:
+      return {0x90, 0xBF};  // no overlongs
+    case 0xF4:
+      return {0x80, 0x8F};  // nothing above U+10FFFF
+    default:
+      return {0x80, 0xBF};
   }
 }
 

@@ -124,14 +124,17 @@ TEST(Fp16, SimdRowConversionsMatchScalar) {
   for (uint32_t h = 0; h < 0x10000; ++h) all[h] = static_cast<uint16_t>(h);
   testing::for_each_simd_target([&](const char*) {
     std::vector<float> out(all.size());
-    for (auto [type, scalar] : {std::pair{DType::F16, &fp16_to_fp32}, std::pair{DType::BF16, &bf16_to_fp32}}) {
+    const std::pair<DType, float (*)(uint16_t)> kTypes[] = {{DType::F16, fp16_to_fp32},
+                                                             {DType::BF16, bf16_to_fp32}};
+    for (auto [type, scalar] : kTypes) {
       dequantize_row(type, all.data(), out.data(), static_cast<int64_t>(all.size()));
       for (uint32_t h = 0; h < 0x10000; ++h) {
         const float want = scalar(static_cast<uint16_t>(h));
         if (std::isnan(want)) {
           ASSERT_TRUE(std::isnan(out[h])) << dtype_name(type) << " " << h;
         } else {
-          ASSERT_EQ(std::bit_cast<uint32_t>(out[h]), std::bit_cast<uint32_t>(want)) << dtype_name(type) << " " << h;
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[h]), std::bit_cast<uint32_t>(want))
+              << dtype_name(type) << " " << h;
         }
       }
     }

@@ -42,7 +42,9 @@ inline WeightMatrix quantise_matrix(DType type, const std::vector<float>& values
                                     size_t padding = 0) {
   WeightMatrix m{type, rows, n, static_cast<size_t>(dtype_row_bytes(type, n)) + padding, {}};
   m.bytes.assign(m.stride * static_cast<size_t>(rows), 0xa5);
-  for (int64_t r = 0; r < rows; ++r) quantize_row(type, values.data() + r * n, m.bytes.data() + r * m.stride, n);
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, values.data() + r * n, m.bytes.data() + r * m.stride, n);
+  }
   return m;
 }
 

@@ -4,11 +4,13 @@
 // hide (both sides wrong the same way) fails here.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "kernel_test_util.h"
 #include "kernels/matvec.h"
+#include "kernels/packed_activation.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 
@@ -17,12 +19,12 @@ namespace {
 
 using testing::for_each_simd_target;
 
-// Activation whose packed form is exact: integers in [-127, 127] with +-127 in every
-// 32 values, so each block's scale is exactly 1.
-std::vector<float> exact_activation(int64_t n) {
+// Activation whose packed form is exact: integers in [-qmax, qmax] with +-qmax in every
+// 32 values, so each block's scale is exactly 1 (qmax from packed_activation.h).
+std::vector<float> exact_activation(int64_t n, int qmax) {
   std::vector<float> x(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % 255 - 127);
-  for (int64_t i = 0; i < n; i += 32) x[i] = (i / 32) % 2 ? -127.0f : 127.0f;
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 37) % (2 * qmax + 1) - qmax);
+  for (int64_t i = 0; i < n; i += 32) x[i] = static_cast<float>((i / 32) % 2 ? -qmax : qmax);
   return x;
 }
 
@@ -34,15 +36,18 @@ void check_block(DType type, const void* block, const std::vector<float>& expect
   dequantize_row(type, block, decoded.data(), n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(decoded[i], expected[i]) << "value " << i;
 
-  const std::vector<float> x = exact_activation(n);
-  double want = 0;
-  for (int64_t i = 0; i < n; ++i) want += static_cast<double>(expected[i]) * x[i];
+  const std::vector<float> x = exact_activation(n, n == 256 ? kPackedMax256 : kPackedMax32);
+  double want = 0, magnitude = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    want += static_cast<double>(expected[i]) * x[i];
+    magnitude += std::fabs(static_cast<double>(expected[i]) * x[i]);
+  }
   std::vector<unsigned char> packed(packed_activation_bytes(type, n));
   for_each_simd_target([&](const char*) {
     pack_activation(type, x.data(), n, packed.data());
     float y = 0;
     matvec(type, block, static_cast<size_t>(dtype_row_bytes(type, n)), n, packed.data(), &y, 1);
-    EXPECT_NEAR(y, want, 1e-6 * std::abs(want) + 1e-3);
+    EXPECT_NEAR(y, want, 1e-6 * magnitude);
   });
 }
 

@@ -25,7 +25,9 @@ TEST(Vec, DotF32) {
       want += static_cast<double>(a[i]) * b[i];
       magnitude += std::fabs(static_cast<double>(a[i]) * b[i]);
     }
-    for_each_simd_target([&](const char*) { EXPECT_NEAR(dot_f32(a.data(), b.data(), n), want, 1e-6 * magnitude) << n; });
+    for_each_simd_target([&](const char*) {
+      EXPECT_NEAR(dot_f32(a.data(), b.data(), n), want, 1e-6 * magnitude) << n;
+    });
   }
 }
 
@@ -35,7 +37,9 @@ TEST(Vec, AxpyScaleAdd) {
     for_each_simd_target([&](const char*) {
       std::vector<float> y = y0;
       axpy_f32(0.75f, x.data(), y.data(), n);
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(y[i], y0[i] + 0.75 * x[i], 1e-6 * (1 + std::fabs(y0[i]))) << i;
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(y[i], y0[i] + 0.75 * x[i], 1e-6 * (1 + std::fabs(y0[i]))) << i;
+      }
       y = y0;
       scale_f32(-3.0f, y.data(), n);
       for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], -3.0f * y0[i]) << i;

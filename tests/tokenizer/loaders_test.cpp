@@ -75,8 +75,10 @@ TEST(GgufLoader, ByteLevelVocabularyWithLlama3Specials) {
   std::vector<std::string> tokens = raw.vocab.texts;
   std::vector<GgufValue> types(tokens.size(), GgufValue::of_i32(1));
   for (int i = 0; i < 256; ++i) {
-    tokens.push_back(i == 0 ? "<|begin_of_text|>" : i == 1 ? "<|end_of_text|>"
-                     : i == 9 ? "<|eot_id|>" : "<|reserved_special_token_" + std::to_string(i) + "|>");
+    tokens.push_back(i == 0   ? "<|begin_of_text|>"
+                     : i == 1 ? "<|end_of_text|>"
+                     : i == 9 ? "<|eot_id|>"
+                              : "<|reserved_special_token_" + std::to_string(i) + "|>");
     types.push_back(GgufValue::of_i32(3));
   }
   std::vector<std::string> merges;
@@ -106,8 +108,8 @@ TEST(GgufLoader, ByteLevelVocabularyWithLlama3Specials) {
 TEST(GgufLoader, ErrorsNameTheKeyOrValue) {
   const TempDir temp;
   const fs::path& dir = temp.path;
-  const auto write = [&](const std::string& name, const std::string& model,
-                         const std::string& pre, bool with_tokens) {
+  const auto write = [&](const std::string& name, const std::string& model, const std::string& pre,
+                         bool with_tokens) {
     GgufWriter writer;
     writer.add_metadata("tokenizer.ggml.model", GgufValue::of_string(model));
     if (!pre.empty()) writer.add_metadata("tokenizer.ggml.pre", GgufValue::of_string(pre));
@@ -118,11 +120,13 @@ TEST(GgufLoader, ErrorsNameTheKeyOrValue) {
     writer.write((dir / name).string());
     return (dir / name).string();
   };
-  EXPECT_NE(error_of([&] { Tokenizer::from_path(write("a.gguf", "gpt2", "", false)); })
-                .find("'tokenizer.ggml.tokens' is missing"),
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_path(write("a.gguf", "gpt2", "", false));
+            }).find("'tokenizer.ggml.tokens' is missing"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Tokenizer::from_path(write("b.gguf", "bert", "", true)); })
-                .find("tokenizer.ggml.model 'bert' is not supported"),
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_path(write("b.gguf", "bert", "", true));
+            }).find("tokenizer.ggml.model 'bert' is not supported"),
             std::string::npos);
   const std::string unknown_pre =
       error_of([&] { Tokenizer::from_path(write("c.gguf", "gpt2", "klingon", true)); });
@@ -142,8 +146,8 @@ TEST(HfLoader, TokenizerJsonByteLevel) {
     if (!line.empty()) merges.push_back(line);
   }
   json added = json::array();
-  for (const auto& [id, text] : {std::pair{151643, "<|endoftext|>"}, {151644, "<|im_start|>"},
-                                 {151645, "<|im_end|>"}}) {
+  for (const auto& [id, text] :
+       {std::pair{151643, "<|endoftext|>"}, {151644, "<|im_start|>"}, {151645, "<|im_end|>"}}) {
     added.push_back({{"id", id}, {"content", text}, {"special", true}});
   }
   const json qwen2_split = {
@@ -159,7 +163,8 @@ TEST(HfLoader, TokenizerJsonByteLevel) {
       {"pre_tokenizer",
        {{"type", "Sequence"},
         {"pretokenizers",
-         {qwen2_split, {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
+         {qwen2_split,
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}}},
       {"post_processor", {{"type", "ByteLevel"}}},
       {"decoder", {{"type", "ByteLevel"}}},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
@@ -213,10 +218,14 @@ TEST(HfLoader, TokenizerJsonSentencePieceMatchesTheScoredVocabulary) {
       {"pre_tokenizer", nullptr},
       {"post_processor",
        {{"type", "TemplateProcessing"},
-        {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
-                    {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
+        {"single",
+         {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+          {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}},
       {"model",
-       {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"byte_fallback", true},
+       {{"type", "BPE"},
+        {"vocab", vocab},
+        {"merges", merges},
+        {"byte_fallback", true},
         {"unk_token", "<unk>"}}}};
   const TempDir dir;
   const fs::path path = dir.path / "tokenizer.json";
@@ -234,24 +243,27 @@ TEST(HfLoader, ErrorsNameWhatIsMissing) {
   const fs::path& dir = temp.path;
   EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string()); }).find("found none of"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { Tokenizer::from_path((dir / "nothing.json").string()); })
-                .find("no such file"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { Tokenizer::from_path((dir / "nothing.json").string()); }).find("no such file"),
+      std::string::npos);
   write_text(dir / "tokenizer.json", R"({"model": {"type": "WordPiece", "vocab": {}}})");
-  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string()); })
-                .find("model type 'WordPiece' is not supported"),
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_path(dir.string());
+            }).find("model type 'WordPiece' is not supported"),
             std::string::npos);
   fs::remove(dir / "tokenizer.json");
   // vocab.json + merges.txt whose tokenizer class does not tell the pre-tokenizer.
   write_text(dir / "vocab.json", R"({"a": 0, "b": 1, "ab": 2})");
   write_text(dir / "merges.txt", "a b\n");
-  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string()); })
-                .find("cannot tell the pre-tokenizer"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of([&] { Tokenizer::from_path(dir.string()); }).find("cannot tell the pre-tokenizer"),
+      std::string::npos);
   EXPECT_EQ(Tokenizer::from_path(dir.string(), {"gpt-2"})->encode("ab", false, false), Ids{2});
-  write_text(dir / "tokenizer_config.json", R"({"tokenizer_class": "GPT2Tokenizer", "bos_token": "zz"})");
-  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string()); })
-                .find("bos_token 'zz' is not in the vocabulary"),
+  write_text(dir / "tokenizer_config.json",
+             R"({"tokenizer_class": "GPT2Tokenizer", "bos_token": "zz"})");
+  EXPECT_NE(error_of([&] {
+              Tokenizer::from_path(dir.string());
+            }).find("bos_token 'zz' is not in the vocabulary"),
             std::string::npos);
 }
 

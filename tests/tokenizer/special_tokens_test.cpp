@@ -30,8 +30,8 @@ TEST(SpecialTokens, Phi3TokensSwallowTheWhitespaceAfterThem) {
   const std::string chat = "<|user|>\nHi there<|end|>\n<|assistant|>";
   EXPECT_EQ(t.encode(chat, true, true), (Ids{1, 32010, 6324, 727, 32007, 32001}));
   EXPECT_EQ(t.encode(chat, true, false),
-            (Ids{1, 529, 29989, 1792, 29989, 29958, 13, 18567, 727, 29966, 29989, 355, 29989,
-                 29958, 13, 29966, 29989, 465, 22137, 29989, 29958}));
+            (Ids{1,   529,   29989, 1792, 29989, 29958, 13,  18567, 727,   29966, 29989,
+                 355, 29989, 29958, 13,   29966, 29989, 465, 22137, 29989, 29958}));
   EXPECT_TRUE(t.is_end_of_generation(32007));  // <|end|>
   EXPECT_TRUE(t.is_end_of_generation(32000));  // <|endoftext|>, the eos
 }

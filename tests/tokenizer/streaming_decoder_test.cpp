@@ -57,9 +57,9 @@ TEST(StreamingDecoder, BrokenBytesBecomeReplacementCharacters) {
 }
 
 TEST(StreamingDecoder, JoinedPiecesEqualDecodeOnEveryCase) {
-  for (const auto& [vocab, cases_name] :
-       {std::pair{"ggml-vocab-llama-spm.gguf", "llama-spm"}, {"ggml-vocab-gpt-2.gguf", "gpt-2"},
-        {"ggml-vocab-deepseek-llm.gguf", "deepseek-llm"}}) {
+  for (const auto& [vocab, cases_name] : {std::pair{"ggml-vocab-llama-spm.gguf", "llama-spm"},
+                                          {"ggml-vocab-gpt-2.gguf", "gpt-2"},
+                                          {"ggml-vocab-deepseek-llm.gguf", "deepseek-llm"}}) {
     const Tokenizer& t = cached_tokenizer(vocab);
     for (const std::string& text : read_vocab_cases(cases_name).texts) {
       const auto ids = t.encode(text, true, false);

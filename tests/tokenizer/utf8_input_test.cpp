@@ -18,18 +18,23 @@ const std::string kFffd = "\xEF\xBF\xBD";
 TEST(RepairUtf8, ReplacesEachMaximalIllFormedSubpart) {
   EXPECT_EQ(repair_utf8("plain ascii"), "plain ascii");
   EXPECT_EQ(repair_utf8("h\xC3\xA9llo"), "h\xC3\xA9llo");
-  EXPECT_EQ(repair_utf8("a\xFF" "b"), "a" + kFffd + "b");
-  EXPECT_EQ(repair_utf8("\xC0\xAF"), kFffd + kFffd);               // overlong: two subparts
+  EXPECT_EQ(repair_utf8("a\xFF"
+                        "b"),
+            "a" + kFffd + "b");
+  EXPECT_EQ(repair_utf8("\xC0\xAF"), kFffd + kFffd);              // overlong: two subparts
   EXPECT_EQ(repair_utf8("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // a surrogate
   EXPECT_EQ(repair_utf8("\xF0\x9F\x98"), kFffd);                  // cut-off 4-byte character
-  EXPECT_EQ(repair_utf8("\xE2\x82" "x"), kFffd + "x");
+  EXPECT_EQ(repair_utf8("\xE2\x82"
+                        "x"),
+            kFffd + "x");
   EXPECT_EQ(repair_utf8("\xF4\x90\x80\x80"), kFffd + kFffd + kFffd + kFffd);  // > U+10FFFF
   EXPECT_EQ(repair_utf8(std::string("a\0b", 3)), std::string("a\0b", 3));
 }
 
 TEST(InvalidUtf8Input, IsTokenizedAsItsRepairAndNeverThrows) {
   for (const Tokenizer* t : {&llama_spm(), &gpt2(), &qwen2()}) {
-    EXPECT_EQ(t->encode("ok\xFF\xFEok", false, false), t->encode("ok" + kFffd + kFffd + "ok", false, false));
+    EXPECT_EQ(t->encode("ok\xFF\xFEok", false, false),
+              t->encode("ok" + kFffd + kFffd + "ok", false, false));
     EXPECT_EQ(t->encode("\xE2\x82", true, true), t->encode(kFffd, true, true));
   }
   std::mt19937 rng(7);
@@ -48,16 +53,16 @@ TEST(InvalidUtf8Input, IsTokenizedAsItsRepairAndNeverThrows) {
 // Cyrillic, CJK, Hangul, emoji, combining marks, and any code point at all.
 std::string random_text(std::mt19937& rng) {
   static const std::vector<std::pair<uint32_t, uint32_t>> kRanges = {
-      {'a', 'z'},       {'A', 'Z'},       {'0', '9'},       {' ', '/'},       {':', '@'},
-      {'\t', '\r'},     {0xA0, 0xFF},     {0x400, 0x44F},   {0x4E00, 0x4F00}, {0xAC00, 0xAD00},
+      {'a', 'z'},         {'A', 'Z'},     {'0', '9'},       {' ', '/'},       {':', '@'},
+      {'\t', '\r'},       {0xA0, 0xFF},   {0x400, 0x44F},   {0x4E00, 0x4F00}, {0xAC00, 0xAD00},
       {0x1F600, 0x1F64F}, {0x300, 0x36F}, {0x3000, 0x3002}, {0x1, 0x10FFFF}};
   std::string out;
   const int length = 1 + static_cast<int>(rng() % 30);
   for (int i = 0; i < length; ++i) {
     const auto& [lo, hi] = kRanges[rng() % kRanges.size()];
     uint32_t cp = lo + rng() % (hi - lo + 1);
-    if (cp >= 0xD800 && cp <= 0xDFFF) cp = ' ';    // no surrogates
-    if (cp == 0x2581) cp = '_';                    // SentencePiece's space mark reads as ' '
+    if (cp >= 0xD800 && cp <= 0xDFFF) cp = ' ';  // no surrogates
+    if (cp == 0x2581) cp = '_';                  // SentencePiece's space mark reads as ' '
     if (cp < 0x80) {
       out += static_cast<char>(cp);
     } else if (cp < 0x800) {
@@ -105,11 +110,16 @@ std::string spellable_only(const std::vector<bool>& spellable, const std::string
 
 TEST(RoundTrip, RandomValidUtf8DecodesBackInEveryVocabulary) {
   const std::vector<std::pair<std::string, std::string>> vocabs = {
-      {"ggml-vocab-llama-spm.gguf", ""}, {"ggml-vocab-phi-3.gguf", ""},
-      {"ggml-vocab-gpt-2.gguf", ""},     {"ggml-vocab-deepseek-coder.gguf", ""},
-      {"ggml-vocab-deepseek-llm.gguf", ""}, {"ggml-vocab-falcon.gguf", ""},
-      {"ggml-vocab-starcoder.gguf", ""}, {"ggml-vocab-mpt.gguf", ""},
-      {"ggml-vocab-refact.gguf", ""},    {"llama3.2-bpe", "llama-bpe"},
+      {"ggml-vocab-llama-spm.gguf", ""},
+      {"ggml-vocab-phi-3.gguf", ""},
+      {"ggml-vocab-gpt-2.gguf", ""},
+      {"ggml-vocab-deepseek-coder.gguf", ""},
+      {"ggml-vocab-deepseek-llm.gguf", ""},
+      {"ggml-vocab-falcon.gguf", ""},
+      {"ggml-vocab-starcoder.gguf", ""},
+      {"ggml-vocab-mpt.gguf", ""},
+      {"ggml-vocab-refact.gguf", ""},
+      {"llama3.2-bpe", "llama-bpe"},
       {"qwen2", ""}};
   std::mt19937 rng(12345);
   for (const auto& [name, pre] : vocabs) {

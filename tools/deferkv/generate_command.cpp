@@ -3,9 +3,11 @@
 #include <fstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "common_options.h"
+#include "deferkv/chat_template.h"
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
@@ -24,8 +26,23 @@ struct GenerateArgs {
   bool no_bos = false;
   bool parse_special = false;
   std::string dump_logits;
+  bool chat = false;
+  std::string chat_template;
+  std::string system;
   SamplerParams sampling;
 };
+
+// The prompt as the model reads it: raw text, or (with --chat) a user turn, after an
+// optional system turn, in the model's chat format with the assistant's turn opened.
+std::vector<int32_t> prompt_tokens(const GenerateArgs& args, const std::string& text,
+                                   const Tokenizer& tokenizer) {
+  if (!args.chat) return tokenizer.encode(text, !args.no_bos, args.parse_special);
+  const ChatTemplate chat = ChatTemplate::detect(tokenizer, args.chat_template);
+  std::vector<ChatMessage> messages;
+  if (!args.system.empty()) messages.push_back({"system", args.system});
+  messages.push_back({"user", text});
+  return tokenizer.encode(chat.apply(messages, true), !args.no_bos, true);
+}
 
 void write_logits(const std::string& path, const float* logits, int64_t n) {
   std::ofstream out(path, std::ios::binary);
@@ -40,7 +57,7 @@ void run_generate(const GenerateArgs& args) {
   const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file);
   auto model = Model::load(args.model);
   const Tokenizer& tokenizer = model->tokenizer();
-  const std::vector<int32_t> prompt = tokenizer.encode(text, !args.no_bos, args.parse_special);
+  const std::vector<int32_t> prompt = prompt_tokens(args, text, tokenizer);
 
   SessionOptions options;
   options.n_ctx = args.n_ctx;
@@ -91,8 +108,17 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--parse-special", args->parse_special, "Parse special-token text such as <|eot_id|>");
   cmd->add_option("--dump-logits", args->dump_logits,
                   "Write the logits of the prompt's last position (raw float32 LE) to this file");
+  cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user turn in the model's chat format");
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Chat format to use instead of the model's: " + fmt::format("{}", fmt::join(ChatTemplate::known_names(), ", ")));
+  cmd->add_option("--system", args->system, "System message for --chat");
   add_sampling_options(*cmd, args->sampling);
-  cmd->callback([args] { run_generate(*args); });
+  cmd->callback([args] {
+    if (!args->chat && (!args->chat_template.empty() || !args->system.empty())) {
+      fail("--chat-template and --system need --chat");
+    }
+    run_generate(*args);
+  });
 }
 
 }  // namespace deferkv::cli

@@ -260,25 +260,31 @@ const GgufValue& GgufFile::get(const std::string& key) const {
   return *value;
 }
 
+std::string GgufFile::get_string(const std::string& key) const {
+  return get(key).as_string(describe(key));
+}
+
+uint64_t GgufFile::get_u64(const std::string& key) const { return get(key).as_u64(describe(key)); }
+
 uint64_t GgufFile::get_u64_or(const std::string& key, uint64_t fallback) const {
   const GgufValue* value = find(key);
-  return value ? value->as_u64(key) : fallback;
+  return value ? value->as_u64(describe(key)) : fallback;
 }
 
 double GgufFile::get_f64_or(const std::string& key, double fallback) const {
   const GgufValue* value = find(key);
-  return value ? value->as_f64(key) : fallback;
+  return value ? value->as_f64(describe(key)) : fallback;
 }
 
 bool GgufFile::get_bool_or(const std::string& key, bool fallback) const {
   const GgufValue* value = find(key);
-  return value ? value->as_bool(key) : fallback;
+  return value ? value->as_bool(describe(key)) : fallback;
 }
 
 std::optional<std::string> GgufFile::get_string_opt(const std::string& key) const {
   const GgufValue* value = find(key);
   if (value == nullptr) return std::nullopt;
-  return value->as_string(key);
+  return value->as_string(describe(key));
 }
 
 const GgufTensorInfo* GgufFile::find_tensor(const std::string& name) const {

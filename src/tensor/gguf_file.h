@@ -50,8 +50,9 @@ class GgufFile {
   const GgufValue* find(const std::string& key) const;
   const GgufValue& get(const std::string& key) const;  // Error naming the key when absent
 
-  std::string get_string(const std::string& key) const { return get(key).as_string(key); }
-  uint64_t get_u64(const std::string& key) const { return get(key).as_u64(key); }
+  // Typed reads; a missing key or another type is an Error naming the key and the file.
+  std::string get_string(const std::string& key) const;
+  uint64_t get_u64(const std::string& key) const;
   uint64_t get_u64_or(const std::string& key, uint64_t fallback) const;
   double get_f64_or(const std::string& key, double fallback) const;
   bool get_bool_or(const std::string& key, bool fallback) const;
@@ -62,6 +63,8 @@ class GgufFile {
 
  private:
   void parse();
+  // How errors name a key: "<key>' of '<path>" fits GgufValue's "metadata '<what>' ...".
+  std::string describe(const std::string& key) const { return key + "' of '" + path(); }
 
   std::shared_ptr<MappedFile> file_;
   uint32_t version_ = 0;

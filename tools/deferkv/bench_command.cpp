@@ -15,7 +15,6 @@
 #include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
-#include "kv/kv_cache.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::cli {

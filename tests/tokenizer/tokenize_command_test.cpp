@@ -1,33 +1,19 @@
 // `deferkv tokenize`, run as the built CLI: llama-tokenize's output for the same input.
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <stdexcept>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "tokenizer/tokenizer_test_util.h"
+#include "tools/cli_runner.h"
 
 namespace deferkv::test {
 namespace {
 
-struct CliResult {
-  int status;
-  std::string output;  // stdout and stderr
-};
+using testing::CliResult;
 
+// stdout and stderr of `deferkv tokenize <arguments>`.
 CliResult run_tokenize(const std::string& arguments) {
-  const std::string command = std::string("'") + DEFERKV_CLI + "' tokenize " + arguments + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
-  CliResult result{0, ""};
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
-    result.output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
+  return testing::run_cli("tokenize " + arguments + " 2>&1");
 }
 
 const std::string kSpm = "-m '" + vocab_path("ggml-vocab-llama-spm.gguf") + "'";

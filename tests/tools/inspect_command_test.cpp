@@ -1,6 +1,5 @@
 // `deferkv inspect`, run as the built CLI.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include "tensor/gguf_file.h"
 #include "tensor/gguf_test_util.h"
 #include "tensor/gguf_writer.h"
+#include "tools/cli_runner.h"
 
 namespace deferkv {
 namespace {
@@ -20,24 +20,8 @@ using Json = nlohmann::ordered_json;
 
 const std::string kStories = DEFERKV_SOURCE_DIR "/models/stories260K.gguf";
 
-struct CliResult {
-  int status;
-  std::string output;  // stdout
-};
-
-// Runs the CLI through the shell, so `arguments` may redirect.
-CliResult run_cli(const std::string& arguments) {
-  const std::string command = std::string("'") + DEFERKV_CLI + "' " + arguments;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
-  CliResult result{0, ""};
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0;)
-    result.output.append(buffer, n);
-  int status = ::pclose(pipe);
-  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using testing::CliResult;
+using testing::run_cli;
 
 // The output of a successful `deferkv inspect <arguments>`.
 std::string run_inspect(const std::string& arguments) {

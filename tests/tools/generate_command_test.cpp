@@ -1,0 +1,83 @@
+// `deferkv generate`, run as the built CLI on the embedded model.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/cli_runner.h"
+
+namespace deferkv {
+namespace {
+
+using testing::run_cli;
+
+nlohmann::json first_reference_case() {
+  std::ifstream in(std::string(DEFERKV_TEST_DATA) + "/reference/stories260K_greedy.json");
+  return nlohmann::json::parse(in)["cases"][0];
+}
+
+TEST(GenerateCommand, GreedyStreamsTheReferenceContinuation) {
+  const auto c = first_reference_case();
+  const auto result = run_cli("generate --temp 0 -n 48 -t 2 -p '" + c["prompt"].get<std::string>() + "' 2>/dev/null");
+  ASSERT_EQ(result.status, 0);
+  EXPECT_EQ(result.output, c["generated_text"].get<std::string>() + "\n");
+}
+
+TEST(GenerateCommand, SameSeedSameTextAtTemperature) {
+  const auto a = run_cli("generate --temp 0.9 --seed 11 -n 40 -p 'The little dog' 2>/dev/null");
+  const auto b = run_cli("generate --temp 0.9 --seed 11 -n 40 -p 'The little dog' 2>/dev/null");
+  ASSERT_EQ(a.status, 0);
+  EXPECT_EQ(a.output, b.output);
+  EXPECT_GT(a.output.size(), 40u);
+}
+
+TEST(GenerateCommand, DumpLogitsWritesTheLastPromptLogits) {
+  const std::string path = ::testing::TempDir() + "/deferkv-logits.bin";
+  const auto result = run_cli("generate --temp 0 -n 1 -p 'Once upon a time' --dump-logits '" + path + "' 2>/dev/null");
+  ASSERT_EQ(result.status, 0);
+  std::ifstream dumped(path, std::ios::binary);
+  std::ifstream reference(std::string(DEFERKV_TEST_DATA) + "/reference/stories260K_0.llamacpp_kvf32.logits",
+                          std::ios::binary);
+  std::vector<float> ours(512), theirs(512);
+  dumped.read(reinterpret_cast<char*>(ours.data()), 512 * 4);
+  reference.read(reinterpret_cast<char*>(theirs.data()), 512 * 4);
+  ASSERT_TRUE(dumped && reference);
+  EXPECT_EQ(dumped.peek(), EOF);  // exactly n_vocab floats
+  for (int i = 0; i < 512; ++i) EXPECT_NEAR(ours[i], theirs[i], 1e-4) << i;
+}
+
+TEST(GenerateCommand, BadInputGivesAClearErrorAndExitCodeOne) {
+  auto r = run_cli("generate -m /no/such/model.gguf -p hi 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("error: cannot open '/no/such/model.gguf'"), std::string::npos) << r.output;
+
+  r = run_cli("generate -c 4 -p 'Once upon a time there was' 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("do not fit in the context of 4"), std::string::npos) << r.output;
+
+  r = run_cli("generate 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("give the prompt with -p or -f"), std::string::npos) << r.output;
+
+  r = run_cli("generate -p hi --top-p 0 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("top-p must be in (0, 1]"), std::string::npos) << r.output;
+}
+
+TEST(GenerateCommand, MakeModelThenBenchRunsOnIt) {
+  const std::string path = ::testing::TempDir() + "/deferkv-bench-model.gguf";
+  ASSERT_EQ(run_cli("make-model --arch qwen2 --type q8_0 --n-embd 64 --n-ff 128 --n-layer 1 -o '" + path +
+                    "' >/dev/null").status, 0);
+  const auto r = run_cli("bench -m '" + path + "' -p 16 -n 4 -d 0,8 -t 1 -r 2 -o json");
+  ASSERT_EQ(r.status, 0);
+  const auto json = nlohmann::json::parse(r.output);
+  ASSERT_EQ(json.size(), 4u);  // pp16, tg4 at depths 0 and 8
+  EXPECT_EQ(json[3]["test"], "tg4 @ d8");
+  EXPECT_EQ(json[3]["samples_ts"].size(), 2u);
+  EXPECT_GT(json[0]["avg_ts"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -58,10 +58,4 @@ void KvCache::truncate(int32_t position) {
   }
 }
 
-int64_t KvCache::max_length() const {
-  int64_t longest = 0;
-  for (const auto& h : heads_) longest = std::max<int64_t>(longest, h.positions.size());
-  return longest;
-}
-
 }  // namespace deferkv

@@ -33,8 +33,6 @@ class KvCache {
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
 
-  // The longest head of any layer: the room the next append needs.
-  int64_t max_length() const;
 
   // Bytes held by the stored entries (keys, values, positions), now and at peak.
   int64_t bytes_held() const { return bytes_held_; }

@@ -89,26 +89,6 @@ GgufValue GgufValue::of_array(GgufType elem_type, std::vector<GgufValue> items) 
   return {GgufType::ARRAY, std::shared_ptr<const GgufArray>(std::move(array))};
 }
 
-std::string GgufValue::to_display(size_t max_chars) const {
-  std::string text;
-  switch (type) {
-    case GgufType::STRING: text = fmt::format("\"{}\"", std::get<std::string>(data)); break;
-    case GgufType::BOOL: text = std::get<bool>(data) ? "true" : "false"; break;
-    case GgufType::FLOAT32:
-    case GgufType::FLOAT64: text = fmt::format("{}", std::get<double>(data)); break;
-    case GgufType::ARRAY: {
-      const auto& array = *std::get<std::shared_ptr<const GgufArray>>(data);
-      text = fmt::format("[{} x {}]", array.items.size(), gguf_type_name(array.elem_type));
-      break;
-    }
-    default:
-      text = gguf_type_is_signed(type) ? fmt::format("{}", std::get<int64_t>(data))
-                                       : fmt::format("{}", std::get<uint64_t>(data));
-  }
-  if (text.size() > max_chars) text = text.substr(0, max_chars) + "...";
-  return text;
-}
-
 std::vector<std::string> GgufArray::strings(const std::string& what) const {
   std::vector<std::string> out;
   out.reserve(items.size());

@@ -46,8 +46,6 @@ struct GgufValue {
   const std::string& as_string(const std::string& what) const;
   const GgufArray& as_array(const std::string& what) const;
 
-  // Printable form ("3", "\"llama\"", "[array of 32000 STRING]").
-  std::string to_display(size_t max_chars = 60) const;
 
   static GgufValue of_u32(uint32_t v) { return {GgufType::UINT32, uint64_t{v}}; }
   static GgufValue of_u64(uint64_t v) { return {GgufType::UINT64, v}; }

@@ -1,22 +1,24 @@
 // matmul (prefill): weights are dequantised a tile of rows at a time into `scratch` and
-// multiplied with OpenBLAS sgemm (F32 weights directly). Below a per-type token count
-// the matvec kernels run on each token instead, which is cheaper than dequantising.
+// multiplied with gemm_f32_nt (F32 weights directly). Below a per-type token count the
+// matvec kernels run on each token instead, which is cheaper than dequantising.
 #include <cblas.h>
 
 #include <algorithm>
 
 #include "deferkv/error.h"
+#include "kernels/gemm.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
 
 namespace deferkv {
 namespace {
 
-// Fewer tokens than this go through matvec. sgemm runs at ~90 GFLOP/s but, except for
-// F32, first dequantises the whole matrix (10-15 ms for 4096 x 4096 quantised weights,
-// a few ms for F16/BF16); the matvec route runs at ~55-75 GFLOP/s (F32: ~40) from the
-// first token. Crossovers measured with kernels_bench's matmul_small_m sweep
-// (4096 x 4096, single thread).
+// Fewer tokens than this go through matvec. The GEMM route runs at ~90-120 GFLOP/s but,
+// except for F32, first dequantises the whole matrix (10-15 ms for 4096 x 4096 quantised
+// weights, a few ms for F16/BF16); the matvec route runs at ~55-75 GFLOP/s (F32: ~40)
+// from the first token. Crossovers measured with kernels_bench's matmul_small_m sweep
+// (4096 x 4096, single thread) when the GEMM was OpenBLAS sgemm (~90 GFLOP/s); with
+// gemm_f32_nt (~120 on AVX-512) they may be somewhat lower.
 int64_t min_tokens_for_gemm(DType weight_type) {
   switch (weight_type) {
     case DType::F32: return 8;
@@ -31,12 +33,11 @@ int64_t min_tokens_for_gemm(DType weight_type) {
   fail("matmul: unsupported weight type {}", static_cast<uint32_t>(weight_type));
 }
 
-// Weight rows per sgemm call: the dequantised tile (rows x n floats) is up to 8 MiB.
-// Every sgemm call repacks all of X (m x n), so the tile must be tall for that to be
-// amortised: at n = 4096, m = 512, Q4_K, tiles of 16 / 64 / 256 / 512 / 1024 rows ran
-// at 56 / 69 / 85 / 96 / 96 GFLOP/s. (The tile need not fit in cache: sgemm copies
-// it into its own cache-sized panels anyway.)
-int64_t tile_rows(int64_t n) { return std::max<int64_t>(16, (8 << 20) / 4 / n / 16 * 16); }
+// Weight rows dequantised at a time: a tile of up to 1 MiB (rows x n floats) is still
+// in L2 / L3 when gemm_f32_nt reads it. At pp512 on 100M-parameter models (n = 768 and
+// 2048), 1 MiB tiles ran faster than 8 MiB (the tile then comes back from DRAM) and
+// than 256 KiB (X, m x n, is read again for every tile).
+int64_t tile_rows(int64_t n) { return std::max<int64_t>(16, (1 << 20) / 4 / n / 16 * 16); }
 
 // Bytes of one token's packed activation, rounded so the next starts 64-byte aligned.
 size_t packed_stride(DType weight_type, int64_t n) {
@@ -82,9 +83,8 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
   }
   const auto* w = static_cast<const unsigned char*>(weights);
   if (weight_type == DType::F32 && row_stride % sizeof(float) == 0) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(rows),
-                static_cast<int>(n), 1.0f, x, static_cast<int>(ldx), reinterpret_cast<const float*>(w),
-                static_cast<int>(row_stride / sizeof(float)), 0.0f, y, static_cast<int>(ldy));
+    gemm_f32_nt(x, ldx, m, reinterpret_cast<const float*>(w), static_cast<int64_t>(row_stride / sizeof(float)),
+                rows, n, y, ldy);
     return;
   }
   const int64_t tile = tile_rows(n);
@@ -93,9 +93,7 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
     for (int64_t r = 0; r < count; ++r) {
       dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(count),
-                static_cast<int>(n), 1.0f, x, static_cast<int>(ldx), scratch, static_cast<int>(n), 0.0f,
-                y + r0, static_cast<int>(ldy));
+    gemm_f32_nt(x, ldx, m, scratch, n, count, n, y + r0, ldy);
   }
 }
 

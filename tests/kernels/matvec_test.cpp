@@ -89,7 +89,7 @@ TEST(Matvec, ExtremeActivations) {
 
 TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
   init_blas_single_threaded();
-  // The token counts take both the matvec path (few tokens) and the sgemm path for
+  // The token counts take both the matvec path (few tokens) and the GEMM path for
   // every type.
   const int64_t rows = 300, n = 512, ldx = n + 3, ldy = rows + 5;
   for (DType type : kAllTypes) {
@@ -114,8 +114,8 @@ TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
 }
 
 TEST(Matmul, DequantisedTilesCoverAllRows) {
-  // Rows of 16384 values make matmul's 8 MiB tiles 128 rows tall, so 300 rows take
-  // three sgemm calls, the last one short.
+  // Rows of 16384 values make matmul's 1 MiB tiles 16 rows tall, so 300 rows take
+  // 19 tiles, the last one short.
   const int64_t rows = 300, n = 16384, m = 33;
   const WeightMatrix w = quantise_matrix(DType::F16, random_normal(rows * n, 51), rows, n);
   const std::vector<float> x = random_normal(m * n, 52);

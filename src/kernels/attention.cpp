@@ -3,10 +3,9 @@
 #include <cblas.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 #include "base/thread_pool.h"
+#include "kernels/gemm.h"
 #include "kernels/vec.h"
 
 namespace deferkv {
@@ -16,38 +15,48 @@ namespace {
 // enough that the score block (rows x cache length) stays modest.
 constexpr int64_t kQueryBlock = 32;
 
-// One query row against its visible prefix of one KV head, without BLAS (decode).
-void attend_one(const float* q, const KvHeadView& kv, int64_t visible, int64_t head_dim,
-                float scale, float* scores, float* out) {
-  for (int64_t j = 0; j < visible; ++j) {
-    scores[j] = dot_f32(q, kv.keys + j * head_dim, head_dim) * scale;
-  }
-  softmax_f32(scores, visible);
-  std::fill(out, out + head_dim, 0.0f);
-  for (int64_t j = 0; j < visible; ++j) axpy_f32(scores[j], kv.values + j * head_dim, out, head_dim);
+// Items per chunk so that waking a worker is repaid: about 64K multiply-adds a chunk.
+int64_t grain_for(int64_t item_work) {
+  return std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
 }
 
-// A block of query rows [r0, r1) of one head, through two GEMMs.
+// P = softmax(scale * S) over the first `visible` entries of a row; the rest set to 0.
+void softmax_row(float* row, int64_t visible, int64_t width, float scale) {
+  scale_f32(scale, row, visible);
+  softmax_f32(row, visible);
+  std::fill(row + visible, row + width, 0.0f);
+}
+
+// out = P V for `rows` probability rows over `width` entries (row-major, ld width).
+void weighted_values(const float* probs, int64_t rows, int64_t width, const KvHeadView& kv,
+                     int64_t head_dim, float* out, int64_t out_stride) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
+              static_cast<int>(head_dim), static_cast<int>(width), 1.0f, probs,
+              static_cast<int>(width), kv.values, static_cast<int>(head_dim), 0.0f, out,
+              static_cast<int>(out_stride));
+}
+
+// Decode: the query heads [h0, h0 + heads) that share one KV head, all at the newest
+// position, as one block, so each key and value is read once for the whole group.
+void attend_group(const float* queries, int64_t heads, const KvHeadView& kv, int64_t head_dim,
+                  float scale, float* scores, float* out) {
+  const int64_t len = kv.length;
+  gemm_f32_nt(queries, head_dim, heads, kv.keys, head_dim, len, head_dim, scores, len);
+  for (int64_t r = 0; r < heads; ++r) softmax_row(scores + r * len, len, len, scale);
+  weighted_values(scores, heads, len, kv, head_dim, out, head_dim);
+}
+
+// Prefill: a block of query rows [r0, r1) of one head, causal over its batch.
 void attend_block(const float* queries, int64_t q_stride, int64_t r0, int64_t r1, int64_t n,
                   const KvHeadView& kv, int64_t head_dim, float scale, float* scores,
                   float* out, int64_t out_stride) {
   const int64_t rows = r1 - r0;
   const int64_t past = kv.length - n;
   const int64_t width = past + r1;  // entries the last row of the block sees
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows),
-              static_cast<int>(width), static_cast<int>(head_dim), scale, queries + r0 * q_stride,
-              static_cast<int>(q_stride), kv.keys, static_cast<int>(head_dim), 0.0f, scores,
-              static_cast<int>(width));
-  for (int64_t r = 0; r < rows; ++r) {
-    float* row = scores + r * width;
-    const int64_t visible = past + r0 + r + 1;
-    softmax_f32(row, visible);
-    std::fill(row + visible, row + width, 0.0f);
-  }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
-              static_cast<int>(head_dim), static_cast<int>(width), 1.0f, scores,
-              static_cast<int>(width), kv.values, static_cast<int>(head_dim), 0.0f,
-              out + r0 * out_stride, static_cast<int>(out_stride));
+  gemm_f32_nt(queries + r0 * q_stride, q_stride, rows, kv.keys, head_dim, width, head_dim, scores,
+              width);
+  for (int64_t r = 0; r < rows; ++r) softmax_row(scores + r * width, past + r0 + r + 1, width, scale);
+  weighted_values(scores, rows, width, kv, head_dim, out + r0 * out_stride, out_stride);
 }
 
 }  // namespace
@@ -62,26 +71,32 @@ void attention(const float* queries, int64_t n, const AttentionShape& shape,
                ThreadPool& pool) {
   const int64_t stride = shape.n_head * shape.head_dim;
   const int64_t group = shape.n_head / shape.n_head_kv;
+  if (n == 1) {
+    // One item per (KV head, chunk of its query heads); a chunk fits the score scratch.
+    const int64_t chunks = (group + kQueryBlock - 1) / kQueryBlock;
+    const int64_t item_work = std::min(group, kQueryBlock) * kv_heads[0].length * shape.head_dim;
+    pool.parallel_for(shape.n_head_kv * chunks, grain_for(item_work), [&](int64_t begin, int64_t end, int thread) {
+      float* scores = scratch.scores[static_cast<size_t>(thread)].data();
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t g = item / chunks;
+        const int64_t h0 = g * group + item % chunks * kQueryBlock;
+        const int64_t heads = std::min(kQueryBlock, (g + 1) * group - h0);
+        attend_group(queries + h0 * shape.head_dim, heads, kv_heads[static_cast<size_t>(g)],
+                     shape.head_dim, shape.scale, scores, out + h0 * shape.head_dim);
+      }
+    });
+    return;
+  }
   const int64_t blocks = (n + kQueryBlock - 1) / kQueryBlock;
-  // Work items are (head, query block); tiny ones are grouped so that waking a worker
-  // is repaid (as in the projections).
   const int64_t item_work = std::min(n, kQueryBlock) * kv_heads[0].length * shape.head_dim;
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
-  pool.parallel_for(shape.n_head * blocks, grain, [&](int64_t begin, int64_t end, int thread) {
+  pool.parallel_for(shape.n_head * blocks, grain_for(item_work), [&](int64_t begin, int64_t end, int thread) {
     float* scores = scratch.scores[static_cast<size_t>(thread)].data();
     for (int64_t item = begin; item < end; ++item) {
       const int64_t h = item / blocks;
-      const int64_t block = item % blocks;
-      const KvHeadView& kv = kv_heads[static_cast<size_t>(h / group)];
-      const float* q = queries + h * shape.head_dim;
-      float* o = out + h * shape.head_dim;
-      if (n == 1) {
-        attend_one(q, kv, kv.length, shape.head_dim, shape.scale, scores, o);
-      } else {
-        const int64_t r0 = block * kQueryBlock;
-        const int64_t r1 = std::min(n, r0 + kQueryBlock);
-        attend_block(q, stride, r0, r1, n, kv, shape.head_dim, shape.scale, scores, o, stride);
-      }
+      const int64_t r0 = item % blocks * kQueryBlock;
+      const int64_t r1 = std::min(n, r0 + kQueryBlock);
+      attend_block(queries + h * shape.head_dim, stride, r0, r1, n, kv_heads[static_cast<size_t>(h / group)],
+                   shape.head_dim, shape.scale, scores, out + h * shape.head_dim, stride);
     }
   });
 }

@@ -85,6 +85,13 @@ void ForwardPass::add_bias(const std::vector<float>& bias, float* y, int64_t n, 
   for (int64_t i = 0; i < n; ++i) add_f32(bias.data(), y + i * width, width);
 }
 
+void ForwardPass::normalize(const std::vector<float>& weight, int64_t first, int64_t n) {
+  const int64_t e = config_.n_embd;
+  for (int64_t i = 0; i < n; ++i) {
+    rms_norm_f32(x_.data() + (first + i) * e, weight.data(), config_.rms_eps, norm_.data() + i * e, e);
+  }
+}
+
 void ForwardPass::embed(const int32_t* tokens, int64_t n) {
   const WeightMatrix& e = weights_.token_embd;
   for (int64_t i = 0; i < n; ++i) {
@@ -99,10 +106,7 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
                                   KvCache& cache) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-  for (int64_t i = 0; i < n; ++i) {
-    rms_norm_f32(x_.data() + i * c.n_embd, w.attn_norm.data(), c.rms_eps,
-                 norm_.data() + i * c.n_embd, c.n_embd);
-  }
+  normalize(w.attn_norm, 0, n);
   linear(w.wq, norm_.data(), n, q_.data());
   linear(w.wk, norm_.data(), n, k_.data());
   linear(w.wv, norm_.data(), n, v_.data());
@@ -136,25 +140,18 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
   attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
 
   linear(w.wo, attn_out_.data(), n, norm_.data());
-  for (int64_t i = 0; i < n; ++i) {
-    add_f32(norm_.data() + i * c.n_embd, x_.data() + i * c.n_embd, c.n_embd);
-  }
+  add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
 }
 
 void ForwardPass::feed_forward_block(int64_t layer, int64_t n) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-  for (int64_t i = 0; i < n; ++i) {
-    rms_norm_f32(x_.data() + i * c.n_embd, w.ffn_norm.data(), c.rms_eps,
-                 norm_.data() + i * c.n_embd, c.n_embd);
-  }
+  normalize(w.ffn_norm, 0, n);
   linear(w.w_gate, norm_.data(), n, gate_.data());
   linear(w.w_up, norm_.data(), n, up_.data());
   swiglu_f32(gate_.data(), up_.data(), n * c.n_ff);
   linear(w.w_down, gate_.data(), n, norm_.data());
-  for (int64_t i = 0; i < n; ++i) {
-    add_f32(norm_.data() + i * c.n_embd, x_.data() + i * c.n_embd, c.n_embd);
-  }
+  add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
 }
 
 void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
@@ -171,10 +168,7 @@ void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n
   if (logits == nullptr) return;
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t rows = n - first;
-  for (int64_t i = first; i < n; ++i) {
-    rms_norm_f32(x_.data() + i * c.n_embd, weights_.output_norm.data(), c.rms_eps,
-                 norm_.data() + (i - first) * c.n_embd, c.n_embd);
-  }
+  normalize(weights_.output_norm, first, rows);
   linear(weights_.output, norm_.data(), rows, logits);
 }
 

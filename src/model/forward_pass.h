@@ -31,6 +31,8 @@ class ForwardPass {
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
   void embed(const int32_t* tokens, int64_t n);
+  // norm_ rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
+  void normalize(const std::vector<float>& weight, int64_t first, int64_t n);
   void attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache);
   void feed_forward_block(int64_t layer, int64_t n);
   void add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width);

@@ -3,9 +3,11 @@
 // the last token fed. Clients (CLI, eval, server) drive a model only through this.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "deferkv/model.h"
+#include "deferkv/press.h"
 
 namespace deferkv {
 
@@ -20,11 +22,25 @@ struct SessionOptions {
 };
 
 struct SessionTimings {
-  double prefill_seconds = 0;
+  double prefill_seconds = 0;  // includes the press's attention capture during prefill
   int64_t prefill_tokens = 0;
-  double decode_seconds = 0;
+  double decode_seconds = 0;   // includes the press's capture during decode steps
   int64_t decode_tokens = 0;
+  double capture_seconds = 0;   // the press's attention capture (part of the above)
+  double eviction_seconds = 0;  // the press's hooks that choose and evict
 };
+
+// The cache right after the last eviction that removed entries.
+struct EvictionRecord {
+  int64_t decode_step = 0;  // 0: at the end of the prefill
+  int64_t n_past = 0;
+  std::vector<int64_t> layer_entries;  // summed over the layer's KV heads
+  std::vector<int64_t> layer_bytes;
+  int64_t bytes = 0;
+};
+
+// A saved state of a session (cache, position, logits), for rollback.
+struct SessionCheckpoint;
 
 class Session {
  public:
@@ -42,6 +58,18 @@ class Session {
 
   // Forgets every token at position >= n_past (rollback); later tokens continue from there.
   void truncate(int64_t n_past);
+
+  // A copy of the cache, position and logits, and a return to it. The press's own
+  // state is not part of it.
+  std::shared_ptr<const SessionCheckpoint> checkpoint() const;
+  void rollback(const SessionCheckpoint& checkpoint);
+
+  // KV-cache compression: the press sees every layer's attention and evicts at its
+  // trigger. nullptr: no compression.
+  void set_press(std::unique_ptr<Press> press);
+  const Press* press() const { return press_.get(); }
+  // Set once an eviction removed entries.
+  const std::optional<EvictionRecord>& last_eviction() const { return last_eviction_; }
 
   // Logits of the last token fed ([n_vocab]), or of every prompt position when
   // all_logits was asked ([n_tokens x n_vocab] of the last prefill call).
@@ -64,7 +92,13 @@ class Session {
   std::vector<float> logits_;
   std::vector<int32_t> positions_;
   int64_t n_past_ = 0;
+  int64_t decode_step_ = 0;  // decode steps since the last prefill
   SessionTimings timings_;
+  std::unique_ptr<Press> press_;
+  std::optional<EvictionRecord> last_eviction_;
+
+  template <typename Hook>
+  void run_press_hook(int64_t decode_step, Hook&& hook);
 };
 
 }  // namespace deferkv

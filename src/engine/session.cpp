@@ -6,6 +6,7 @@
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "kernels/matvec.h"
+#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
 
@@ -19,6 +20,13 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }
 
 }  // namespace
+
+struct SessionCheckpoint {
+  KvCache::Snapshot kv;
+  int64_t n_past;
+  int64_t decode_step;
+  std::vector<float> logits;
+};
 
 Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
                  const SessionOptions& options)
@@ -50,6 +58,7 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
     if (t < 0 || t >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", t, n_vocab - 1);
   }
   if (options_.all_logits) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
+  if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
   const auto start = std::chrono::steady_clock::now();
   const int64_t batch = forward_->max_batch();
   for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(batch)) {
@@ -65,6 +74,8 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   }
   timings_.prefill_seconds += seconds_since(start);
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+  decode_step_ = 0;
+  if (press_) run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
 }
 
 void Session::decode(int32_t token) {
@@ -76,12 +87,55 @@ void Session::decode(int32_t token) {
   ++n_past_;
   timings_.decode_seconds += seconds_since(start);
   ++timings_.decode_tokens;
+  ++decode_step_;
+  if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); });
+}
+
+template <typename Hook>
+void Session::run_press_hook(int64_t decode_step, Hook&& hook) {
+  const int64_t before = cache_->bytes_held();
+  const auto start = std::chrono::steady_clock::now();
+  hook();
+  timings_.eviction_seconds += seconds_since(start);
+  if (cache_->bytes_held() >= before) return;
+  EvictionRecord record{decode_step, n_past_, {}, {}, cache_->bytes_held()};
+  for (int64_t l = 0; l < cache_->n_layer(); ++l) {
+    record.layer_entries.push_back(cache_->entries(l));
+    record.layer_bytes.push_back(cache_->layer_bytes(l));
+  }
+  last_eviction_ = std::move(record);
+}
+
+void Session::set_press(std::unique_ptr<Press> press) {
+  press_ = std::move(press);
+  if (!press_) {
+    forward_->set_attention_tap({});
+    return;
+  }
+  forward_->set_attention_tap([this](const AttentionEvent& event) {
+    const auto start = std::chrono::steady_clock::now();
+    press_->on_attention(event);
+    timings_.capture_seconds += seconds_since(start);
+  });
+}
+
+std::shared_ptr<const SessionCheckpoint> Session::checkpoint() const {
+  return std::make_shared<const SessionCheckpoint>(
+      SessionCheckpoint{cache_->snapshot(), n_past_, decode_step_, logits_});
+}
+
+void Session::rollback(const SessionCheckpoint& checkpoint) {
+  cache_->restore(checkpoint.kv);
+  n_past_ = checkpoint.n_past;
+  decode_step_ = checkpoint.decode_step;
+  logits_ = checkpoint.logits;
 }
 
 void Session::truncate(int64_t n_past) {
   if (n_past < 0 || n_past > n_past_) fail("cannot truncate a session of {} tokens to {}", n_past_, n_past);
   cache_->truncate(static_cast<int32_t>(n_past));
   n_past_ = n_past;
+  decode_step_ = 0;
 }
 
 }  // namespace deferkv

@@ -8,10 +8,12 @@ namespace deferkv {
 
 class ThreadPool;
 
-// One KV head's stored entries: len rows of head_dim keys and values.
+// One KV head's stored entries: length rows of head_dim keys and values, and the
+// original position of each (ascending).
 struct KvHeadView {
   const float* keys;
   const float* values;
+  const int32_t* positions;
   int64_t length;
 };
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/vec.h"
 
@@ -107,6 +108,39 @@ float SoftmaxF32(float* x, int64_t n) {
   return sum;
 }
 
+float MaxF32(const float* x, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  float max = -std::numeric_limits<float>::infinity();
+  int64_t i = 0;
+  if (n >= L) {
+    auto vmax = hn::LoadU(df, x);
+    for (i = L; i + L <= n; i += L) vmax = hn::Max(vmax, hn::LoadU(df, x + i));
+    max = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  }
+  for (; i < n; ++i) max = std::max(max, x[i]);
+  return max;
+}
+
+float ExpShiftF32(float* x, float shift, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto vneg_shift = hn::Set(df, -shift);
+  auto vsum = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto e = hn::Exp(df, hn::Add(hn::LoadU(df, x + i), vneg_shift));
+    hn::StoreU(e, df, x + i);
+    vsum = hn::Add(vsum, e);
+  }
+  float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
+  for (; i < n; ++i) {
+    x[i] = std::exp(x[i] - shift);
+    sum += x[i];
+  }
+  return sum;
+}
+
 void SwigluF32(float* gate, const float* up, int64_t n) {
   const DF df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
@@ -136,6 +170,8 @@ HWY_EXPORT(AddF32);
 HWY_EXPORT(RmsNormF32);
 HWY_EXPORT(SoftmaxF32);
 HWY_EXPORT(SwigluF32);
+HWY_EXPORT(MaxF32);
+HWY_EXPORT(ExpShiftF32);
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
@@ -147,5 +183,9 @@ void rms_norm_f32(const float* x, const float* weight, float eps, float* out, in
 }
 float softmax_f32(float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxF32)(x, n); }
 void swiglu_f32(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(SwigluF32)(gate, up, n); }
+float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x, n); }
+float exp_shift_f32(float* x, float shift, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftF32)(x, shift, n);
+}
 }  // namespace deferkv
 #endif

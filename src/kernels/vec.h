@@ -12,6 +12,10 @@ void add_f32(const float* x, float* y, int64_t n);            // y += x
 void rms_norm_f32(const float* x, const float* weight, float eps, float* out, int64_t n);
 // In place: x = exp(x - max) / sum; returns the sum before normalisation.
 float softmax_f32(float* x, int64_t n);
+// Largest of n values (-inf when n == 0).
+float max_f32(const float* x, int64_t n);
+// In place: x = exp(x - shift); returns the sum of the results.
+float exp_shift_f32(float* x, float shift, int64_t n);
 // gate = silu(gate) * up
 void swiglu_f32(float* gate, const float* up, int64_t n);
 

@@ -1,18 +1,23 @@
 #pragma once
 // The KV cache: keys (after RoPE) and values stored per (layer, KV head), each head
 // with its own length and the original position of every entry. Heads can hold
-// different numbers of entries (ragged), so eviction methods can compact one head
-// without touching the others; the attention kernels read each head's own length.
+// different numbers of entries (ragged), so eviction methods compact one head without
+// touching the others; the attention kernels read each head's own length.
+//
+// Each head's storage is reserved for the whole context up front and committed by the
+// OS page by page as entries arrive; retain() and truncate() hand the freed pages back,
+// so evicting entries lowers real memory, not only the byte counters.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "base/reserved_buffer.h"
 
 namespace deferkv {
 
 class KvCache {
  public:
-  // capacity: the most entries one head will hold (the context size); memory is
-  // reserved virtually, pages are touched only as entries arrive.
+  // capacity: the most entries one head will hold (the context size).
   KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity);
 
   int64_t n_layer() const { return n_layer_; }
@@ -21,29 +26,47 @@ class KvCache {
   int64_t capacity() const { return capacity_; }
 
   // Appends n entries to every head of `layer`. k and v are [n, n_head_kv * head_dim]
-  // row-major (the layout the projections produce).
+  // row-major (the layout the projections produce). Fails, changing nothing, when a
+  // head would exceed the capacity.
   void append(int64_t layer, const float* k, const float* v, const int32_t* positions, int64_t n);
 
-  int64_t length(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).positions.size(); }
-  const float* keys(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).keys.data(); }
-  const float* values(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).values.data(); }
-  const int32_t* positions(int64_t layer, int64_t kv_head) const {
-    return head(layer, kv_head).positions.data();
-  }
+  int64_t length(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).length; }
+  const float* keys(int64_t layer, int64_t kv_head) const;
+  const float* values(int64_t layer, int64_t kv_head) const;
+  // Original positions, ascending within each head.
+  const int32_t* positions(int64_t layer, int64_t kv_head) const;
+
+  // Keeps only the entries at `indices` (strictly increasing, each < length) of one
+  // head, compacting them to the front in order; the rest are freed.
+  void retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices);
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
 
+  // A full copy of the stored entries, for checkpoint / rollback.
+  struct Snapshot {
+    std::vector<int64_t> lengths;
+    std::vector<std::vector<float>> keys, values;
+    std::vector<std::vector<int32_t>> positions;
+  };
+  Snapshot snapshot() const;
+  // Puts the cache back to a snapshot taken from a cache of the same shape.
+  void restore(const Snapshot& snapshot);
 
-  // Bytes held by the stored entries (keys, values, positions), now and at peak.
+  // Bytes held by the stored entries (keys, values, positions): total and per layer,
+  // now and at their peak.
   int64_t bytes_held() const { return bytes_held_; }
   int64_t peak_bytes() const { return peak_bytes_; }
+  int64_t layer_bytes(int64_t layer) const;
+  int64_t layer_peak_bytes(int64_t layer) const { return layer_peak_bytes_[static_cast<size_t>(layer)]; }
   int64_t bytes_per_entry() const;
+  int64_t entries(int64_t layer) const;  // summed over the layer's heads
+  // Memory the OS backs the cache with right now (whole pages; for tests and reports).
+  int64_t resident_bytes() const;
 
  private:
   struct HeadStore {
-    std::vector<float> keys;
-    std::vector<float> values;
-    std::vector<int32_t> positions;
+    ReservedBuffer keys, values, positions;
+    int64_t length = 0;
   };
   HeadStore& head(int64_t layer, int64_t kv_head) {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
@@ -51,11 +74,15 @@ class KvCache {
   const HeadStore& head(int64_t layer, int64_t kv_head) const {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
   }
+  // Sets a head's length and returns the pages past it to the OS.
+  void shrink(HeadStore& h, int64_t length);
+  void recount();
 
   int64_t n_layer_, n_head_kv_, head_dim_, capacity_;
   std::vector<HeadStore> heads_;
   int64_t bytes_held_ = 0;
   int64_t peak_bytes_ = 0;
+  std::vector<int64_t> layer_peak_bytes_;
 };
 
 }  // namespace deferkv

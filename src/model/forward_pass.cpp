@@ -133,11 +133,12 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
   cache.append(layer, k_.data(), v_.data(), positions, n);
   for (int64_t g = 0; g < c.n_head_kv; ++g) {
     kv_views_[static_cast<size_t>(g)] = {cache.keys(layer, g), cache.values(layer, g),
-                                         cache.length(layer, g)};
+                                         cache.positions(layer, g), cache.length(layer, g)};
   }
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
+  if (tap_) tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, pool_});
 
   linear(w.wo, attn_out_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual

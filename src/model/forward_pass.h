@@ -4,9 +4,11 @@
 // reused by every call.
 #include <cstdint>
 #include <vector>
+#include <utility>
 
 #include "deferkv/model_config.h"
 #include "kernels/attention.h"
+#include "kernels/attention_tap.h"
 #include "kernels/rope.h"
 #include "model/model_weights.h"
 
@@ -28,6 +30,9 @@ class ForwardPass {
 
   int64_t max_batch() const { return max_batch_; }
 
+  // Called after every layer's attention (empty: none).
+  void set_attention_tap(AttentionTap tap) { tap_ = std::move(tap); }
+
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
   void embed(const int32_t* tokens, int64_t n);
@@ -48,6 +53,7 @@ class ForwardPass {
   std::vector<KvHeadView> kv_views_;
   AttentionScratch attention_scratch_;
   RopeTable rope_;
+  AttentionTap tap_;
 };
 
 }  // namespace deferkv

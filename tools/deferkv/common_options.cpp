@@ -45,3 +45,32 @@ std::string read_text_file(const std::string& path) {
 }
 
 }  // namespace deferkv::cli
+
+namespace deferkv::cli {
+
+void add_press_options(CLI::App& cmd, PressOptions& options) {
+  cmd.add_option("--press", options.spec,
+                 "KV-cache compression, e.g. snapkv or deferkv:d=1,eta=0.7,base=adakv (see `deferkv presses`)")
+      ->capture_default_str();
+  auto* budget = cmd.add_option("--kv-budget", options.budget,
+                                "Prompt KV entries kept per KV head per layer (B_total = budget x layers)");
+  auto* ratio = cmd.add_option("--kv-ratio", options.ratio,
+                               "Fraction of the prompt's KV entries to evict (kvpress's compression ratio)");
+  budget->excludes(ratio);
+}
+
+KvBudget budget_from(const PressOptions& options) {
+  if (options.ratio >= 0) return KvBudget::ratio(options.ratio);
+  if (options.budget == 0) fail("--press {} needs --kv-budget or --kv-ratio", options.spec);
+  return KvBudget::per_head(options.budget);
+}
+
+std::unique_ptr<Press> make_press_from(const PressOptions& options) {
+  if (options.spec == "full") {
+    if (options.budget != 0 || options.ratio >= 0) fail("--kv-budget and --kv-ratio need a --press other than full");
+    return nullptr;
+  }
+  return make_press(options.spec, budget_from(options));
+}
+
+}  // namespace deferkv::cli

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "deferkv/press.h"
 #include "deferkv/sampler.h"
 
 namespace deferkv {
@@ -23,5 +24,17 @@ void add_sampling_options(CLI::App& cmd, SamplerParams& params);
 
 std::shared_ptr<ThreadPool> make_thread_pool(int threads);
 std::string read_text_file(const std::string& path);
+
+// KV-cache compression: --press SPEC with --kv-budget N or --kv-ratio R.
+struct PressOptions {
+  std::string spec = "full";
+  int64_t budget = 0;
+  double ratio = -1;
+};
+void add_press_options(CLI::App& cmd, PressOptions& options);
+// The press the options ask for (nullptr for "full"); a budget is required otherwise.
+std::unique_ptr<Press> make_press_from(const PressOptions& options);
+// The budget as given (only when a press other than "full" is set).
+KvBudget budget_from(const PressOptions& options);
 
 }  // namespace deferkv::cli

@@ -11,6 +11,8 @@
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
+#include "kv/kv_cache.h"
+#include "run_stats.h"
 
 namespace deferkv::cli {
 namespace {
@@ -30,6 +32,8 @@ struct GenerateArgs {
   std::string chat_template;
   std::string system;
   SamplerParams sampling;
+  PressOptions press;
+  std::string stats_json;
 };
 
 // The prompt as the model reads it: raw text, or (with --chat) a user turn, after an
@@ -63,6 +67,14 @@ void run_generate(const GenerateArgs& args) {
   options.n_ctx = args.n_ctx;
   options.n_batch = args.n_batch;
   Session session(model, make_thread_pool(args.threads), options);
+  session.set_press(make_press_from(args.press));
+  if (session.press() != nullptr) {
+    const int64_t budget = budget_from(args.press).resolve(static_cast<int64_t>(prompt.size()));
+    if (budget >= static_cast<int64_t>(prompt.size())) {
+      fmt::print(stderr, "warning: the KV budget ({} entries per head) is not smaller than the prompt ({} tokens): "
+                 "nothing will be evicted\n", budget, prompt.size());
+    }
+  }
   Sampler sampler(args.sampling);
 
   GenerateOptions gen;
@@ -89,6 +101,16 @@ void run_generate(const GenerateArgs& args) {
              t.prefill_tokens, t.prefill_seconds, t.prefill_tokens / std::max(t.prefill_seconds, 1e-9),
              t.decode_tokens, t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9),
              stop_reason_name(result.stop), sampler.seed());
+  const KvCache& kv = session.kv_cache();
+  fmt::print(stderr, "kv: {} ({}): {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
+             session.press() != nullptr ? session.press()->describe() : "full",
+             session.press() != nullptr ? budget_from(args.press).describe() : "no budget",
+             kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
+             t.eviction_seconds * 1e3);
+  if (!args.stats_json.empty()) {
+    write_json_file(args.stats_json,
+                    session_stats(session, static_cast<int64_t>(prompt.size()), static_cast<int64_t>(result.tokens.size())));
+  }
 }
 
 }  // namespace
@@ -113,6 +135,9 @@ void add_generate_command(CLI::App& app) {
                   "Chat format to use instead of the model's: " + fmt::format("{}", fmt::join(ChatTemplate::known_names(), ", ")));
   cmd->add_option("--system", args->system, "System message for --chat");
   add_sampling_options(*cmd, args->sampling);
+  add_press_options(*cmd, args->press);
+  cmd->add_option("--stats-json", args->stats_json,
+                  "Write KV entries and bytes per layer after eviction, peak KV bytes and timings to this JSON file");
   cmd->callback([args] {
     if (!args->chat && (!args->chat_template.empty() || !args->system.empty())) {
       fail("--chat-template and --system need --chat");

@@ -1,0 +1,76 @@
+#pragma once
+// KV-cache compression ("presses"): policy objects a Session calls at fixed points
+// (after each layer's attention, at the end of a prefill, after each decode step) and
+// that evict cache entries through KvCache::retain. Build one from a parameter string:
+//
+//   auto press = make_press("deferkv:d=1,eta=0.7,base=adakv", KvBudget::per_head(128));
+//   session.set_press(std::move(press));
+//
+// press_catalogue() lists every method with its parameters, defaults and paper.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace deferkv {
+
+class KvCache;
+struct AttentionEvent;
+
+// How many prompt entries each (layer, KV head) keeps on average. The papers'
+// "B_total = 128L" is per_head(128); kvpress's compression ratio r keeps
+// int(T * (1 - r)) of a T-token prompt.
+class KvBudget {
+ public:
+  static KvBudget per_head(int64_t entries);
+  static KvBudget ratio(double compression_ratio);
+  KvBudget() = default;
+
+  // Entries per KV head for a prompt of `prompt_tokens`.
+  int64_t resolve(int64_t prompt_tokens) const;
+  bool is_ratio() const { return ratio_ >= 0; }
+  std::string describe() const;
+
+ private:
+  int64_t per_head_ = 0;
+  double ratio_ = -1;
+};
+
+class Press {
+ public:
+  virtual ~Press() = default;
+
+  // A prefill of n_tokens starting at first_position begins.
+  virtual void on_prefill_begin(int64_t first_position, int64_t n_tokens) {}
+  // After each layer's attention, in prefill and decode.
+  virtual void on_attention(const AttentionEvent& event) {}
+  // After the whole prefill forward; may evict.
+  virtual void on_prefill_end(KvCache& cache) {}
+  // After decode step `step` (1 for the first token fed after the prefill); may evict.
+  virtual void on_decode_step(KvCache& cache, int64_t step) {}
+
+  // The parameter string this press was built from, with every default filled in.
+  virtual std::string describe() const = 0;
+};
+
+struct PressParameter {
+  std::string name;
+  std::string default_value;
+  std::string help;
+};
+
+struct PressInfo {
+  std::string name;
+  std::string summary;
+  std::string paper;
+  std::vector<PressParameter> parameters;
+};
+
+// Every registered method, in a stable order.
+const std::vector<PressInfo>& press_catalogue();
+
+// Builds a press from "name" or "name:key=value,key=value". Unknown names or keys and
+// malformed values are errors naming them.
+std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget);
+
+}  // namespace deferkv

@@ -1,0 +1,38 @@
+#pragma once
+// Attention probabilities of chosen queries, reduced over queries and over each GQA
+// group, for every entry of every KV head: what the eviction methods score with.
+//
+// P_i^h(j) = exp(scale q_i^h . k_j - LSE_i^h), the softmax over every entry query i can
+// see (position <= its own). The probabilities are streamed in column blocks (a first
+// pass finds each row's log-sum-exp, a second accumulates exp(s - LSE) per column), so
+// no [queries x entries] matrix is held. Work is split over (KV head, column block):
+// every output element is written by one thread, in a fixed order (deterministic).
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace deferkv {
+
+class ThreadPool;
+
+enum class RowReduction { kWeightedSum, kMax };   // over the observed queries
+enum class GroupReduction { kMean, kSum, kMax };  // over a KV head's query heads
+
+struct ObservedQueries {
+  const float* queries;      // row i at queries + i * stride: [n_head * head_dim], after RoPE
+  int64_t stride;
+  const int32_t* positions;  // [m]: query i sees the entries whose position <= positions[i]
+  const float* weights;      // [m] row weights for kWeightedSum; nullptr: all 1
+  int64_t m;
+};
+
+// out[g] must hold at least kv[g].length values. Accumulates, for each entry j of KV
+// head g, group-reduce over the query heads h of g of row-reduce over i of P_i^h(j):
+// added to out[g][j] for kWeightedSum, max-ed into it for kMax. Entries a query cannot
+// see count as probability 0.
+void observe_attention(const ObservedQueries& queries, const AttentionShape& shape,
+                       const std::vector<KvHeadView>& kv, RowReduction rows, GroupReduction group,
+                       std::vector<std::vector<float>>& out, ThreadPool& pool);
+
+}  // namespace deferkv

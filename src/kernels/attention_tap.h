@@ -1,0 +1,28 @@
+#pragma once
+// What the forward pass shows an observer (a KV-compression press) after each layer's
+// attention: the batch's queries and the layer's whole cache. Observers compute what
+// they need from it (see attention_observation.h); when no observer is set the forward
+// pass does nothing extra.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kernels/attention.h"
+
+namespace deferkv {
+
+class ThreadPool;
+
+struct AttentionEvent {
+  int64_t layer;
+  int64_t n;                             // tokens in this forward pass
+  const int32_t* positions;              // [n]
+  const float* queries;                  // [n x n_head*head_dim], after RoPE
+  AttentionShape shape;
+  const std::vector<KvHeadView>& kv;     // the layer's cache, this batch included
+  ThreadPool& pool;
+};
+
+using AttentionTap = std::function<void(const AttentionEvent&)>;
+
+}  // namespace deferkv

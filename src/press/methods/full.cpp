@@ -1,0 +1,19 @@
+// No compression: the whole cache is kept (the reference every method is judged by).
+#include "press/registry.h"
+
+namespace deferkv {
+namespace {
+
+class FullPress final : public Press {
+ public:
+  std::string describe() const override { return "full"; }
+};
+
+}  // namespace
+
+PressMethod full_method() {
+  return {{"full", "no compression: every entry is kept", "-", {}},
+          [](const PressParams&, const KvBudget&) -> std::unique_ptr<Press> { return std::make_unique<FullPress>(); }};
+}
+
+}  // namespace deferkv

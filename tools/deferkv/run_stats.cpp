@@ -1,0 +1,56 @@
+#include "run_stats.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "deferkv/error.h"
+#include "kv/kv_cache.h"
+
+namespace deferkv::cli {
+
+nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int64_t generated_tokens) {
+  const KvCache& kv = session.kv_cache();
+  const SessionTimings& t = session.timings();
+  nlohmann::json layers = nlohmann::json::array();
+  for (int64_t l = 0; l < kv.n_layer(); ++l) {
+    layers.push_back({{"entries", kv.entries(l)}, {"bytes", kv.layer_bytes(l)}, {"peak_bytes", kv.layer_peak_bytes(l)}});
+  }
+  nlohmann::json eviction = nullptr;
+  if (const auto& e = session.last_eviction()) {
+    nlohmann::json per_layer = nlohmann::json::array();
+    for (size_t l = 0; l < e->layer_entries.size(); ++l) {
+      per_layer.push_back({{"entries", e->layer_entries[l]}, {"bytes", e->layer_bytes[l]}});
+    }
+    eviction = {{"decode_step", e->decode_step}, {"n_past", e->n_past}, {"bytes", e->bytes}, {"layers", per_layer}};
+  }
+  return {
+      {"press", session.press() != nullptr ? session.press()->describe() : "full"},
+      {"prompt_tokens", prompt_tokens},
+      {"generated_tokens", generated_tokens},
+      {"kv", {{"n_layer", kv.n_layer()},
+              {"n_head_kv", kv.n_head_kv()},
+              {"bytes_per_entry", kv.bytes_per_entry()},
+              {"bytes", kv.bytes_held()},
+              {"peak_bytes", kv.peak_bytes()},
+              {"layers", layers}}},
+      {"after_eviction", eviction},
+      {"seconds", {{"prefill", t.prefill_seconds},
+                   {"capture", t.capture_seconds},
+                   {"eviction", t.eviction_seconds},
+                   {"decode", t.decode_seconds}}},
+      {"decode_tokens_per_second", t.decode_tokens / std::max(t.decode_seconds, 1e-9)},
+  };
+}
+
+void write_json_file(const std::string& path, const nlohmann::json& value) {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    if (!out) fail("cannot write '{}'", temporary);
+    out << value.dump(2) << '\n';
+    if (!out) fail("cannot write '{}'", temporary);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail("cannot rename '{}' to '{}'", temporary, path);
+}
+
+}  // namespace deferkv::cli

@@ -63,3 +63,106 @@ TEST(KvCache, AppendBeyondCapacityIsAnError) {
 
 }  // namespace
 }  // namespace deferkv
+
+namespace deferkv {
+namespace {
+
+void fill(KvCache& cache, int64_t layer, int first, int n) {
+  const int64_t row = cache.n_head_kv() * cache.head_dim();
+  std::vector<float> k(static_cast<size_t>(n * row)), v(k.size());
+  std::vector<int32_t> pos;
+  for (int i = 0; i < n; ++i) {
+    for (int64_t x = 0; x < row; ++x) {
+      k[i * row + x] = float(first + i) + 0.001f * float(x);
+      v[i * row + x] = -k[i * row + x];
+    }
+    pos.push_back(first + i);
+  }
+  cache.append(layer, k.data(), v.data(), pos.data(), n);
+}
+
+TEST(KvCacheRetain, CompactsOneHeadKeepingPositionsAndOrder) {
+  KvCache cache(1, 2, 4, 64);
+  fill(cache, 0, 0, 10);
+  cache.retain(0, 1, {0, 3, 4, 9});
+  EXPECT_EQ(cache.length(0, 0), 10);
+  ASSERT_EQ(cache.length(0, 1), 4);
+  const int expected[] = {0, 3, 4, 9};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(cache.positions(0, 1)[i], expected[i]);
+    // Head 1's row of token t starts at dim 4: t + 0.004.
+    EXPECT_FLOAT_EQ(cache.keys(0, 1)[i * 4], float(expected[i]) + 0.004f);
+    EXPECT_FLOAT_EQ(cache.values(0, 1)[i * 4 + 3], -(float(expected[i]) + 0.007f));
+  }
+  EXPECT_EQ(cache.bytes_held(), 14 * cache.bytes_per_entry());
+  EXPECT_EQ(cache.peak_bytes(), 20 * cache.bytes_per_entry());
+  // New tokens continue at their true positions after the kept ones.
+  fill(cache, 0, 10, 1);
+  EXPECT_EQ(cache.positions(0, 1)[4], 10);
+  EXPECT_FLOAT_EQ(cache.keys(0, 1)[16], 10.004f);
+}
+
+TEST(KvCacheRetain, RejectsUnsortedOrOutOfRangeIndices) {
+  KvCache cache(1, 1, 4, 16);
+  fill(cache, 0, 0, 5);
+  EXPECT_THROW(cache.retain(0, 0, {2, 1}), Error);
+  EXPECT_THROW(cache.retain(0, 0, {1, 1}), Error);
+  EXPECT_THROW(cache.retain(0, 0, {5}), Error);
+  EXPECT_EQ(cache.length(0, 0), 5);
+}
+
+TEST(KvCacheRetain, FreesRealMemory) {
+  // 2 heads x 1024 dims x 4 B = 4 KiB a token per buffer: every dropped token frees a page.
+  KvCache cache(1, 2, 1024, 512);
+  fill(cache, 0, 0, 512);
+  const int64_t before = cache.resident_bytes();
+  EXPECT_GE(before, 2 * 512 * 2 * 4096);
+  for (int64_t g = 0; g < 2; ++g) cache.retain(0, g, {0, 100, 511});
+  const int64_t after = cache.resident_bytes();
+  EXPECT_LT(after, before / 50) << "resident bytes did not drop: " << before << " -> " << after;
+  EXPECT_EQ(cache.bytes_held(), 6 * cache.bytes_per_entry());
+}
+
+TEST(KvCacheLayers, PerLayerBytesAndPeaks) {
+  KvCache cache(2, 2, 4, 32);
+  fill(cache, 0, 0, 8);
+  fill(cache, 1, 0, 8);
+  cache.retain(1, 0, {7});
+  EXPECT_EQ(cache.entries(0), 16);
+  EXPECT_EQ(cache.entries(1), 9);
+  EXPECT_EQ(cache.layer_bytes(1), 9 * cache.bytes_per_entry());
+  EXPECT_EQ(cache.layer_peak_bytes(1), 16 * cache.bytes_per_entry());
+  EXPECT_EQ(cache.bytes_held(), cache.layer_bytes(0) + cache.layer_bytes(1));
+}
+
+TEST(KvCacheSnapshot, RestoreUndoesEvictionAndAppends) {
+  KvCache cache(1, 2, 4, 32);
+  fill(cache, 0, 0, 6);
+  const KvCache::Snapshot saved = cache.snapshot();
+  cache.retain(0, 0, {1, 2});
+  fill(cache, 0, 6, 3);
+  cache.restore(saved);
+  for (int64_t g = 0; g < 2; ++g) {
+    ASSERT_EQ(cache.length(0, g), 6);
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_EQ(cache.positions(0, g)[i], i);
+      EXPECT_FLOAT_EQ(cache.keys(0, g)[i * 4], float(i) + 0.004f * float(g));
+    }
+  }
+  EXPECT_EQ(cache.bytes_held(), 12 * cache.bytes_per_entry());
+  KvCache other(2, 2, 4, 32);
+  EXPECT_THROW(other.restore(saved), Error);
+}
+
+TEST(KvCacheTruncate, WorksOnRaggedHeads) {
+  KvCache cache(1, 2, 4, 32);
+  fill(cache, 0, 0, 10);
+  cache.retain(0, 0, {0, 5, 8});
+  cache.truncate(6);
+  EXPECT_EQ(cache.length(0, 0), 2);
+  EXPECT_EQ(cache.length(0, 1), 6);
+  EXPECT_EQ(cache.bytes_held(), 8 * cache.bytes_per_entry());
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -85,6 +85,12 @@ struct Layer {
 
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens) {
+  return reference_logits(gguf_path, tokens, {});
+}
+
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens,
+                                                  const KeyVisibility& visible) {
   GgufFile file(gguf_path);
   const ModelConfig c = ModelConfig::from_gguf(file);
   const Mat embd = load_matrix(file, "token_embd.weight");
@@ -157,6 +163,10 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
         Vec scores(t + 1);
         double max_score = -1e300;
         for (size_t j = 0; j <= t; ++j) {
+          if (visible && !visible(static_cast<int64_t>(l), g, static_cast<int64_t>(j), static_cast<int64_t>(t))) {
+            scores[j] = -INFINITY;  // masked: exp() gives exactly 0
+            continue;
+          }
           double s = 0;
           for (int64_t d = 0; d < c.head_dim; ++d) s += q[hd * c.head_dim + d] * keys[l][j][g * c.head_dim + d];
           scores[j] = s * scale;

@@ -3,6 +3,7 @@
 // rather than to be fast: the independent reference the engine is tested against.
 // Weights are dequantised to double; every step follows the textbook formula.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,14 @@ namespace deferkv::testing {
 // Logits of every position for `tokens` fed from position 0: [tokens.size()][n_vocab].
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens);
+
+// Whether the query at query_position sees the key at key_position in (layer, KV head);
+// causality is applied on top. For dense-masked references of compressed caches.
+using KeyVisibility = std::function<bool(int64_t layer, int64_t kv_head, int64_t key_position,
+                                         int64_t query_position)>;
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens,
+                                                  const KeyVisibility& visible);
 
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);

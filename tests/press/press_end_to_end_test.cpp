@@ -1,0 +1,188 @@
+// Every press on a random model: the invariants of the cache after eviction, the
+// equivalences with full-cache decoding, and a dense-masked double-precision reference.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "kv/kv_cache.h"
+#include "model/reference_forward.h"
+#include "press/press_test_util.h"
+
+namespace deferkv {
+namespace {
+
+using testing::random_prompt;
+using testing::run_press;
+
+constexpr int64_t kPrompt = 150;
+constexpr int64_t kDecode = 6;
+
+struct PressCase {
+  std::string spec;
+  int64_t window;      // prompt tokens always kept (0: none)
+  bool per_head_cap;   // every head keeps at most b prompt entries (else only the total is capped)
+  bool keeps_decode;   // decode tokens are never evicted
+};
+
+const std::vector<PressCase>& all_cases() {
+  static const std::vector<PressCase> cases = {
+      {"snapkv:window=8", 8, true, true},
+      {"snapkv:window=16,pooling=avg,kernel=5,gqa=max", 16, true, true},
+      {"pyramidkv:window=8", 8, false, true},
+      {"adakv:window=8", 8, false, true},
+      {"chunkkv:window=8,chunk=4,reuse=2", 8, true, true},
+      {"deferkv:window=8", 8, true, true},
+      {"deferkv:window=8,d=3,base=adakv", 8, false, true},
+      {"deferkv:window=8,d=2,base=pyramidkv,temporal_mode=per_query", 8, false, true},
+      {"deferkv:window=8,no_decode_feedback=true", 8, true, true},
+      {"deferkv:window=8,no_temporal_weighting=true", 8, true, true},
+      {"h2o", 8, true, true},
+      {"tova:per_step=false", 0, true, true},
+      {"tova", 0, true, false},
+      {"knorm", 0, true, true},
+      {"streaming_llm", 0, true, true},
+  };
+  return cases;
+}
+
+class EveryPress : public ::testing::TestWithParam<PressCase> {};
+
+TEST_P(EveryPress, CacheInvariantsAfterEviction) {
+  const PressCase& c = GetParam();
+  const auto prompt = random_prompt(kPrompt);
+  const auto full = run_press("full", {}, prompt, kDecode);
+  for (int64_t b : {24, 40, 100}) {
+    SCOPED_TRACE(c.spec + " b=" + std::to_string(b));
+    const auto run = run_press(c.spec, KvBudget::per_head(b), prompt, kDecode);
+    const KvCache& kv = run.session->kv_cache();
+    const KvCache& reference = full.session->kv_cache();
+    int64_t prompt_entries = 0, entries = 0;
+    for (int64_t l = 0; l < kv.n_layer(); ++l) {
+      for (int64_t g = 0; g < kv.n_head_kv(); ++g) {
+        const auto& pos = run.positions[l][g];
+        const auto n_prompt = std::count_if(pos.begin(), pos.end(), [](int32_t p) { return p < kPrompt; });
+        prompt_entries += n_prompt;
+        entries += static_cast<int64_t>(pos.size());
+        if (c.per_head_cap) EXPECT_LE(n_prompt, b);
+        EXPECT_TRUE(std::is_sorted(pos.begin(), pos.end()) && std::adjacent_find(pos.begin(), pos.end()) == pos.end());
+        for (int64_t p = kPrompt - c.window; p < kPrompt; ++p) {
+          EXPECT_TRUE(std::binary_search(pos.begin(), pos.end(), p)) << "window position " << p << " evicted";
+        }
+        if (c.keeps_decode) {
+          for (int64_t p = kPrompt; p < kPrompt + kDecode; ++p) EXPECT_TRUE(std::binary_search(pos.begin(), pos.end(), p));
+        } else {
+          EXPECT_LE(static_cast<int64_t>(pos.size()), b);
+        }
+        // Kept prompt entries are the very keys and values computed at their position.
+        for (size_t i = 0; i < pos.size() && pos[i] < kPrompt; ++i) {
+          const int64_t d = kv.head_dim();
+          EXPECT_TRUE(std::equal(kv.keys(l, g) + i * d, kv.keys(l, g) + (i + 1) * d, reference.keys(l, g) + pos[i] * d));
+          EXPECT_TRUE(std::equal(kv.values(l, g) + i * d, kv.values(l, g) + (i + 1) * d,
+                                 reference.values(l, g) + pos[i] * d));
+        }
+      }
+    }
+    EXPECT_LE(prompt_entries, kv.n_layer() * kv.n_head_kv() * b);
+    EXPECT_EQ(kv.bytes_held(), entries * kv.bytes_per_entry());
+    EXPECT_LT(kv.bytes_held(), reference.bytes_held());
+    ASSERT_TRUE(run.session->last_eviction().has_value());
+  }
+}
+
+TEST_P(EveryPress, BudgetCoveringThePromptChangesNothing) {
+  const auto prompt = random_prompt(kPrompt);
+  const auto full = run_press("full", {}, prompt, kDecode);
+  const auto run = run_press(GetParam().spec, KvBudget::per_head(kPrompt + kDecode + 1), prompt, kDecode);
+  EXPECT_EQ(run.generated, full.generated);
+  EXPECT_EQ(run.session->kv_cache().bytes_held(), full.session->kv_cache().bytes_held());
+  EXPECT_FALSE(run.session->last_eviction().has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(Presses, EveryPress, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<PressCase>& info) { return "p" + std::to_string(info.index); });
+
+TEST(DeferKv, WithoutDecodeFeedbackKeepsExactlyTheBasesSet) {
+  const auto prompt = random_prompt(kPrompt, 5);
+  for (const std::string base : {"snapkv", "pyramidkv", "adakv"}) {
+    SCOPED_TRACE(base);
+    const auto one_shot = run_press(base + ":window=8", KvBudget::per_head(40), prompt, 3);
+    const auto deferred = run_press("deferkv:window=8,d=2,no_decode_feedback=true,base=" + base,
+                                    KvBudget::per_head(40), prompt, 3);
+    for (size_t l = 0; l < one_shot.positions.size(); ++l) {
+      for (size_t g = 0; g < one_shot.positions[l].size(); ++g) {
+        EXPECT_EQ(one_shot.positions[l][g], deferred.positions[l][g]) << "layer " << l << " head " << g;
+      }
+    }
+  }
+}
+
+TEST(DeferKv, DecodeFeedbackChangesTheKeptSet) {
+  // The decode query is a different observer: at a tight budget some choice differs.
+  const auto prompt = random_prompt(kPrompt, 5);
+  const auto snap = run_press("snapkv:window=8", KvBudget::per_head(24), prompt, 2);
+  const auto deferred = run_press("deferkv:window=8", KvBudget::per_head(24), prompt, 2);
+  int64_t differing = 0;
+  for (size_t l = 0; l < snap.positions.size(); ++l) {
+    for (size_t g = 0; g < snap.positions[l].size(); ++g) differing += snap.positions[l][g] != deferred.positions[l][g];
+  }
+  EXPECT_GT(differing, 0);
+}
+
+TEST(DeferKv, FirstTokensEqualFullCacheDecoding) {
+  const auto prompt = random_prompt(kPrompt, 9);
+  const auto full = run_press("full", {}, prompt, 8);
+  for (int64_t d : {1, 2, 4}) {
+    const auto run = run_press("deferkv:window=8,d=" + std::to_string(d), KvBudget::per_head(24), prompt, 8);
+    // y_1 comes from the prefill and y_2 .. y_{d+1} from decode steps 1..d on the full cache.
+    EXPECT_TRUE(std::equal(full.generated.begin(), full.generated.begin() + d + 1, run.generated.begin())) << d;
+    ASSERT_TRUE(run.session->last_eviction().has_value());
+    EXPECT_EQ(run.session->last_eviction()->decode_step, d);
+  }
+}
+
+// The compacted ragged cache gives the logits of a dense double-precision forward in
+// which every evicted key is masked out for the queries after the eviction.
+TEST(CompressedCache, MatchesADenseMaskedReference) {
+  const auto prompt = random_prompt(kPrompt, 13);
+  for (const std::string spec : {"snapkv:window=8", "adakv:window=8", "deferkv:window=8,d=2,base=adakv", "h2o"}) {
+    SCOPED_TRACE(spec);
+    const auto run = run_press(spec, KvBudget::per_head(32), prompt, 5);
+    const int64_t evicted_after = run.session->last_eviction()->decode_step;  // queries after it see the cut cache
+    std::vector<int32_t> tokens = prompt;
+    tokens.insert(tokens.end(), run.generated.begin(), run.generated.end() - 1);
+    const auto& kept = run.positions;
+    const auto reference = testing::reference_logits(
+        testing::press_test_model_path(), tokens, [&](int64_t l, int64_t g, int64_t key, int64_t query) {
+          if (query < kPrompt + evicted_after || key >= kPrompt) return true;
+          return std::binary_search(kept[l][g].begin(), kept[l][g].end(), static_cast<int32_t>(key));
+        });
+    // run.logits[0] is the prefill's (position T-1), run.logits[s] decode step s's.
+    for (size_t s = 0; s < run.logits.size(); ++s) {
+      EXPECT_LT(testing::relative_l2(run.logits[s].data(), reference[kPrompt - 1 + s]), 1e-4) << "step " << s;
+    }
+    // And the mask matters: the unmasked reference differs after the eviction.
+    const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens);
+    EXPECT_GT(testing::relative_l2(run.logits.back().data(), dense[tokens.size() - 1]), 1e-3);
+  }
+}
+
+TEST(Session, CheckpointRollbackRestoresCacheAndLogits) {
+  const auto prompt = random_prompt(60);
+  auto run = run_press("full", {}, prompt, 0);
+  Session& s = *run.session;
+  const auto saved = s.checkpoint();
+  const std::vector<float> logits(s.last_logits(), s.last_logits() + s.model().config().n_vocab);
+  s.decode(5);
+  s.decode(6);
+  const std::vector<float> after_two(s.last_logits(), s.last_logits() + s.model().config().n_vocab);
+  s.rollback(*saved);
+  EXPECT_EQ(s.n_past(), 60);
+  EXPECT_EQ(std::vector<float>(s.last_logits(), s.last_logits() + logits.size()), logits);
+  EXPECT_EQ(s.kv_cache().length(0, 0), 60);
+  s.decode(5);
+  s.decode(6);
+  EXPECT_EQ(std::vector<float>(s.last_logits(), s.last_logits() + after_two.size()), after_two);
+}
+
+}  // namespace
+}  // namespace deferkv

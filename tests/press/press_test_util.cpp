@@ -1,0 +1,61 @@
+#include "press/press_test_util.h"
+
+#include <algorithm>
+#include <random>
+
+#include "base/thread_pool.h"
+#include "kv/kv_cache.h"
+
+namespace deferkv::testing {
+
+std::string press_test_model_path() {
+  RandomModelSpec spec;
+  spec.n_embd = 64;
+  spec.n_layer = 3;
+  spec.n_head = 4;
+  spec.n_head_kv = 2;
+  spec.n_ff = 128;
+  spec.seed = 11;
+  return random_model_path(spec);
+}
+
+std::vector<int32_t> random_prompt(int64_t length, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> token(3, 500);
+  std::vector<int32_t> out(static_cast<size_t>(length));
+  for (auto& t : out) t = token(rng);
+  return out;
+}
+
+PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
+                   int64_t n_decode) {
+  static const auto model = Model::load(press_test_model_path());
+  PressRun run;
+  SessionOptions options;
+  options.n_ctx = 512;
+  options.n_batch = 48;  // several batches, so the window can straddle two
+  run.session = std::make_unique<Session>(model, std::make_shared<ThreadPool>(2), options);
+  if (spec != "full") run.session->set_press(make_press(spec, budget));
+  const int64_t n_vocab = model->config().n_vocab;
+  auto argmax = [&] {
+    const float* l = run.session->last_logits();
+    run.logits.emplace_back(l, l + n_vocab);
+    return static_cast<int32_t>(std::max_element(l, l + n_vocab) - l);
+  };
+  run.session->prefill(prompt);
+  run.generated.push_back(argmax());
+  for (int64_t s = 0; s < n_decode; ++s) {
+    run.session->decode(run.generated.back());
+    run.generated.push_back(argmax());
+  }
+  const KvCache& kv = run.session->kv_cache();
+  run.positions.resize(static_cast<size_t>(kv.n_layer()));
+  for (int64_t l = 0; l < kv.n_layer(); ++l) {
+    for (int64_t g = 0; g < kv.n_head_kv(); ++g) {
+      run.positions[l].emplace_back(kv.positions(l, g), kv.positions(l, g) + kv.length(l, g));
+    }
+  }
+  return run;
+}
+
+}  // namespace deferkv::testing

@@ -1,0 +1,33 @@
+#pragma once
+// Running a press on a small random model, for the end-to-end press tests.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deferkv/press.h"
+#include "deferkv/session.h"
+#include "model/test_models.h"
+
+namespace deferkv::testing {
+
+// A 3-layer GQA model (4 query heads, 2 KV heads, head_dim 16), F32.
+std::string press_test_model_path();
+
+// Random token ids (fixed seed) of the given length.
+std::vector<int32_t> random_prompt(int64_t length, uint32_t seed = 3);
+
+struct PressRun {
+  std::vector<int32_t> generated;            // greedy, y_1 first
+  std::vector<std::vector<float>> logits;    // logits after prefill, then after each decode step
+  // Positions kept per (layer, KV head) at the end, and the full session's keys by position.
+  std::vector<std::vector<std::vector<int32_t>>> positions;  // [layer][g][i]
+  std::unique_ptr<Session> session;
+};
+
+// Greedy: prefill the prompt, then n_decode decode steps. spec "full" runs without a press.
+PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
+                   int64_t n_decode);
+
+}  // namespace deferkv::testing

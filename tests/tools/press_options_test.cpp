@@ -1,0 +1,81 @@
+// `deferkv generate --press ... --stats-json` and `deferkv presses`, run as the built CLI.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/cli_runner.h"
+
+namespace deferkv {
+namespace {
+
+using testing::run_cli;
+
+const std::string kPrompt =
+    "Once upon a time there was a little girl named Lily. She loved to play outside in the park with her "
+    "friends. One day she saw a big red ball near the tree. She ran to get it, but a dog came and took the "
+    "ball away. Lily was sad and started to cry. Her mom came and hugged her.";
+
+TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
+  const std::string path = ::testing::TempDir() + "/deferkv-stats.json";
+  const auto result = run_cli("generate --temp 0 -n 8 -p '" + kPrompt +
+                              "' --press deferkv:window=8 --kv-budget 24 --stats-json '" + path + "' 2>/dev/null");
+  ASSERT_EQ(result.status, 0);
+  std::ifstream in(path);
+  const auto stats = nlohmann::json::parse(in);
+  const int64_t prompt = stats["prompt_tokens"];
+  EXPECT_GT(prompt, 24);
+  EXPECT_EQ(stats["generated_tokens"], 8);
+  const auto& after = stats["after_eviction"];
+  EXPECT_EQ(after["decode_step"], 1);
+  const int64_t heads = stats["kv"]["n_head_kv"], per_entry = stats["kv"]["bytes_per_entry"];
+  ASSERT_EQ(after["layers"].size(), stats["kv"]["n_layer"].get<size_t>());
+  for (const auto& layer : after["layers"]) {
+    // 24 prompt entries per head plus the decode token fed before the eviction.
+    EXPECT_EQ(layer["entries"], heads * 25);
+    EXPECT_EQ(layer["bytes"], heads * 25 * per_entry);
+  }
+  EXPECT_EQ(stats["kv"]["peak_bytes"].get<int64_t>(),
+            stats["kv"]["n_layer"].get<int64_t>() * heads * (prompt + 1) * per_entry);
+  EXPECT_GT(stats["seconds"]["capture"].get<double>(), 0.0);
+  EXPECT_TRUE(stats["press"].get<std::string>().rfind("deferkv:d=1,eta=0.7", 0) == 0);
+}
+
+TEST(PressOptions, BadPressInputIsAClearError) {
+  auto r = run_cli("generate -n 1 -p 'Hi' --press snapkv 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("--press snapkv needs --kv-budget or --kv-ratio"), std::string::npos) << r.output;
+  r = run_cli("generate -n 1 -p 'Hi' --press deferkv:eta=2 --kv-budget 64 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("eta=2 is out of range"), std::string::npos) << r.output;
+  r = run_cli("generate -n 1 -p 'Hi' --press snapkv --kv-budget 64 --kv-ratio 0.5 2>&1");
+  EXPECT_NE(r.status, 0);
+  r = run_cli("generate -n 1 -p 'Hi' --kv-budget 64 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("need a --press"), std::string::npos) << r.output;
+}
+
+TEST(PressOptions, BudgetAbovePromptWarnsAndKeepsEverything) {
+  const auto full = run_cli("generate --temp 0 -n 16 -p 'Once upon a time' 2>/dev/null");
+  const std::string args = "generate --temp 0 -n 16 -p 'Once upon a time' --press snapkv --kv-budget 512";
+  const auto pressed = run_cli(args + " 2>/dev/null");
+  ASSERT_EQ(pressed.status, 0);
+  EXPECT_EQ(pressed.output, full.output);
+  const auto log = run_cli(args + " 2>&1 >/dev/null");
+  EXPECT_NE(log.output.find("warning: the KV budget (512 entries per head) is not smaller than the prompt"),
+            std::string::npos);
+}
+
+TEST(PressesCommand, ListsEveryMethodWithItsParameters) {
+  const auto r = run_cli("presses");
+  ASSERT_EQ(r.status, 0);
+  for (const char* text : {"deferkv\n", "eta=", "0.7", "temporal_mode=", "no_decode_feedback=", "snapkv\n",
+                           "pyramidkv\n", "adakv\n", "chunkkv\n", "h2o\n", "tova\n", "knorm\n", "streaming_llm\n",
+                           "arXiv 2610.06286"}) {
+    EXPECT_NE(r.output.find(text), std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -1,0 +1,116 @@
+// `deferkv bench-press`: what compression costs and buys, measured in one run. For each
+// prompt length and press: prefill time, the press's capture and eviction time (and
+// their share of the full-cache prefill), decode speed after the eviction, end-to-end
+// latency relative to SnapKV, and KV bytes after eviction and at peak. Decode speed is
+// also compared with full-cache decode at a short context (--short-context).
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "common_options.h"
+#include "deferkv/error.h"
+#include "deferkv/session.h"
+#include "kv/kv_cache.h"
+
+namespace deferkv::cli {
+namespace {
+
+struct PressBenchArgs {
+  std::string model;
+  std::vector<int64_t> prompt_sizes = {4096};
+  std::vector<std::string> presses = {"full", "snapkv", "deferkv"};
+  int64_t budget = 256;
+  int64_t n_gen = 32;
+  int64_t short_context = 512;
+  int repetitions = 2;
+  int threads = 1;
+};
+
+struct Measurement {
+  double prefill = 0, capture = 0, eviction = 0, decode = 0;  // seconds, means over repetitions
+  int64_t kv_bytes = 0, peak_bytes = 0;
+  double end_to_end() const { return prefill + decode + eviction; }
+};
+
+Measurement measure(const std::shared_ptr<const Model>& model, const std::string& press, int64_t prompt_tokens,
+                    const PressBenchArgs& args) {
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model->config().n_vocab - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens)), gen(static_cast<size_t>(args.n_gen));
+  for (auto& t : prompt) t = pick(rng);
+  for (auto& t : gen) t = pick(rng);
+  auto pool = make_thread_pool(args.threads);
+  Measurement m;
+  for (int rep = 0; rep < args.repetitions; ++rep) {
+    SessionOptions options;
+    options.n_ctx = prompt_tokens + args.n_gen + 1;
+    Session session(model, pool, options);
+    if (press != "full") session.set_press(make_press(press, KvBudget::per_head(args.budget)));
+    session.prefill(prompt);
+    for (int32_t t : gen) session.decode(t);
+    const SessionTimings& t = session.timings();
+    // The press's hooks run outside prefill_seconds / decode_seconds; capture runs inside.
+    m.prefill += t.prefill_seconds / args.repetitions;
+    m.capture += t.capture_seconds / args.repetitions;
+    m.eviction += t.eviction_seconds / args.repetitions;
+    m.decode += t.decode_seconds / args.repetitions;
+    m.kv_bytes = session.last_eviction() ? session.last_eviction()->bytes : session.kv_cache().bytes_held();
+    m.peak_bytes = session.kv_cache().peak_bytes();
+  }
+  return m;
+}
+
+void run_press_bench(const PressBenchArgs& args) {
+  if (args.repetitions < 1) fail("-r must be at least 1");
+  auto model = Model::load(args.model);
+  const Measurement short_full = measure(model, "full", args.short_context, args);
+  const double short_decode = static_cast<double>(args.n_gen) / short_full.decode;
+  fmt::print("model {}, {} threads, budget {} per head ({}L), {} decode tokens, {} repetitions\n\n", args.model,
+             args.threads, args.budget, args.budget, args.n_gen, args.repetitions);
+  fmt::print("| prompt | press | prefill s | capture ms | eviction ms | (capture+eviction) / full prefill | "
+             "decode tok/s | decode / full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
+             args.short_context);
+  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  for (int64_t n : args.prompt_sizes) {
+    std::vector<std::pair<std::string, Measurement>> rows;
+    for (const auto& press : args.presses) rows.emplace_back(press, measure(model, press, n, args));
+    const Measurement* full = nullptr;
+    const Measurement* snap = nullptr;
+    for (const auto& [press, m] : rows) {
+      if (press == "full") full = &m;
+      if (press.rfind("snapkv", 0) == 0 && snap == nullptr) snap = &m;
+    }
+    for (const auto& [press, m] : rows) {
+      const double decode_rate = static_cast<double>(args.n_gen) / m.decode;
+      fmt::print("| {} | {} | {:.3f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n", n, press,
+                 m.prefill, m.capture * 1e3, m.eviction * 1e3,
+                 full != nullptr ? fmt::format("{:.2f}%", 100.0 * (m.capture + m.eviction) / full->prefill) : "-",
+                 decode_rate, decode_rate / short_decode, m.end_to_end(),
+                 snap != nullptr ? fmt::format("{:.3f}", m.end_to_end() / snap->end_to_end()) : "-",
+                 m.kv_bytes / 1048576.0, m.peak_bytes / 1048576.0);
+    }
+  }
+  fmt::print("\nfull-cache decode at context {}: {:.1f} tok/s\n", args.short_context, short_decode);
+}
+
+}  // namespace
+
+void add_press_bench_command(CLI::App& app) {
+  auto args = std::make_shared<PressBenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench-press", "Measure the cost and the decode speed-up of KV compression");
+  add_model_option(*cmd, args->model);
+  cmd->add_option("-p,--n-prompt", args->prompt_sizes, "Prompt lengths")->delimiter(',')->capture_default_str();
+  cmd->add_option("--press", args->presses, "Presses to compare (full = no compression)")
+      ->delimiter(';')->capture_default_str();
+  cmd->add_option("--kv-budget", args->budget, "Prompt KV entries kept per KV head per layer")->capture_default_str();
+  cmd->add_option("-n,--n-gen", args->n_gen, "Decode steps after the prompt")->capture_default_str();
+  cmd->add_option("--short-context", args->short_context, "Context of the full-cache decode baseline")
+      ->capture_default_str();
+  cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions (means are reported)")->capture_default_str();
+  add_threads_option(*cmd, args->threads);
+  cmd->callback([args] { run_press_bench(*args); });
+}
+
+}  // namespace deferkv::cli

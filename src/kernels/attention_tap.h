@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/rope.h"
 
 namespace deferkv {
 
@@ -20,6 +21,7 @@ struct AttentionEvent {
   const float* queries;                  // [n x n_head*head_dim], after RoPE
   AttentionShape shape;
   const std::vector<KvHeadView>& kv;     // the layer's cache, this batch included
+  const Rotary& rotary;                  // the model's RoPE (queries and keys carry it)
   ThreadPool& pool;
 };
 

@@ -38,4 +38,10 @@ void apply_rope(float* x, int64_t n_heads, int64_t head_dim, const RopeTable& ta
   }
 }
 
+void Rotary::rotate(float* x, int64_t n_heads, int64_t head_dim, int32_t position) const {
+  RopeTable table;
+  build_rope_table(&position, 1, n_rot, base, position_scale, freq_factors, table);
+  apply_rope(x, n_heads, head_dim, table, 0, interleaved);
+}
+
 }  // namespace deferkv

@@ -22,4 +22,17 @@ void build_rope_table(const int32_t* positions, int64_t n_positions, int64_t n_r
 void apply_rope(float* x, int64_t n_heads, int64_t head_dim, const RopeTable& table,
                 int64_t position_index, bool interleaved);
 
+// A model's RoPE as a value, for rotating vectors outside the forward pass: presses
+// move queries to other positions (a negative position undoes a rotation).
+struct Rotary {
+  int64_t n_rot = 0;
+  float base = 10000.0f;
+  float position_scale = 1.0f;
+  std::vector<float> freq_factors;
+  bool interleaved = false;
+
+  // Rotates the first n_rot dims of each of n_heads heads of x as at `position`.
+  void rotate(float* x, int64_t n_heads, int64_t head_dim, int32_t position) const;
+};
+
 }  // namespace deferkv

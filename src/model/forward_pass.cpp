@@ -63,6 +63,8 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
     for (auto& s : matmul_scratch_) s.resize(scratch_floats);
   }
   kv_views_.resize(static_cast<size_t>(config.n_head_kv));
+  rotary_ = {config.n_rot, config.rope_base, config.rope_linear_scale, weights.rope_freq_factors,
+             config.rope_style == RopeStyle::kInterleaved};
   attention_scratch_.reserve(pool.size(), kv_capacity);
 }
 
@@ -138,7 +140,7 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
-  if (tap_) tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, pool_});
+  if (tap_) tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, rotary_, pool_});
 
   linear(w.wo, attn_out_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual

@@ -53,6 +53,7 @@ class ForwardPass {
   std::vector<KvHeadView> kv_views_;
   AttentionScratch attention_scratch_;
   RopeTable rope_;
+  Rotary rotary_;
   AttentionTap tap_;
 };
 

@@ -11,8 +11,9 @@ namespace {
 
 const std::vector<PressMethod>& methods() {
   static const std::vector<PressMethod> all = {
-      full_method(),   streaming_llm_method(), h2o_method(),    tova_method(),    knorm_method(),
-      snapkv_method(), pyramidkv_method(),     adakv_method(),  chunkkv_method(), deferkv_method(),
+      full_method(),   streaming_llm_method(), h2o_method(),   tova_method(),    knorm_method(),
+      expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
+      deferkv_method(),
   };
   return all;
 }

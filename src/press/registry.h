@@ -18,6 +18,7 @@ PressMethod streaming_llm_method();
 PressMethod h2o_method();
 PressMethod tova_method();
 PressMethod knorm_method();
+PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();
 PressMethod adakv_method();

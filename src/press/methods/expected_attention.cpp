@@ -1,0 +1,193 @@
+// Expected Attention [methods.md §6.4] (kvpress): each key is scored by the attention
+// it would receive in expectation from future queries. Future queries are modelled as
+// Gaussian with the prompt's (pre-RoPE) query mean mu and covariance Sigma, rotated by
+// the average RoPE rotation R over the next n_future positions:
+//   z_h(j) = (R mu_h) . k_j / sqrt(d) + k_j^T (R Sigma_h R^T) k_j / (2d),
+// softmax over the non-sink keys, mean over the GQA group, times ||v_j||; the first
+// n_sink tokens are always kept. Each KV head keeps its best b at the end of prefill.
+#include <algorithm>
+#include <cmath>
+
+#include "base/thread_pool.h"
+#include "kernels/attention_tap.h"
+#include "kernels/vec.h"
+#include "kv/kv_cache.h"
+#include "press/one_shot_press.h"
+#include "press/registry.h"
+#include "press/selection.h"
+
+namespace deferkv {
+namespace {
+
+// Running sums of one layer's pre-RoPE queries, per query head.
+struct QueryMoments {
+  int64_t count = 0;
+  std::vector<float> sum;     // [n_head][d]
+  std::vector<float> second;  // [n_head][d][d]: sum of q q^T
+};
+
+class ExpectedAttentionPress final : public OneShotPress {
+ public:
+  ExpectedAttentionPress(const PressParams& params, const KvBudget& budget, int64_t n_future, int64_t n_sink,
+                         bool covariance, bool value_norm, double epsilon)
+      : OneShotPress(params, budget, 0, 0, {}), n_future_(n_future), n_sink_(n_sink), covariance_(covariance),
+        value_norm_(value_norm), epsilon_(epsilon) {}
+
+  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
+    OneShotPress::on_prefill_begin(first_position, n_tokens);
+    moments_.clear();
+    prompt_end_ = first_position + n_tokens;
+  }
+
+  void on_attention(const AttentionEvent& event) override {
+    if (event.positions[0] >= prompt_end_) return;  // decode queries are not part of the statistics
+    const int64_t heads = event.shape.n_head, d = event.shape.head_dim;
+    if (moments_.size() <= static_cast<size_t>(event.layer)) moments_.resize(static_cast<size_t>(event.layer) + 1);
+    QueryMoments& m = moments_[static_cast<size_t>(event.layer)];
+    m.sum.resize(static_cast<size_t>(heads * d), 0.0f);
+    m.second.resize(static_cast<size_t>(heads * d * d), 0.0f);
+    rotary_ = &event.rotary;
+    // Undo RoPE on the rows past the sinks.
+    std::vector<float> rows;
+    for (int64_t i = 0; i < event.n; ++i) {
+      if (event.positions[i] < n_sink_) continue;
+      const float* q = event.queries + i * heads * d;
+      rows.insert(rows.end(), q, q + heads * d);
+      event.rotary.rotate(rows.data() + rows.size() - heads * d, heads, d, -event.positions[i]);
+    }
+    const int64_t n = static_cast<int64_t>(rows.size()) / (heads * d);
+    m.count += n;
+    event.pool.parallel_for(heads, 1, [&](int64_t begin, int64_t end, int) {
+      for (int64_t h = begin; h < end; ++h) {
+        for (int64_t i = 0; i < n; ++i) {
+          const float* q = rows.data() + (i * heads + h) * d;
+          add_f32(q, m.sum.data() + h * d, d);
+          if (!covariance_) continue;
+          for (int64_t a = 0; a < d; ++a) axpy_f32(q[a], q, m.second.data() + (h * d + a) * d, d);
+        }
+      }
+    });
+  }
+
+ protected:
+  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) override {
+    const KvCache& cache = layer.cache;
+    const int64_t d = cache.head_dim(), kv_heads = layer.n_head_kv();
+    const QueryMoments& m = moments_.at(static_cast<size_t>(layer.layer));
+    const int64_t heads = static_cast<int64_t>(m.sum.size()) / d, group = heads / kv_heads;
+    if (layer.layer == 0) mean_rotation_ = average_rotation(d, layer.prompt_end);
+    std::vector<std::vector<int32_t>> keep(static_cast<size_t>(kv_heads));
+    for (int64_t g = 0; g < kv_heads; ++g) {
+      const int64_t c = layer.candidates[g];
+      const int64_t sinks = std::min(n_sink_, c);
+      std::vector<double> expected(static_cast<size_t>(c), 0.0);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) add_expected_attention(m, h, d, cache.keys(layer.layer, g), sinks, c, expected);
+      std::vector<float> score(static_cast<size_t>(c));
+      double max = 0;
+      for (int64_t j = sinks; j < c; ++j) {
+        double norm = 1.0;
+        if (value_norm_) {
+          const float* v = cache.values(layer.layer, g) + j * d;
+          norm = std::sqrt(static_cast<double>(dot_f32(v, v, d)));
+        }
+        score[j] = static_cast<float>((expected[j] / static_cast<double>(group) + epsilon_) * norm);
+        max = std::max(max, static_cast<double>(score[j]));
+      }
+      for (int64_t j = 0; j < sinks; ++j) score[j] = static_cast<float>(max + 1.0);
+      keep[g] = top_k(score, layer.budget);
+    }
+    return keep;
+  }
+
+ private:
+  // R = mean over p in [T, T + n_future) of RoPE(p), as a d x d matrix (row-major).
+  std::vector<double> average_rotation(int64_t d, int64_t prompt_end) const {
+    std::vector<double> r(static_cast<size_t>(d * d), 0.0);
+    std::vector<float> basis(static_cast<size_t>(d * d));
+    for (int64_t p = prompt_end; p < prompt_end + n_future_; ++p) {
+      std::fill(basis.begin(), basis.end(), 0.0f);
+      for (int64_t k = 0; k < d; ++k) basis[k * d + k] = 1.0f;  // "head" k is e_k
+      rotary_->rotate(basis.data(), d, d, static_cast<int32_t>(p));
+      for (int64_t k = 0; k < d; ++k) {
+        for (int64_t i = 0; i < d; ++i) r[i * d + k] += basis[k * d + i] / static_cast<double>(n_future_);
+      }
+    }
+    return r;
+  }
+
+  // expected[j] += softmax_j(z_h(j)) over the keys [sinks, c) for query head h.
+  void add_expected_attention(const QueryMoments& m, int64_t h, int64_t d, const float* keys, int64_t sinks, int64_t c,
+                              std::vector<double>& expected) const {
+    const double n = static_cast<double>(std::max<int64_t>(1, m.count));
+    std::vector<double> mu(static_cast<size_t>(d)), mean(static_cast<size_t>(d), 0.0);
+    for (int64_t a = 0; a < d; ++a) mu[a] = m.sum[h * d + a] / n;
+    const std::vector<double>& r = mean_rotation_;
+    for (int64_t i = 0; i < d; ++i) {
+      for (int64_t a = 0; a < d; ++a) mean[i] += r[i * d + a] * mu[a];
+    }
+    std::vector<float> cov_rotated;  // R Sigma R^T
+    if (covariance_) {
+      std::vector<double> sigma(static_cast<size_t>(d * d)), tmp(static_cast<size_t>(d * d), 0.0);
+      for (int64_t a = 0; a < d; ++a) {
+        for (int64_t b = 0; b < d; ++b) sigma[a * d + b] = m.second[(h * d + a) * d + b] / n - mu[a] * mu[b];
+      }
+      for (int64_t i = 0; i < d; ++i) {
+        for (int64_t a = 0; a < d; ++a) {
+          for (int64_t b = 0; b < d; ++b) tmp[i * d + b] += r[i * d + a] * sigma[a * d + b];
+        }
+      }
+      cov_rotated.assign(static_cast<size_t>(d * d), 0.0f);
+      for (int64_t i = 0; i < d; ++i) {
+        for (int64_t k = 0; k < d; ++k) {
+          double s = 0;
+          for (int64_t b = 0; b < d; ++b) s += tmp[i * d + b] * r[k * d + b];
+          cov_rotated[i * d + k] = static_cast<float>(s);
+        }
+      }
+    }
+    std::vector<float> mean_f(mean.begin(), mean.end()), projected(static_cast<size_t>(d));
+    std::vector<double> z(static_cast<size_t>(c), 0.0);
+    const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
+    double max = -1e300;
+    for (int64_t j = sinks; j < c; ++j) {
+      const float* k = keys + j * d;
+      z[j] = dot_f32(mean_f.data(), k, d) * inv_sqrt_d;
+      if (covariance_) {
+        for (int64_t i = 0; i < d; ++i) projected[i] = dot_f32(cov_rotated.data() + i * d, k, d);
+        z[j] += dot_f32(projected.data(), k, d) / (2.0 * static_cast<double>(d));
+      }
+      max = std::max(max, z[j]);
+    }
+    double total = 0;
+    for (int64_t j = sinks; j < c; ++j) total += (z[j] = std::exp(z[j] - max));
+    for (int64_t j = sinks; j < c; ++j) expected[j] += z[j] / total;
+  }
+
+  int64_t n_future_, n_sink_;
+  bool covariance_, value_norm_;
+  double epsilon_;
+  int64_t prompt_end_ = 0;
+  const Rotary* rotary_ = nullptr;
+  std::vector<QueryMoments> moments_;   // [layer]
+  std::vector<double> mean_rotation_;  // R, for the current eviction
+};
+
+}  // namespace
+
+PressMethod expected_attention_method() {
+  return {{"expected_attention",
+           "attention expected from future queries (Gaussian prompt-query statistics, averaged RoPE) times value norm",
+           "Expected Attention (kvpress), arXiv 2510.00636",
+           {{"n_future", "512", "future positions the RoPE rotation is averaged over"},
+            {"n_sink", "4", "first tokens always kept (and left out of the statistics)"},
+            {"use_covariance", "true", "include the query covariance term"},
+            {"use_vnorm", "true", "multiply by the value's L2 norm"},
+            {"epsilon", "0", "added to the expected attention before the value norm"}}},
+          [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
+            return std::make_unique<ExpectedAttentionPress>(p, b, p.get_int("n_future", 1, 1 << 20),
+                                                            p.get_int("n_sink", 0, 1 << 20), p.get_bool("use_covariance"),
+                                                            p.get_bool("use_vnorm"), p.get_double("epsilon", 0.0, 1e9));
+          }};
+}
+
+}  // namespace deferkv

@@ -9,5 +9,6 @@ void add_inspect_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
+void add_score_command(CLI::App& app);
 
 }  // namespace deferkv::cli

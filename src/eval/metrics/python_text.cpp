@@ -59,13 +59,6 @@ void append_utf8(std::string& out, char32_t code_point) {
   out.append(reinterpret_cast<const char*>(buffer), static_cast<size_t>(length));
 }
 
-std::string to_utf8(std::u32string_view code_points) {
-  std::string out;
-  out.reserve(code_points.size());
-  for (char32_t c : code_points) append_utf8(out, c);
-  return out;
-}
-
 std::string python_lower(std::string_view text) {
   // Full lower-casing can grow a string (U+0130 takes 2 bytes and gives 3).
   std::string out(text.size() + text.size() / 2 + 8, '\0');

@@ -11,7 +11,6 @@ namespace deferkv::eval {
 
 std::u32string to_code_points(std::string_view utf8);
 void append_utf8(std::string& out, char32_t code_point);
-std::string to_utf8(std::u32string_view code_points);
 
 // str.lower()
 std::string python_lower(std::string_view text);

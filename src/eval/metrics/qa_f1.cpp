@@ -1,6 +1,5 @@
 #include "eval/metrics/qa_f1.h"
 
-#include <algorithm>
 #include <map>
 
 #include "eval/metrics/python_text.h"

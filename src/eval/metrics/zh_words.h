@@ -7,8 +7,9 @@
 // reproduced here, so Chinese is scored by character: every character is a word of its
 // own, except that runs of ASCII letters and digits stay whole, as jieba keeps them.
 // Scores of multifieldqa_zh, dureader, vcsum (and so the Chinese averages) are therefore
-// character-level F1 / ROUGE-L, close to but not equal to the official numbers. The
-// English datasets never go through this.
+// character-level F1 / ROUGE-L, not the official numbers: on multifieldqa_zh with
+// answers cut to two thirds plus a random piece of context as predictions, character
+// F1 averaged 45.11 where jieba's gives 40.17. The English datasets never go through this.
 #include <string>
 #include <string_view>
 #include <vector>

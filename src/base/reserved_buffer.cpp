@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -50,9 +51,9 @@ ReservedBuffer& ReservedBuffer::operator=(ReservedBuffer&& other) noexcept {
   return *this;
 }
 
-void ReservedBuffer::release_from(size_t offset) {
-  const size_t first = round_up(offset, page_size());
-  const size_t end = round_up(capacity_, page_size());
+void ReservedBuffer::release(size_t used, size_t was_used) {
+  const size_t first = round_up(used, page_size());
+  const size_t end = std::min(round_up(was_used, page_size()), round_up(capacity_, page_size()));
   if (data_ == nullptr || first >= end) return;
   madvise(data_ + first, end - first, MADV_DONTNEED);
 }

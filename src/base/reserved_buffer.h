@@ -1,8 +1,8 @@
 #pragma once
 // Anonymous memory reserved up front but committed by the OS only as pages are
-// touched. release_from() hands the pages past a prefix back to the OS while keeping
-// the reservation, so a buffer that shrinks frees real memory (resident bytes drop)
-// and can grow again without moving its data.
+// touched. release() hands the pages of a no longer used tail back to the OS while
+// keeping the reservation, so a buffer that shrinks frees real memory (resident bytes
+// drop) and can grow again without moving its data.
 #include <cstddef>
 
 namespace deferkv {
@@ -21,8 +21,11 @@ class ReservedBuffer {
   const std::byte* data() const { return data_; }
   size_t capacity() const { return capacity_; }
 
-  // Returns every whole page at or after byte `offset` to the OS (contents become zero).
-  void release_from(size_t offset);
+  // The bytes [used, was_used) are no longer needed: returns the pages that lie wholly
+  // past `used` (up to the page holding was_used - 1) to the OS; their contents become
+  // zero. Nothing happens when no whole page is freed. Each call that frees pages costs
+  // a TLB flush on every core, which is why the range is bounded by what was used.
+  void release(size_t used, size_t was_used);
   // Bytes of the buffer the OS currently backs with memory (mincore).
   size_t resident_bytes() const;
 

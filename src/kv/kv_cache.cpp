@@ -89,11 +89,12 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
 }
 
 void KvCache::shrink(HeadStore& h, int64_t length) {
-  h.length = length;
   const auto row_bytes = static_cast<size_t>(head_dim_) * sizeof(float);
-  h.keys.release_from(static_cast<size_t>(length) * row_bytes);
-  h.values.release_from(static_cast<size_t>(length) * row_bytes);
-  h.positions.release_from(static_cast<size_t>(length) * sizeof(int32_t));
+  const auto before = static_cast<size_t>(h.length), after = static_cast<size_t>(length);
+  h.keys.release(after * row_bytes, before * row_bytes);
+  h.values.release(after * row_bytes, before * row_bytes);
+  h.positions.release(after * sizeof(int32_t), before * sizeof(int32_t));
+  h.length = length;
 }
 
 void KvCache::recount() {

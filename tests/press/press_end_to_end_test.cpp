@@ -42,6 +42,9 @@ const std::vector<PressCase>& all_cases() {
       {"expected_attention:use_covariance=false,use_vnorm=false,n_sink=2", 0, true, true},
       {"tova:per_step=false", 0, true, true},
       {"tova", 0, true, false},
+      {"tova:every=3", 0, false, false},
+      {"h2o:per_step=true,every=2,recent=6", 0, false, false},
+      {"streaming_llm:per_step=true", 0, true, false},
       {"knorm", 0, true, true},
       {"streaming_llm", 0, true, true},
   };

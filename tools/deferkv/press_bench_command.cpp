@@ -1,8 +1,12 @@
 // `deferkv bench-press`: what compression costs and buys, measured in one run. For each
 // prompt length and press: prefill time, the press's capture and eviction time (and
-// their share of the full-cache prefill), decode speed after the eviction, end-to-end
-// latency relative to SnapKV, and KV bytes after eviction and at peak. Decode speed is
-// also compared with full-cache decode at a short context (--short-context).
+// their share of the full-cache prefill), decode speed once the eviction is done (the
+// steps after it; DeferKV's first d steps run on the full cache), end-to-end latency
+// relative to SnapKV, and KV bytes after eviction and at peak. Decode speed is also
+// compared with full-cache decode at a short context (--short-context). Repetitions
+// take the presses in turn (A B C, A B C, ...), so slow drifts of the machine hit all
+// alike, and the median of each quantity is reported.
+#include <algorithm>
 #include <chrono>
 #include <random>
 
@@ -28,54 +32,93 @@ struct PressBenchArgs {
   int threads = 1;
 };
 
+// One run of a press: seconds, and decode speed over the steps after the eviction.
 struct Measurement {
-  double prefill = 0, capture = 0, eviction = 0, decode = 0;  // seconds, means over repetitions
+  double prefill = 0, capture = 0, eviction = 0, decode = 0;
+  double steady_decode_rate = 0;  // tokens/s over the decode steps after the eviction
   int64_t kv_bytes = 0, peak_bytes = 0;
   double end_to_end() const { return prefill + decode + eviction; }
 };
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The median of every field over the repetitions.
+Measurement median_of(const std::vector<Measurement>& runs) {
+  auto field = [&](double Measurement::*f) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r.*f);
+    return median(v);
+  };
+  Measurement m;
+  m.prefill = field(&Measurement::prefill);
+  m.capture = field(&Measurement::capture);
+  m.eviction = field(&Measurement::eviction);
+  m.decode = field(&Measurement::decode);
+  m.steady_decode_rate = field(&Measurement::steady_decode_rate);
+  m.kv_bytes = runs.back().kv_bytes;
+  m.peak_bytes = runs.back().peak_bytes;
+  return m;
+}
+
 Measurement measure(const std::shared_ptr<const Model>& model, const std::string& press, int64_t prompt_tokens,
-                    const PressBenchArgs& args) {
+                    const PressBenchArgs& args, const std::shared_ptr<ThreadPool>& pool) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model->config().n_vocab - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens)), gen(static_cast<size_t>(args.n_gen));
   for (auto& t : prompt) t = pick(rng);
   for (auto& t : gen) t = pick(rng);
-  auto pool = make_thread_pool(args.threads);
-  Measurement m;
-  for (int rep = 0; rep < args.repetitions; ++rep) {
-    SessionOptions options;
-    options.n_ctx = prompt_tokens + args.n_gen + 1;
-    Session session(model, pool, options);
-    if (press != "full") session.set_press(make_press(press, KvBudget::per_head(args.budget)));
-    session.prefill(prompt);
-    for (int32_t t : gen) session.decode(t);
-    const SessionTimings& t = session.timings();
-    // The press's hooks run outside prefill_seconds / decode_seconds; capture runs inside.
-    m.prefill += t.prefill_seconds / args.repetitions;
-    m.capture += t.capture_seconds / args.repetitions;
-    m.eviction += t.eviction_seconds / args.repetitions;
-    m.decode += t.decode_seconds / args.repetitions;
-    m.kv_bytes = session.last_eviction() ? session.last_eviction()->bytes : session.kv_cache().bytes_held();
-    m.peak_bytes = session.kv_cache().peak_bytes();
+  SessionOptions options;
+  options.n_ctx = prompt_tokens + args.n_gen + 1;
+  Session session(model, pool, options);
+  if (press != "full") session.set_press(make_press(press, KvBudget::per_head(args.budget)));
+  session.prefill(prompt);
+  std::vector<double> step_seconds;
+  for (int32_t token : gen) {
+    const auto start = std::chrono::steady_clock::now();
+    session.decode(token);
+    step_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
+  const SessionTimings& t = session.timings();
+  Measurement m;
+  // The press's hooks run outside prefill_seconds / decode_seconds; capture runs inside.
+  m.prefill = t.prefill_seconds;
+  m.capture = t.capture_seconds;
+  m.eviction = t.eviction_seconds;
+  m.decode = t.decode_seconds;
+  const auto& eviction = session.last_eviction();
+  const size_t first_steady = eviction ? static_cast<size_t>(eviction->decode_step) : 0;
+  double steady = 0;
+  for (size_t s = first_steady; s < step_seconds.size(); ++s) steady += step_seconds[s];
+  m.steady_decode_rate = static_cast<double>(step_seconds.size() - first_steady) / steady;
+  m.kv_bytes = eviction ? eviction->bytes : session.kv_cache().bytes_held();
+  m.peak_bytes = session.kv_cache().peak_bytes();
   return m;
 }
 
 void run_press_bench(const PressBenchArgs& args) {
   if (args.repetitions < 1) fail("-r must be at least 1");
   auto model = Model::load(args.model);
-  const Measurement short_full = measure(model, "full", args.short_context, args);
-  const double short_decode = static_cast<double>(args.n_gen) / short_full.decode;
-  fmt::print("model {}, {} threads, budget {} per head ({}L), {} decode tokens, {} repetitions\n\n", args.model,
+  auto pool = make_thread_pool(args.threads);
+  std::vector<Measurement> short_runs;
+  for (int rep = 0; rep < args.repetitions; ++rep) short_runs.push_back(measure(model, "full", args.short_context, args, pool));
+  const double short_decode = median_of(short_runs).steady_decode_rate;
+  fmt::print("model {}, {} threads, budget {} per head ({}L), {} decode tokens, medians of {} repetitions\n\n", args.model,
              args.threads, args.budget, args.budget, args.n_gen, args.repetitions);
   fmt::print("| prompt | press | prefill s | capture ms | eviction ms | (capture+eviction) / full prefill | "
-             "decode tok/s | decode / full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
+             "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
              args.short_context);
   fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (int64_t n : args.prompt_sizes) {
+    std::vector<std::vector<Measurement>> runs(args.presses.size());
+    for (int rep = 0; rep < args.repetitions; ++rep) {
+      for (size_t p = 0; p < args.presses.size(); ++p) runs[p].push_back(measure(model, args.presses[p], n, args, pool));
+    }
     std::vector<std::pair<std::string, Measurement>> rows;
-    for (const auto& press : args.presses) rows.emplace_back(press, measure(model, press, n, args));
+    for (size_t p = 0; p < args.presses.size(); ++p) rows.emplace_back(args.presses[p], median_of(runs[p]));
     const Measurement* full = nullptr;
     const Measurement* snap = nullptr;
     for (const auto& [press, m] : rows) {
@@ -83,7 +126,7 @@ void run_press_bench(const PressBenchArgs& args) {
       if (press.rfind("snapkv", 0) == 0 && snap == nullptr) snap = &m;
     }
     for (const auto& [press, m] : rows) {
-      const double decode_rate = static_cast<double>(args.n_gen) / m.decode;
+      const double decode_rate = m.steady_decode_rate;
       fmt::print("| {} | {} | {:.3f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n", n, press,
                  m.prefill, m.capture * 1e3, m.eviction * 1e3,
                  full != nullptr ? fmt::format("{:.2f}%", 100.0 * (m.capture + m.eviction) / full->prefill) : "-",
@@ -108,7 +151,7 @@ void add_press_bench_command(CLI::App& app) {
   cmd->add_option("-n,--n-gen", args->n_gen, "Decode steps after the prompt")->capture_default_str();
   cmd->add_option("--short-context", args->short_context, "Context of the full-cache decode baseline")
       ->capture_default_str();
-  cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions (means are reported)")->capture_default_str();
+  cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions (medians are reported)")->capture_default_str();
   add_threads_option(*cmd, args->threads);
   cmd->callback([args] { run_press_bench(*args); });
 }

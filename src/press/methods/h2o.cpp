@@ -6,8 +6,9 @@
 // normalisation by how many queries see an entry, hence a lean towards early tokens),
 // and each KV head keeps its top b - window plus the last `window` prompt tokens.
 // per_step=true (the original): the sums keep accumulating over decode queries, and
-// after every forward pass each head holding more than b entries keeps its newest
-// `recent` entries and the top b - recent of the older ones, generated tokens included.
+// after the prefill and every decode step (every=n: every n-th) each head holding more
+// than b entries keeps its newest `recent` entries and the top b - recent of the older
+// ones, generated tokens included.
 #include <algorithm>
 
 #include "deferkv/error.h"
@@ -46,8 +47,8 @@ class OneShotH2oPress final : public OneShotPress {
 
 class PerStepH2oPress final : public Press {
  public:
-  PerStepH2oPress(const PressParams& params, const KvBudget& budget, int64_t recent)
-      : description_(params.describe()), budget_(budget), recent_(recent) {
+  PerStepH2oPress(const PressParams& params, const KvBudget& budget, int64_t recent, int64_t every)
+      : description_(params.describe()), budget_(budget), recent_(recent), every_(every) {
     if (!budget.is_ratio() && budget.resolve(0) <= recent) {
       fail("h2o: the budget of {} per head leaves no room for heavy hitters beside {} recent entries",
            budget.resolve(0), recent);
@@ -71,7 +72,9 @@ class PerStepH2oPress final : public Press {
   }
 
   void on_prefill_end(KvCache& cache) override { evict(cache); }
-  void on_decode_step(KvCache& cache, int64_t) override { evict(cache); }
+  void on_decode_step(KvCache& cache, int64_t step) override {
+    if (step % every_ == 0) evict(cache);
+  }
 
  private:
   void evict(KvCache& cache) {
@@ -95,6 +98,7 @@ class PerStepH2oPress final : public Press {
   std::string description_;
   KvBudget budget_;
   int64_t recent_;
+  int64_t every_;
   int64_t budget_entries_ = 0;
   std::vector<std::vector<std::vector<float>>> sums_;  // [layer][g][entry]: attention drawn so far
 };
@@ -106,7 +110,8 @@ PressMethod h2o_method() {
            "H2O, arXiv 2306.14048",
            {{"window", "8", "one-shot: recent prompt tokens always kept"},
             {"per_step", "false", "evict after every decode step too (the original method)"},
-            {"recent", "0", "per_step: newest entries always kept (0: half the budget, as the original's 10%+10%)"}}},
+            {"recent", "0", "per_step: newest entries always kept (0: half the budget, as the original's 10%+10%)"},
+            {"every", "1", "per_step: evict every n-th decode step"}}},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             if (!p.get_bool("per_step")) return std::make_unique<OneShotH2oPress>(p, b, p.get_int("window", 0, 1 << 20));
             int64_t recent = p.get_int("recent", 0, 1 << 20);
@@ -114,7 +119,7 @@ PressMethod h2o_method() {
               if (b.is_ratio()) fail("h2o:per_step=true with --kv-ratio needs an explicit recent=N");
               recent = b.resolve(0) / 2;
             }
-            return std::make_unique<PerStepH2oPress>(p, b, recent);
+            return std::make_unique<PerStepH2oPress>(p, b, recent, p.get_int("every", 1, 1 << 20));
           }};
 }
 

@@ -2,7 +2,8 @@
 // head, ranks the entries; all KV heads keep the same b entries. At the end of the
 // prefill the last prompt token's row cuts the cache to b; with per_step (the original
 // method) every decode step then drops the entry its own query attends to least, so the
-// cache stays at b entries per head, generated tokens included. No window or sinks.
+// cache stays at b entries per head, generated tokens included (every=n: every n-th
+// step drops n entries, by that step's query). No window or sinks.
 #include <algorithm>
 
 #include "deferkv/error.h"
@@ -17,8 +18,8 @@ namespace {
 
 class TovaPress final : public Press {
  public:
-  TovaPress(const PressParams& params, const KvBudget& budget, bool per_step)
-      : description_(params.describe()), budget_(budget), per_step_(per_step) {}
+  TovaPress(const PressParams& params, const KvBudget& budget, bool per_step, int64_t every)
+      : description_(params.describe()), budget_(budget), per_step_(per_step), every_(every) {}
 
   std::string describe() const override { return description_; }
 
@@ -30,7 +31,7 @@ class TovaPress final : public Press {
 
   void on_attention(const AttentionEvent& event) override {
     const int64_t last = event.positions[event.n - 1];
-    const bool wanted = last == prompt_end_ - 1 || (per_step_ && last >= prompt_end_);
+    const bool wanted = last == prompt_end_ - 1 || (last >= prompt_end_ && evicts_at(last - prompt_end_ + 1));
     if (!wanted) return;
     std::vector<std::vector<float>> per_head(event.kv.size());
     for (size_t g = 0; g < per_head.size(); ++g) per_head[g].assign(static_cast<size_t>(event.kv[g].length), 0.0f);
@@ -52,11 +53,13 @@ class TovaPress final : public Press {
   }
 
   void on_prefill_end(KvCache& cache) override { evict(cache); }
-  void on_decode_step(KvCache& cache, int64_t) override {
-    if (per_step_) evict(cache);
+  void on_decode_step(KvCache& cache, int64_t step) override {
+    if (evicts_at(step)) evict(cache);
   }
 
  private:
+  bool evicts_at(int64_t step) const { return per_step_ && step % every_ == 0; }
+
   void evict(KvCache& cache) {
     for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < scores_.size(); ++l) {
       const std::vector<float>& score = scores_[static_cast<size_t>(l)];
@@ -70,6 +73,7 @@ class TovaPress final : public Press {
   std::string description_;
   KvBudget budget_;
   bool per_step_;
+  int64_t every_;
   int64_t prompt_end_ = 0;
   int64_t budget_entries_ = 0;
   std::vector<std::vector<float>> scores_;  // [layer][entry] of the newest observed query
@@ -80,9 +84,10 @@ class TovaPress final : public Press {
 PressMethod tova_method() {
   return {{"tova", "the newest query's head-averaged attention keeps b entries, shared by all KV heads",
            "TOVA, arXiv 2401.06104",
-           {{"per_step", "true", "also evict one entry per decode step (the original); false: at prefill end only"}}},
+           {{"per_step", "true", "also evict one entry per decode step (the original); false: at prefill end only"},
+            {"every", "1", "per_step: evict every n-th decode step"}}},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
-            return std::make_unique<TovaPress>(p, b, p.get_bool("per_step"));
+            return std::make_unique<TovaPress>(p, b, p.get_bool("per_step"), p.get_int("every", 1, 1 << 20));
           }};
 }
 

@@ -71,31 +71,40 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   }
   if (max_blocks == 0) return;
 
+  // Items too small to repay waking a worker are grouped (about 64K multiply-adds each).
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, rows * kColumnBlock * d));
+  // Calls fn(g, b, c0, width, scores, extra) for every (KV head g, column block b) in
+  // parallel: `scores` holds the block's scaled scores [rows x width], and `extra`
+  // extra_floats more of the thread's scratch.
+  auto for_each_block = [&](int64_t extra_floats, const auto& fn) {
+    pool.parallel_for(n_kv * max_blocks, grain, [&](int64_t begin, int64_t end, int) {
+      float* scores = thread_scratch(rows * kColumnBlock + extra_floats);
+      for (int64_t item = begin; item < end; ++item) {
+        const int64_t g = item / max_blocks, b = item % max_blocks;
+        const KvHeadView& head = kv[static_cast<size_t>(g)];
+        const int64_t c0 = b * kColumnBlock;
+        const int64_t width = std::min(kColumnBlock, head.length - c0);
+        if (width <= 0) continue;
+        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores);
+        fn(g, b, c0, width, scores, scores + rows * kColumnBlock);
+      }
+    });
+  };
+
   // Pass 1: per (group, block) each row's max and sum of exp(s - max) over its visible
   // columns of the block; then combined into the row's log-sum-exp.
   std::vector<float> block_max(static_cast<size_t>(n_kv * max_blocks * rows), kNegInf);
   std::vector<float> block_sum(block_max.size(), 0.0f);
-  // Items too small to repay waking a worker are grouped (about 64K multiply-adds each).
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, rows * kColumnBlock * d));
-  pool.parallel_for(n_kv * max_blocks, grain, [&](int64_t begin, int64_t end, int) {
-    float* scores = thread_scratch(rows * kColumnBlock);
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t g = item / max_blocks, b = item % max_blocks;
-      const KvHeadView& head = kv[static_cast<size_t>(g)];
-      const GroupRows& gr = groups[static_cast<size_t>(g)];
-      const int64_t c0 = b * kColumnBlock;
-      const int64_t width = std::min(kColumnBlock, head.length - c0);
-      if (width <= 0) continue;
-      score_block(gr, rows, head, d, shape.scale, c0, width, scores);
-      for (int64_t r = 0; r < rows; ++r) {
-        const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
-        if (n <= 0) continue;
-        float* row = scores + r * width;
-        const float max = max_f32(row, n);
-        const size_t at = static_cast<size_t>((g * max_blocks + b) * rows + r);
-        block_max[at] = max;
-        block_sum[at] = exp_shift_f32(row, max, n);
-      }
+  for_each_block(0, [&](int64_t g, int64_t b, int64_t c0, int64_t width, float* scores, float*) {
+    const GroupRows& gr = groups[static_cast<size_t>(g)];
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
+      if (n <= 0) continue;
+      float* row = scores + r * width;
+      const float max = max_f32(row, n);
+      const size_t at = static_cast<size_t>((g * max_blocks + b) * rows + r);
+      block_max[at] = max;
+      block_sum[at] = exp_shift_f32(row, max, n);
     }
   });
   for (int64_t g = 0; g < n_kv; ++g) {
@@ -114,43 +123,34 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   }
 
   // Pass 2: probabilities per column block, reduced over rows then over the group.
-  pool.parallel_for(n_kv * max_blocks, grain, [&](int64_t begin, int64_t end, int) {
-    float* scores = thread_scratch(rows * kColumnBlock + group * kColumnBlock);
-    float* head_acc = scores + rows * kColumnBlock;
-    for (int64_t item = begin; item < end; ++item) {
-      const int64_t g = item / max_blocks, b = item % max_blocks;
-      const KvHeadView& head = kv[static_cast<size_t>(g)];
-      const GroupRows& gr = groups[static_cast<size_t>(g)];
-      const int64_t c0 = b * kColumnBlock;
-      const int64_t width = std::min(kColumnBlock, head.length - c0);
-      if (width <= 0) continue;
-      score_block(gr, rows, head, d, shape.scale, c0, width, scores);
-      std::fill(head_acc, head_acc + group * width, 0.0f);
+  for_each_block(group * kColumnBlock, [&](int64_t g, int64_t, int64_t c0, int64_t width, float* scores,
+                                           float* head_acc) {
+    const GroupRows& gr = groups[static_cast<size_t>(g)];
+    std::fill(head_acc, head_acc + group * width, 0.0f);
+    for (int64_t a = 0; a < group; ++a) {
+      float* acc = head_acc + a * width;
+      for (int64_t i = 0; i < q.m; ++i) {
+        const int64_t r = a * q.m + i;
+        const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
+        if (n <= 0) continue;
+        float* row = scores + r * width;
+        exp_shift_f32(row, gr.lse[static_cast<size_t>(r)], n);
+        if (row_reduction == RowReduction::kMax) {
+          for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], row[c]);
+        } else {
+          axpy_f32(q.weights != nullptr ? q.weights[i] : 1.0f, row, acc, n);
+        }
+      }
+    }
+    float* dst = out[static_cast<size_t>(g)].data() + c0;
+    for (int64_t c = 0; c < width; ++c) {
+      float v = 0.0f;  // probabilities are >= 0, so 0 also starts a max
       for (int64_t a = 0; a < group; ++a) {
-        float* acc = head_acc + a * width;
-        for (int64_t i = 0; i < q.m; ++i) {
-          const int64_t r = a * q.m + i;
-          const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
-          if (n <= 0) continue;
-          float* row = scores + r * width;
-          exp_shift_f32(row, gr.lse[static_cast<size_t>(r)], n);
-          if (row_reduction == RowReduction::kMax) {
-            for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], row[c]);
-          } else {
-            axpy_f32(q.weights != nullptr ? q.weights[i] : 1.0f, row, acc, n);
-          }
-        }
+        const float x = head_acc[a * width + c];
+        v = group_reduction == GroupReduction::kMax ? std::max(v, x) : v + x;
       }
-      float* dst = out[static_cast<size_t>(g)].data() + c0;
-      for (int64_t c = 0; c < width; ++c) {
-        float v = 0.0f;  // probabilities are >= 0, so 0 also starts a max
-        for (int64_t a = 0; a < group; ++a) {
-          const float x = head_acc[a * width + c];
-          v = group_reduction == GroupReduction::kMax ? std::max(v, x) : v + x;
-        }
-        if (group_reduction == GroupReduction::kMean) v /= static_cast<float>(group);
-        dst[c] = row_reduction == RowReduction::kMax ? std::max(dst[c], v) : dst[c] + v;
-      }
+      if (group_reduction == GroupReduction::kMean) v /= static_cast<float>(group);
+      dst[c] = row_reduction == RowReduction::kMax ? std::max(dst[c], v) : dst[c] + v;
     }
   });
 }

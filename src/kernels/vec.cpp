@@ -77,37 +77,6 @@ void RmsNormF32(const float* x, const float* weight, float eps, float* out, int6
   for (; i < n; ++i) out[i] = x[i] * inv_rms * weight[i];
 }
 
-float SoftmaxF32(float* x, int64_t n) {
-  if (n <= 0) return 0.0f;
-  const DF df;
-  const auto L = static_cast<int64_t>(hn::Lanes(df));
-  float max = x[0];
-  int64_t i = 0;
-  if (n >= L) {
-    auto vmax = hn::LoadU(df, x);
-    for (i = L; i + L <= n; i += L) vmax = hn::Max(vmax, hn::LoadU(df, x + i));
-    max = hn::GetLane(hn::MaxOfLanes(df, vmax));
-  }
-  for (; i < n; ++i) max = std::max(max, x[i]);
-
-  // Every exponent is <= 0 after subtracting the max, inside Exp's valid range; Exp
-  // returns 0 below -104 (and so for masked -inf scores).
-  const auto vneg_max = hn::Set(df, -max);
-  auto vsum = hn::Zero(df);
-  for (i = 0; i + L <= n; i += L) {
-    const auto e = hn::Exp(df, hn::Add(hn::LoadU(df, x + i), vneg_max));
-    hn::StoreU(e, df, x + i);
-    vsum = hn::Add(vsum, e);
-  }
-  float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
-  for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
-  ScaleF32(1.0f / sum, x, n);
-  return sum;
-}
-
 float MaxF32(const float* x, int64_t n) {
   const DF df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
@@ -138,6 +107,15 @@ float ExpShiftF32(float* x, float shift, int64_t n) {
     x[i] = std::exp(x[i] - shift);
     sum += x[i];
   }
+  return sum;
+}
+
+// Exp is valid for exponents <= 0 (after the max is subtracted) and returns 0 below
+// -104, so masked -inf scores become 0.
+float SoftmaxF32(float* x, int64_t n) {
+  if (n <= 0) return 0.0f;
+  const float sum = ExpShiftF32(x, MaxF32(x, n), n);
+  ScaleF32(1.0f / sum, x, n);
   return sum;
 }
 

@@ -36,6 +36,7 @@ const std::vector<PressCase>& all_cases() {
       {"deferkv:window=8,d=2,base=pyramidkv,temporal_mode=per_query", 8, false, true},
       {"deferkv:window=8,no_decode_feedback=true", 8, true, true},
       {"deferkv:window=8,no_temporal_weighting=true", 8, true, true},
+      {"deferkv:window=8,d=2,pool_order=pool_then_fuse", 8, true, true},
       {"h2o", 8, true, true},
       {"h2o:per_step=true", 0, true, false},
       {"expected_attention", 0, true, true},

@@ -20,7 +20,7 @@ TEST(PressSpec, DescribeFillsEveryDefault) {
   EXPECT_EQ(make_press("snapkv", KvBudget::per_head(64))->describe(), "snapkv:window=32,kernel=7,pooling=max,gqa=mean");
   EXPECT_EQ(make_press("deferkv:d=2,base=adakv", KvBudget::per_head(64))->describe(),
             "deferkv:d=2,eta=0.7,temporal_mode=block,base=adakv,no_decode_feedback=false,no_temporal_weighting=false,"
-            "window=32,kernel=7,pooling=max,gqa=mean,beta=20,alpha=0.2");
+            "pool_order=fuse_then_pool,window=32,kernel=7,pooling=max,gqa=mean,beta=20,alpha=0.2");
 }
 
 TEST(PressSpec, BadInputIsAClearError) {

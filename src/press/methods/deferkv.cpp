@@ -9,6 +9,9 @@
 // decode step 1. temporal_mode=per_query: every window query and decode query is
 // discounted by its own age. Ablations: no_decode_feedback (F = S_P, still evicting at
 // step d) and no_temporal_weighting (eta = 1).
+// pool_order=fuse_then_pool [OUR FORMULATION]: the base's pooling runs once, on F;
+// pool_then_fuse pools each observation's scores before fusing (the same for avg-pool,
+// different for max-pool).
 #include "press/registry.h"
 #include "press/temporal_fusion.h"
 #include "press/window_scoring.h"
@@ -26,24 +29,33 @@ CaptureConfig deferkv_capture(const WindowScoring& scoring, const TemporalFusion
 class DeferKvPress final : public OneShotPress {
  public:
   DeferKvPress(const PressParams& params, const KvBudget& budget, const WindowScoring& scoring, int64_t delay,
-               const TemporalFusion& fusion, Allocation base, int64_t beta, double alpha)
+               const TemporalFusion& fusion, bool pool_first, Allocation base, int64_t beta, double alpha)
       : OneShotPress(params, budget, scoring.window, delay, deferkv_capture(scoring, fusion)),
-        scoring_(scoring), fusion_(fusion), base_(base), beta_(beta), alpha_(alpha) {}
+        scoring_(scoring), fusion_(fusion), pool_first_(pool_first), base_(base), beta_(beta), alpha_(alpha) {}
 
  protected:
   std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) override {
+    // Each observation's scores over the candidates, pooled first when asked.
+    auto observed = [&](const std::vector<std::vector<float>>& attention) {
+      return pool_first_ ? pooled_candidate_scores(layer, attention, scoring_) : attention;
+    };
+    const auto prompt = observed(layer.prompt_attention);
+    std::vector<std::vector<std::vector<float>>> steps;
+    for (const auto& step : layer.decode_attention) steps.push_back(observed(step));
     std::vector<std::vector<float>> fused(static_cast<size_t>(layer.n_head_kv()));
     for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
       std::vector<const std::vector<float>*> decode;
-      for (const auto& step : layer.decode_attention) decode.push_back(&step[g]);
-      fused[g] = fusion_.fuse(layer.prompt_attention[g], decode, layer.candidates[g]);
+      for (const auto& step : steps) decode.push_back(&step[g]);
+      fused[g] = fusion_.fuse(prompt[g], decode, layer.candidates[g]);
     }
-    return select_by_allocation(layer, pooled_candidate_scores(layer, fused, scoring_), base_, beta_, alpha_);
+    return select_by_allocation(layer, pool_first_ ? fused : pooled_candidate_scores(layer, fused, scoring_), base_,
+                                beta_, alpha_);
   }
 
  private:
   WindowScoring scoring_;
   TemporalFusion fusion_;
+  bool pool_first_;
   Allocation base_;
   int64_t beta_;
   double alpha_;
@@ -60,6 +72,7 @@ PressMethod deferkv_method() {
       {"base", "snapkv", "allocation of the base method: snapkv | pyramidkv | adakv"},
       {"no_decode_feedback", "false", "ablation: score with the prompt window only (still evict at step d)"},
       {"no_temporal_weighting", "false", "ablation: eta = 1"},
+      {"pool_order", "fuse_then_pool", "fuse_then_pool | pool_then_fuse (each observation pooled before fusion)"},
   });
   params.push_back({"beta", "20", "base=pyramidkv: pyramid steepness"});
   params.push_back({"alpha", "0.2", "base=adakv: per-head floor"});
@@ -71,7 +84,8 @@ PressMethod deferkv_method() {
             const double eta = p.get_bool("no_temporal_weighting") ? 1.0 : p.get_double("eta", 1e-6, 1.0);
             const bool per_query = p.get_choice("temporal_mode", {"block", "per_query"}) == "per_query";
             const TemporalFusion fusion = TemporalFusion::make(scoring.window, d, eta, per_query, !p.get_bool("no_decode_feedback"));
-            return std::make_unique<DeferKvPress>(p, b, scoring, d, fusion,
+            const bool pool_first = p.get_choice("pool_order", {"fuse_then_pool", "pool_then_fuse"}) == "pool_then_fuse";
+            return std::make_unique<DeferKvPress>(p, b, scoring, d, fusion, pool_first,
                                                   parse_allocation(p.get_choice("base", {"snapkv", "pyramidkv", "adakv"})),
                                                   p.get_int("beta", 1, 1 << 20), p.get_double("alpha", 0.0, 1.0));
           }};

@@ -6,6 +6,9 @@
 //   auto press = make_press("deferkv:d=1,eta=0.7,base=adakv", KvBudget::per_head(128));
 //   session.set_press(std::move(press));
 //
+// Presses compose with '+', each seeing every hook in turn, e.g. a prefill press and a
+// decode-time one: "snapkv+moment_kv:decode_budget=512".
+//
 // press_catalogue() lists every method with its parameters, defaults and paper.
 #include <cstdint>
 #include <memory>
@@ -24,11 +27,12 @@ class KvBudget {
  public:
   static KvBudget per_head(int64_t entries);
   static KvBudget ratio(double compression_ratio);
-  KvBudget() = default;
+  KvBudget() = default;  // none given (presses that need one refuse it)
 
   // Entries per KV head for a prompt of `prompt_tokens`.
   int64_t resolve(int64_t prompt_tokens) const;
   bool is_ratio() const { return ratio_ >= 0; }
+  bool is_set() const { return per_head_ > 0 || is_ratio(); }
   std::string describe() const;
 
  private:
@@ -64,13 +68,14 @@ struct PressInfo {
   std::string summary;
   std::string paper;
   std::vector<PressParameter> parameters;
+  bool uses_budget = true;  // needs --kv-budget / --kv-ratio
 };
 
 // Every registered method, in a stable order.
 const std::vector<PressInfo>& press_catalogue();
 
-// Builds a press from "name" or "name:key=value,key=value". Unknown names or keys and
-// malformed values are errors naming them.
+// Builds a press from "name" or "name:key=value,key=value", or several joined by '+'.
+// Unknown names or keys, malformed values and a missing budget are errors naming them.
 std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget);
 
 }  // namespace deferkv

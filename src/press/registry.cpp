@@ -13,7 +13,7 @@ const std::vector<PressMethod>& methods() {
   static const std::vector<PressMethod> all = {
       full_method(),   streaming_llm_method(), h2o_method(),   tova_method(),    knorm_method(),
       expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
-      deferkv_method(),
+      deferkv_method(), moment_kv_method(),
   };
   return all;
 }
@@ -42,6 +42,7 @@ int64_t KvBudget::resolve(int64_t prompt_tokens) const {
 }
 
 std::string KvBudget::describe() const {
+  if (!is_set()) return "no budget";
   return is_ratio() ? fmt::format("ratio {}", ratio_) : fmt::format("{} per head", per_head_);
 }
 
@@ -54,17 +55,63 @@ const std::vector<PressInfo>& press_catalogue() {
   return infos;
 }
 
-std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget) {
+namespace {
+
+std::unique_ptr<Press> make_one_press(const std::string& spec, const KvBudget& budget) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   for (const auto& m : methods()) {
-    if (m.info.name == name) {
-      return m.make(PressParams(m.info, colon == std::string::npos ? "" : spec.substr(colon + 1)), budget);
+    if (m.info.name != name) continue;
+    if (m.info.uses_budget && !budget.is_set()) {
+      fail("press '{}' needs a KV budget (--kv-budget or --kv-ratio)", name);
     }
+    return m.make(PressParams(m.info, colon == std::string::npos ? "" : spec.substr(colon + 1)), budget);
   }
   std::string known;
   for (const auto& m : methods()) known += (known.empty() ? "" : ", ") + m.info.name;
   fail("unknown press '{}' (known: {})", name, known);
+}
+
+// Several presses in turn: every hook goes to each, in the order given.
+class ComposedPress final : public Press {
+ public:
+  explicit ComposedPress(std::vector<std::unique_ptr<Press>> parts) : parts_(std::move(parts)) {}
+
+  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
+    for (auto& p : parts_) p->on_prefill_begin(first_position, n_tokens);
+  }
+  void on_attention(const AttentionEvent& event) override {
+    for (auto& p : parts_) p->on_attention(event);
+  }
+  void on_prefill_end(KvCache& cache) override {
+    for (auto& p : parts_) p->on_prefill_end(cache);
+  }
+  void on_decode_step(KvCache& cache, int64_t step) override {
+    for (auto& p : parts_) p->on_decode_step(cache, step);
+  }
+  std::string describe() const override {
+    std::string out;
+    for (const auto& p : parts_) out += (out.empty() ? "" : "+") + p->describe();
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<Press>> parts_;
+};
+
+}  // namespace
+
+std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget) {
+  std::vector<std::unique_ptr<Press>> parts;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = spec.find('+', begin);
+    parts.push_back(make_one_press(spec.substr(begin, end - begin), budget));
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  if (parts.size() == 1) return std::move(parts.front());
+  return std::make_unique<ComposedPress>(std::move(parts));
 }
 
 }  // namespace deferkv

@@ -24,5 +24,6 @@ PressMethod pyramidkv_method();
 PressMethod adakv_method();
 PressMethod chunkkv_method();
 PressMethod deferkv_method();
+PressMethod moment_kv_method();
 
 }  // namespace deferkv

@@ -45,7 +45,8 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
 TEST(PressOptions, BadPressInputIsAClearError) {
   auto r = run_cli("generate -n 1 -p 'Hi' --press snapkv 2>&1");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.output.find("--press snapkv needs --kv-budget or --kv-ratio"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("press 'snapkv' needs a KV budget (--kv-budget or --kv-ratio)"), std::string::npos)
+      << r.output;
   r = run_cli("generate -n 1 -p 'Hi' --press deferkv:eta=2 --kv-budget 64 2>&1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("eta=2 is out of range"), std::string::npos) << r.output;

@@ -61,8 +61,8 @@ void add_press_options(CLI::App& cmd, PressOptions& options) {
 
 KvBudget budget_from(const PressOptions& options) {
   if (options.ratio >= 0) return KvBudget::ratio(options.ratio);
-  if (options.budget == 0) fail("--press {} needs --kv-budget or --kv-ratio", options.spec);
-  return KvBudget::per_head(options.budget);
+  if (options.budget != 0) return KvBudget::per_head(options.budget);
+  return {};
 }
 
 std::unique_ptr<Press> make_press_from(const PressOptions& options) {

@@ -32,9 +32,9 @@ struct PressOptions {
   double ratio = -1;
 };
 void add_press_options(CLI::App& cmd, PressOptions& options);
-// The press the options ask for (nullptr for "full"); a budget is required otherwise.
+// The press the options ask for (nullptr for "full").
 std::unique_ptr<Press> make_press_from(const PressOptions& options);
-// The budget as given (only when a press other than "full" is set).
+// The budget as given (unset when neither flag is).
 KvBudget budget_from(const PressOptions& options);
 
 }  // namespace deferkv::cli

@@ -68,7 +68,7 @@ void run_generate(const GenerateArgs& args) {
   options.n_batch = args.n_batch;
   Session session(model, make_thread_pool(args.threads), options);
   session.set_press(make_press_from(args.press));
-  if (session.press() != nullptr) {
+  if (session.press() != nullptr && budget_from(args.press).is_set()) {
     const int64_t budget = budget_from(args.press).resolve(static_cast<int64_t>(prompt.size()));
     if (budget >= static_cast<int64_t>(prompt.size())) {
       fmt::print(stderr, "warning: the KV budget ({} entries per head) is not smaller than the prompt ({} tokens): "
@@ -104,7 +104,7 @@ void run_generate(const GenerateArgs& args) {
   const KvCache& kv = session.kv_cache();
   fmt::print(stderr, "kv: {} ({}): {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
              session.press() != nullptr ? session.press()->describe() : "full",
-             session.press() != nullptr ? budget_from(args.press).describe() : "no budget",
+             budget_from(args.press).describe(),
              kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
   if (!args.stats_json.empty()) {

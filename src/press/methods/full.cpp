@@ -12,7 +12,7 @@ class FullPress final : public Press {
 }  // namespace
 
 PressMethod full_method() {
-  return {{"full", "no compression: every entry is kept", "-", {}},
+  return {{"full", "no compression: every entry is kept", "-", {}, false},
           [](const PressParams&, const KvBudget&) -> std::unique_ptr<Press> { return std::make_unique<FullPress>(); }};
 }
 

@@ -1,0 +1,112 @@
+// Moment-KV [methods.md §8]: decode-time compression of the generated tokens only.
+// Prompt entries are never evicted (compose with a prefill press to compress them, e.g.
+// "snapkv+moment_kv"). Each generated entry carries an importance
+//   I(t) = alpha * I(t - 1) + a(t),
+// a(t) = the current query's attention on it averaged over the query heads (softmax
+// over the whole cache; a new entry starts at 0). When more than decode_budget
+// generated entries are held, the least important go, whatever their age.
+// [OUR FORMULATION] one decision per layer from the mean over all query heads, shared by
+// the KV heads (like TOVA); per_kv_head=true keeps one importance per KV head (mean over
+// its group). alpha's default 0.9 is a placeholder: the paper's value is not known.
+#include <algorithm>
+
+#include "kernels/attention_observation.h"
+#include "kernels/attention_tap.h"
+#include "kv/kv_cache.h"
+#include "press/registry.h"
+#include "press/selection.h"
+
+namespace deferkv {
+namespace {
+
+class MomentKvPress final : public Press {
+ public:
+  MomentKvPress(const PressParams& params, int64_t decode_budget, double alpha, bool per_kv_head)
+      : description_(params.describe()), decode_budget_(decode_budget), alpha_(static_cast<float>(alpha)),
+        per_kv_head_(per_kv_head) {}
+
+  std::string describe() const override { return description_; }
+
+  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
+    prompt_end_ = first_position + n_tokens;
+    importance_.clear();
+  }
+
+  void on_attention(const AttentionEvent& event) override {
+    if (event.positions[0] < prompt_end_) return;  // prompt rows: nothing to track yet
+    std::vector<std::vector<float>> attention(event.kv.size());
+    for (size_t g = 0; g < attention.size(); ++g) attention[g].assign(static_cast<size_t>(event.kv[g].length), 0.0f);
+    const int64_t stride = event.shape.n_head * event.shape.head_dim;
+    observe_attention({event.queries + (event.n - 1) * stride, stride, event.positions + event.n - 1, nullptr, 1},
+                      event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kMean, attention, event.pool);
+    if (importance_.size() <= static_cast<size_t>(event.layer)) importance_.resize(static_cast<size_t>(event.layer) + 1);
+    auto& layer = importance_[static_cast<size_t>(event.layer)];
+    layer.resize(event.kv.size());
+    for (size_t g = 0; g < event.kv.size(); ++g) {
+      // The shared decision reads head 0's importance: make it the mean over all heads.
+      const size_t target = per_kv_head_ ? g : 0;
+      const KvHeadView& head = event.kv[g];
+      const int64_t first_generated = generated_start(head);
+      std::vector<float>& importance = layer[target];
+      importance.resize(static_cast<size_t>(head.length - first_generated), 0.0f);
+      if (g == target) {
+        for (float& x : importance) x *= alpha_;
+      }
+      const float share = per_kv_head_ ? 1.0f : 1.0f / static_cast<float>(event.kv.size());
+      for (int64_t j = first_generated; j < head.length; ++j) {
+        importance[static_cast<size_t>(j - first_generated)] += share * attention[g][static_cast<size_t>(j)];
+      }
+    }
+  }
+
+  void on_decode_step(KvCache& cache, int64_t) override {
+    for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < importance_.size(); ++l) {
+      auto& layer = importance_[static_cast<size_t>(l)];
+      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+        std::vector<float>& importance = layer[per_kv_head_ ? static_cast<size_t>(g) : 0];
+        if (static_cast<int64_t>(importance.size()) <= decode_budget_) continue;
+        const int64_t first_generated = cache.length(l, g) - static_cast<int64_t>(importance.size());
+        const std::vector<int32_t> keep = top_k(importance, decode_budget_);
+        std::vector<int32_t> indices = index_range(0, first_generated);
+        for (int32_t j : keep) indices.push_back(static_cast<int32_t>(first_generated + j));
+        cache.retain(l, g, indices);
+        if (per_kv_head_ || g == cache.n_head_kv() - 1) {
+          std::vector<float> kept;
+          for (int32_t j : keep) kept.push_back(importance[static_cast<size_t>(j)]);
+          importance = std::move(kept);
+        }
+      }
+    }
+  }
+
+ private:
+  // Index of the head's first generated entry (positions ascend).
+  int64_t generated_start(const KvHeadView& head) const {
+    return std::lower_bound(head.positions, head.positions + head.length, static_cast<int32_t>(prompt_end_)) -
+           head.positions;
+  }
+
+  std::string description_;
+  int64_t decode_budget_;
+  float alpha_;
+  bool per_kv_head_;
+  int64_t prompt_end_ = 0;
+  std::vector<std::vector<std::vector<float>>> importance_;  // [layer][g or 0][generated entry]
+};
+
+}  // namespace
+
+PressMethod moment_kv_method() {
+  return {{"moment_kv", "decode-time: generated tokens ranked by momentum-decayed attention, prompt kept",
+           "Moment-KV, arXiv 2605.29873",
+           {{"decode_budget", "512", "generated entries kept per KV head (B_d)"},
+            {"alpha", "0.9", "momentum of the importance (placeholder: the paper's value is unknown)"},
+            {"per_kv_head", "false", "one importance per KV head instead of one per layer"}},
+           false},
+          [](const PressParams& p, const KvBudget&) -> std::unique_ptr<Press> {
+            return std::make_unique<MomentKvPress>(p, p.get_int("decode_budget", 1, 1 << 24),
+                                                   p.get_double("alpha", 0.0, 1.0), p.get_bool("per_kv_head"));
+          }};
+}
+
+}  // namespace deferkv

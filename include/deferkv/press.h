@@ -53,6 +53,15 @@ class Press {
   // After decode step `step` (1 for the first token fed after the prefill); may evict.
   virtual void on_decode_step(KvCache& cache, int64_t step) {}
 
+  // Lookahead (LAQ): when this returns n > 0 after on_prefill_end, the session saves
+  // its state, calls on_lookahead_begin (the press may compress the working cache), runs
+  // up to n greedy decode steps on it (stopping at end of generation; the press sees
+  // their attention), puts the cache and logits back, and calls on_lookahead_end (the
+  // final eviction). The real generation then starts from the prefill's logits.
+  virtual int64_t lookahead_tokens() const { return 0; }
+  virtual void on_lookahead_begin(KvCache& cache) {}
+  virtual void on_lookahead_end(KvCache& cache) {}
+
   // The parameter string this press was built from, with every default filled in.
   virtual std::string describe() const = 0;
 };

@@ -99,6 +99,8 @@ class Session {
 
   template <typename Hook>
   void run_press_hook(int64_t decode_step, Hook&& hook);
+  // The press's lookahead: greedy pseudo-decoding on a saved state (see Press).
+  void run_lookahead(int64_t n_tokens);
 };
 
 }  // namespace deferkv

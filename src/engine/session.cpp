@@ -5,6 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "deferkv/tokenizer.h"
 #include "kernels/matvec.h"
 #include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
@@ -75,7 +76,26 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   timings_.prefill_seconds += seconds_since(start);
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
-  if (press_) run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+  if (press_) {
+    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+    if (press_->lookahead_tokens() > 0) run_press_hook(0, [&] { run_lookahead(press_->lookahead_tokens()); });
+  }
+}
+
+void Session::run_lookahead(int64_t n_tokens) {
+  const auto saved = checkpoint();
+  press_->on_lookahead_begin(*cache_);
+  const int64_t n_vocab = model_->config().n_vocab;
+  std::vector<float> logits(last_logits(), last_logits() + n_vocab);
+  for (int64_t i = 0; i < n_tokens && n_past_ < n_ctx_; ++i) {
+    const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    if (model_->tokenizer().is_end_of_generation(token)) break;
+    const auto position = static_cast<int32_t>(n_past_);
+    forward_->run(&token, &position, 1, *cache_, false, logits.data());
+    ++n_past_;
+  }
+  rollback(*saved);
+  press_->on_lookahead_end(*cache_);
 }
 
 void Session::decode(int32_t token) {

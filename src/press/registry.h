@@ -25,5 +25,7 @@ PressMethod adakv_method();
 PressMethod chunkkv_method();
 PressMethod deferkv_method();
 PressMethod moment_kv_method();
+PressMethod laq_method();
+PressMethod laqpp_method();
 
 }  // namespace deferkv

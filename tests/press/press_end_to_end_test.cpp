@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "base/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
 #include "press/press_test_util.h"
@@ -47,6 +48,8 @@ const std::vector<PressCase>& all_cases() {
       {"h2o:per_step=true,every=2,recent=6", 0, false, false},
       {"streaming_llm:per_step=true", 0, true, false},
       {"knorm", 0, true, true},
+      {"laq:window=8", 0, true, true},
+      {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},
   };
   return cases;
@@ -171,6 +174,70 @@ TEST(CompressedCache, MatchesADenseMaskedReference) {
     const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens);
     EXPECT_GT(testing::relative_l2(run.logits.back().data(), dense[tokens.size() - 1]), 1e-3);
   }
+}
+
+// Keeps, at the end of the prefill, exactly the given positions of each (layer, head).
+class FixedSetPress final : public Press {
+ public:
+  explicit FixedSetPress(std::vector<std::vector<std::vector<int32_t>>> keep) : keep_(std::move(keep)) {}
+  std::string describe() const override { return "fixed"; }
+  void on_prefill_end(KvCache& cache) override {
+    for (int64_t l = 0; l < cache.n_layer(); ++l) {
+      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+        std::vector<int32_t> indices;
+        for (int32_t p : keep_[l][g]) {
+          if (p < kPrompt) indices.push_back(p);  // the full prompt is in the cache: index = position
+        }
+        cache.retain(l, g, indices);
+      }
+    }
+  }
+
+ private:
+  std::vector<std::vector<std::vector<int32_t>>> keep_;
+};
+
+TEST(Laq, LookaheadLeavesTheRealGenerationAsAFreshSessionOnTheFinalCache) {
+  const auto prompt = random_prompt(kPrompt, 21);
+  for (const std::string spec : {"laq:window=8", "laqpp:window=16,n_lookahead=4"}) {
+    SCOPED_TRACE(spec);
+    const auto laq = run_press(spec, KvBudget::per_head(32), prompt, 8);
+    const auto full = run_press("full", {}, prompt, 0);
+    EXPECT_EQ(laq.generated.front(), full.generated.front());  // y_1 comes from the prefill logits
+    ASSERT_TRUE(laq.session->last_eviction().has_value());
+    EXPECT_LT(laq.session->kv_cache().bytes_held(), full.session->kv_cache().bytes_held());
+    // The pseudo queries did the scoring: without them LAQ (no local window) would have
+    // all-zero scores and keep the earliest 32 entries.
+    EXPECT_NE(laq.positions[0][0].at(31), 31);
+    auto model = Model::load(testing::press_test_model_path());
+    // Replay: a session whose cache is cut to LAQ's final prompt set right after prefill.
+    Session replay(model, std::make_shared<ThreadPool>(2), [] {
+      SessionOptions o;
+      o.n_ctx = 512;
+      return o;
+    }());
+    replay.set_press(std::make_unique<FixedSetPress>(laq.positions));
+    replay.prefill(prompt);
+    std::vector<int32_t> generated = {laq.generated.front()};
+    for (int s = 0; s < 8; ++s) {
+      replay.decode(generated.back());
+      const float* l = replay.last_logits();
+      generated.push_back(static_cast<int32_t>(std::max_element(l, l + model->config().n_vocab) - l));
+    }
+    EXPECT_EQ(generated, laq.generated);
+    EXPECT_EQ(replay.kv_cache().bytes_held(), laq.session->kv_cache().bytes_held());
+  }
+}
+
+TEST(Laq, PseudoQueriesChangeTheChoiceFromStageOne) {
+  const auto prompt = random_prompt(kPrompt, 21);
+  const auto snap = run_press("snapkv:window=8", KvBudget::per_head(24), prompt, 1);
+  const auto laq = run_press("laqpp:window=8", KvBudget::per_head(24), prompt, 1);
+  int64_t differing = 0;
+  for (size_t l = 0; l < snap.positions.size(); ++l) {
+    for (size_t g = 0; g < snap.positions[l].size(); ++g) differing += snap.positions[l][g] != laq.positions[l][g];
+  }
+  EXPECT_GT(differing, 0);
 }
 
 TEST(Session, CheckpointRollbackRestoresCacheAndLogits) {

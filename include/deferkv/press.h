@@ -62,6 +62,12 @@ class Press {
   virtual void on_lookahead_begin(KvCache& cache) {}
   virtual void on_lookahead_end(KvCache& cache) {}
 
+  // Draft (SpecKV): when this returns n > 0 after on_prefill_begin, the session's draft
+  // model continues the prompt greedily by up to n tokens and the model prefills prompt
+  // + draft (the press sees all of it); after on_prefill_end the session drops every
+  // entry from the prompt's last position on and feeds that last token again.
+  virtual int64_t draft_tokens() const { return 0; }
+
   // The parameter string this press was built from, with every default filled in.
   virtual std::string describe() const = 0;
 };

@@ -68,6 +68,9 @@ class Session {
   // trigger. nullptr: no compression.
   void set_press(std::unique_ptr<Press> press);
   const Press* press() const { return press_.get(); }
+  // A smaller model with the same tokenizer, for presses that draft (SpecKV). Fails,
+  // changing nothing, when the vocabularies differ.
+  void set_draft_model(std::shared_ptr<const Model> draft);
   // Set once an eviction removed entries.
   const std::optional<EvictionRecord>& last_eviction() const { return last_eviction_; }
 
@@ -95,12 +98,17 @@ class Session {
   int64_t decode_step_ = 0;  // decode steps since the last prefill
   SessionTimings timings_;
   std::unique_ptr<Press> press_;
+  std::shared_ptr<const Model> draft_model_;
   std::optional<EvictionRecord> last_eviction_;
 
   template <typename Hook>
   void run_press_hook(int64_t decode_step, Hook&& hook);
+  // Runs prompt tokens through the model in n_batch batches at the next positions.
+  void feed(const std::vector<int32_t>& tokens);
   // The press's lookahead: greedy pseudo-decoding on a saved state (see Press).
   void run_lookahead(int64_t n_tokens);
+  // The press's draft: the draft model continues the prompt; the model reads both.
+  void prefill_with_draft(const std::vector<int32_t>& prompt, int64_t n_draft);
 };
 
 }  // namespace deferkv

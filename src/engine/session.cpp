@@ -58,9 +58,26 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   for (int32_t t : tokens) {
     if (t < 0 || t >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", t, n_vocab - 1);
   }
-  if (options_.all_logits) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
+  const int64_t n_draft = press_ ? press_->draft_tokens() : 0;
   const auto start = std::chrono::steady_clock::now();
+  if (n_draft > 0) {
+    prefill_with_draft(tokens, n_draft);
+  } else {
+    feed(tokens);
+  }
+  timings_.prefill_seconds += seconds_since(start);
+  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+  decode_step_ = 0;
+  if (press_ && n_draft == 0) {
+    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+    if (press_->lookahead_tokens() > 0) run_press_hook(0, [&] { run_lookahead(press_->lookahead_tokens()); });
+  }
+}
+
+void Session::feed(const std::vector<int32_t>& tokens) {
+  const int64_t n_vocab = model_->config().n_vocab;
+  if (options_.all_logits) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
   const int64_t batch = forward_->max_batch();
   for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(batch)) {
     const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(tokens.size() - begin));
@@ -73,13 +90,53 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
     forward_->run(tokens.data() + begin, positions_.data(), n, *cache_, options_.all_logits, out);
     n_past_ += n;
   }
-  timings_.prefill_seconds += seconds_since(start);
-  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
-  decode_step_ = 0;
-  if (press_) {
-    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
-    if (press_->lookahead_tokens() > 0) run_press_hook(0, [&] { run_lookahead(press_->lookahead_tokens()); });
+}
+
+void Session::prefill_with_draft(const std::vector<int32_t>& prompt, int64_t n_draft) {
+  if (!draft_model_) fail("press '{}' needs a draft model (--draft-model)", press_->describe());
+  if (n_past_ != 0 || options_.all_logits) {
+    fail("press '{}' drafts for a session's first prompt only, without all_logits", press_->describe());
   }
+  // The draft model continues the prompt greedily.
+  SessionOptions draft_options;
+  draft_options.n_ctx = std::min(n_ctx_, static_cast<int64_t>(prompt.size()) + n_draft + 1);
+  Session draft(draft_model_, pool_, draft_options);
+  draft.prefill(prompt);
+  std::vector<int32_t> extended = prompt;
+  const int64_t n_vocab = model_->config().n_vocab;
+  for (int64_t i = 0; i < n_draft && static_cast<int64_t>(extended.size()) < n_ctx_; ++i) {
+    const float* logits = draft.last_logits();
+    const auto token = static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
+    if (model_->tokenizer().is_end_of_generation(token)) break;
+    extended.push_back(token);
+    if (i + 1 < n_draft && draft.n_past() < draft.n_ctx()) draft.decode(token);
+  }
+  // The target reads prompt + draft; the press scores and evicts, dropping the draft and
+  // the prompt's last token, which is then fed again to give the first real logits.
+  feed(extended);
+  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+  const auto last = static_cast<int64_t>(prompt.size()) - 1;
+  cache_->truncate(static_cast<int32_t>(last));
+  n_past_ = last;
+  feed({prompt.back()});
+}
+
+void Session::set_draft_model(std::shared_ptr<const Model> draft) {
+  if (draft) {
+    const Tokenizer& a = model_->tokenizer();
+    const Tokenizer& b = draft->tokenizer();
+    if (a.n_vocab() != b.n_vocab()) {
+      fail("the draft model's vocabulary has {} tokens, the model's {}: they must share a tokenizer", b.n_vocab(),
+           a.n_vocab());
+    }
+    for (int32_t id = 0; id < a.n_vocab(); ++id) {
+      if (a.token_text(id) != b.token_text(id)) {
+        fail("the draft model's token {} is '{}', the model's '{}': they must share a tokenizer", id,
+             b.token_text(id), a.token_text(id));
+      }
+    }
+  }
+  draft_model_ = std::move(draft);
 }
 
 void Session::run_lookahead(int64_t n_tokens) {

@@ -27,5 +27,6 @@ PressMethod deferkv_method();
 PressMethod moment_kv_method();
 PressMethod laq_method();
 PressMethod laqpp_method();
+PressMethod speckv_method();
 
 }  // namespace deferkv

@@ -33,6 +33,7 @@ struct GenerateArgs {
   std::string system;
   SamplerParams sampling;
   PressOptions press;
+  std::string draft_model;
   std::string stats_json;
 };
 
@@ -68,6 +69,7 @@ void run_generate(const GenerateArgs& args) {
   options.n_batch = args.n_batch;
   Session session(model, make_thread_pool(args.threads), options);
   session.set_press(make_press_from(args.press));
+  if (!args.draft_model.empty()) session.set_draft_model(Model::load(args.draft_model));
   if (session.press() != nullptr && budget_from(args.press).is_set()) {
     const int64_t budget = budget_from(args.press).resolve(static_cast<int64_t>(prompt.size()));
     if (budget >= static_cast<int64_t>(prompt.size())) {
@@ -136,6 +138,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--system", args->system, "System message for --chat");
   add_sampling_options(*cmd, args->sampling);
   add_press_options(*cmd, args->press);
+  cmd->add_option("--draft-model", args->draft_model, "GGUF draft model with the same tokenizer (for --press speckv)");
   cmd->add_option("--stats-json", args->stats_json,
                   "Write KV entries and bytes per layer after eviction, peak KV bytes and timings to this JSON file");
   cmd->callback([args] {

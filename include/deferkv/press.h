@@ -40,9 +40,18 @@ class KvBudget {
   double ratio_ = -1;
 };
 
+// The model shape a press is attached to.
+struct PressModelShape {
+  int64_t n_layer, n_head, n_head_kv, head_dim;
+};
+
 class Press {
  public:
   virtual ~Press() = default;
+
+  // Called when the press is set on a session; a press that cannot serve this model
+  // (e.g. a calibration profile of another model) fails here, before anything runs.
+  virtual void on_attach(const PressModelShape& shape) {}
 
   // A prefill of n_tokens starting at first_position begins.
   virtual void on_prefill_begin(int64_t first_position, int64_t n_tokens) {}

@@ -184,6 +184,10 @@ void Session::run_press_hook(int64_t decode_step, Hook&& hook) {
 }
 
 void Session::set_press(std::unique_ptr<Press> press) {
+  if (press) {
+    const ModelConfig& c = model_->config();
+    press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
+  }
   press_ = std::move(press);
   if (!press_) {
     forward_->set_attention_tap({});

@@ -146,7 +146,7 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
     for (int64_t c = 0; c < width; ++c) {
       float v = 0.0f;  // probabilities are >= 0, so 0 also starts a max
       for (int64_t a = 0; a < group; ++a) {
-        const float x = head_acc[a * width + c];
+        const float x = head_acc[a * width + c] * (q.head_weights != nullptr ? q.head_weights[g * group + a] : 1.0f);
         v = group_reduction == GroupReduction::kMax ? std::max(v, x) : v + x;
       }
       if (group_reduction == GroupReduction::kMean) v /= static_cast<float>(group);

@@ -25,6 +25,8 @@ struct ObservedQueries {
   const int32_t* positions;  // [m]: query i sees the entries whose position <= positions[i]
   const float* weights;      // [m] row weights for kWeightedSum; nullptr: all 1
   int64_t m;
+  const float* head_weights = nullptr;  // [n_head] weight of each query head in the group
+                                        // reduction (0 leaves a head out); nullptr: all 1
 };
 
 // out[g] must hold at least kv[g].length values. Accumulates, for each entry j of KV

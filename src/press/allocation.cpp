@@ -71,4 +71,32 @@ std::vector<int64_t> adakv_head_budgets(const std::vector<std::vector<float>>& s
   return round_preserving_sum(shares, std::min<int64_t>(std::llround(total), heads * base));
 }
 
+std::vector<int64_t> error_aware_layer_budgets(const std::vector<double>& u, int64_t b, int64_t floor, int64_t cap) {
+  const auto n = static_cast<int64_t>(u.size());
+  const int64_t total = b * n;
+  std::vector<int64_t> out(u.size());
+  int64_t sum = 0;
+  for (int64_t l = 0; l < n; ++l) {
+    out[l] = std::clamp<int64_t>(floor + std::llround(u[l] * static_cast<double>(total - floor * n)), floor, cap);
+    sum += out[l];
+  }
+  std::vector<size_t> order(u.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t c) { return u[a] > u[c]; });
+  // Repair one step at a time, cycling through the layers in u order.
+  for (bool changed = true; sum != total && changed;) {
+    changed = false;
+    for (size_t i = 0; i < order.size() && sum != total; ++i) {
+      if (sum < total) {
+        const size_t l = order[i];
+        if (out[l] < cap) ++out[l], ++sum, changed = true;
+      } else {
+        const size_t l = order[order.size() - 1 - i];
+        if (out[l] > floor) --out[l], --sum, changed = true;
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace deferkv

@@ -25,4 +25,10 @@ std::vector<int64_t> pyramid_layer_budgets(int64_t base, int64_t n_candidates, i
 std::vector<int64_t> adakv_head_budgets(const std::vector<std::vector<float>>& scores, int64_t base,
                                         double alpha);
 
+// CompressKV [methods.md §9.4]: layer l gets floor + round(u_l * (b*L - floor*L)), with u
+// the layers' offline error scores (summing to 1), clipped to [floor, cap]; then the
+// sum is repaired to exactly b*L, adding one to layers in descending u or removing one
+// in ascending u, within the bounds.
+std::vector<int64_t> error_aware_layer_budgets(const std::vector<double>& u, int64_t b, int64_t floor, int64_t cap);
+
 }  // namespace deferkv

@@ -19,6 +19,7 @@ class PressParams {
   int64_t get_int(const std::string& key, int64_t min, int64_t max) const;
   double get_double(const std::string& key, double min, double max) const;
   bool get_bool(const std::string& key) const;
+  const std::string& get_string(const std::string& key) const { return raw(key); }
   // One of `choices`.
   std::string get_choice(const std::string& key, const std::vector<std::string>& choices) const;
 

@@ -13,7 +13,7 @@ const std::vector<PressMethod>& methods() {
   static const std::vector<PressMethod> all = {
       full_method(),   streaming_llm_method(), h2o_method(),   tova_method(),    knorm_method(),
       expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
-      deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(),
+      deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(), compresskv_method(),
   };
   return all;
 }
@@ -77,6 +77,9 @@ class ComposedPress final : public Press {
  public:
   explicit ComposedPress(std::vector<std::unique_ptr<Press>> parts) : parts_(std::move(parts)) {}
 
+  void on_attach(const PressModelShape& shape) override {
+    for (auto& p : parts_) p->on_attach(shape);
+  }
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     for (auto& p : parts_) p->on_prefill_begin(first_position, n_tokens);
   }

@@ -28,5 +28,6 @@ PressMethod moment_kv_method();
 PressMethod laq_method();
 PressMethod laqpp_method();
 PressMethod speckv_method();
+PressMethod compresskv_method();
 
 }  // namespace deferkv

@@ -1,0 +1,123 @@
+// CompressKV [methods.md §9.4]: only a few semantic retrieval heads per layer observe
+// (found offline, read from a profile file), and layer budgets follow offline error
+// sensitivity. Per layer, at the end of the prefill: the window attention of the last w
+// prompt queries, summed over the window, averaged over the layer's first_k retrieval
+// heads and avg-pooled, picks the top b_l - w older entries; every KV head keeps the same
+// positions, plus the window. b_l: error-aware allocation of b*L over the layers, within
+// [min(32, b), 3b]. The profile must come from this model (layers and heads are checked).
+#include <algorithm>
+
+#include "deferkv/error.h"
+#include "kernels/attention_observation.h"
+#include "kernels/attention_tap.h"
+#include "kv/kv_cache.h"
+#include "press/allocation.h"
+#include "press/compresskv_profile.h"
+#include "press/pooling.h"
+#include "press/registry.h"
+#include "press/selection.h"
+
+namespace deferkv {
+namespace {
+
+constexpr int64_t kLayerBudgetFloor = 32;  // the offline error budget, also the lowest layer budget
+
+class CompressKvPress final : public Press {
+ public:
+  CompressKvPress(const PressParams& params, const KvBudget& budget, CompressKvProfile profile, int64_t first_k,
+                  int64_t window, int64_t kernel, Pooling pooling)
+      : description_(params.describe()), budget_(budget), profile_(std::move(profile)), window_(window),
+        kernel_(kernel), pooling_(pooling) {
+    if (!budget.is_ratio() && budget.resolve(0) < window) {
+      fail("the KV budget of {} entries per head is smaller than the {} window entries of '{}'", budget.resolve(0),
+           window, description_);
+    }
+    for (const auto& heads : profile_.retrieval_heads) {
+      std::vector<float> weights(static_cast<size_t>(profile_.n_head), 0.0f);
+      const auto k = std::min<int64_t>(first_k, static_cast<int64_t>(heads.size()));
+      for (int64_t i = 0; i < k; ++i) weights[static_cast<size_t>(heads[i])] = 1.0f / static_cast<float>(k);
+      head_weights_.push_back(std::move(weights));
+    }
+  }
+
+  std::string describe() const override { return description_; }
+
+  void on_attach(const PressModelShape& shape) override {
+    if (shape.n_layer != profile_.n_layer || shape.n_head != profile_.n_head) {
+      fail("the CompressKV profile is for a model with {} layers and {} heads ('{}'); this model has {} and {}",
+           profile_.n_layer, profile_.n_head, profile_.model_name, shape.n_layer, shape.n_head);
+    }
+  }
+
+  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
+    prompt_end_ = first_position + n_tokens;
+    const int64_t b = budget_.resolve(prompt_end_);
+    layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, std::min(kLayerBudgetFloor, b), 3 * b);
+    scores_.clear();
+  }
+
+  void on_attention(const AttentionEvent& event) override {
+    if (prompt_end_ <= window_ || event.positions[0] >= prompt_end_) return;
+    const int64_t skip = std::clamp<int64_t>(prompt_end_ - window_ - event.positions[0], 0, event.n);
+    if (skip == event.n) return;
+    if (scores_.size() <= static_cast<size_t>(event.layer)) scores_.resize(static_cast<size_t>(event.layer) + 1);
+    auto& heads = scores_[static_cast<size_t>(event.layer)];
+    heads.resize(event.kv.size());
+    for (size_t g = 0; g < heads.size(); ++g) heads[g].resize(static_cast<size_t>(event.kv[g].length), 0.0f);
+    const int64_t stride = event.shape.n_head * event.shape.head_dim;
+    ObservedQueries q{event.queries + skip * stride, stride, event.positions + skip, nullptr, event.n - skip};
+    q.head_weights = head_weights_[static_cast<size_t>(event.layer)].data();
+    observe_attention(q, event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kSum, heads, event.pool);
+  }
+
+  void on_prefill_end(KvCache& cache) override {
+    for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < scores_.size(); ++l) {
+      const int64_t budget = layer_budgets_[static_cast<size_t>(l)];
+      if (prompt_end_ <= budget) continue;
+      const int64_t candidates = prompt_end_ - window_;
+      std::vector<float> shared(static_cast<size_t>(candidates), 0.0f);
+      for (const auto& head : scores_[static_cast<size_t>(l)]) {
+        for (int64_t j = 0; j < candidates; ++j) shared[j] += head[j];
+      }
+      const std::vector<int32_t> keep =
+          merge_indices(top_k(pool_scores(shared, pooling_, kernel_), budget - window_), index_range(candidates, prompt_end_));
+      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+        if (cache.length(l, g) != prompt_end_) fail("internal: compresskv needs every prompt entry in the cache");
+        cache.retain(l, g, keep);
+      }
+    }
+    scores_.clear();
+  }
+
+ private:
+  std::string description_;
+  KvBudget budget_;
+  CompressKvProfile profile_;
+  int64_t window_, kernel_;
+  Pooling pooling_;
+  std::vector<std::vector<float>> head_weights_;  // [layer][query head]: 1/k on the retrieval heads
+  int64_t prompt_end_ = 0;
+  std::vector<int64_t> layer_budgets_;
+  std::vector<std::vector<std::vector<float>>> scores_;  // [layer][g][entry]
+};
+
+}  // namespace
+
+PressMethod compresskv_method() {
+  return {{"compresskv", "semantic retrieval heads observe; error-aware layer budgets (needs a calibration profile)",
+           "CompressKV, arXiv 2508.02401",
+           {{"profile", "", "calibration profile JSON (semantic retrieval heads and layer error scores)"},
+            {"first_k", "4", "retrieval heads per layer that observe"},
+            {"window", "8", "observation window (always kept)"},
+            {"kernel", "5", "pooling kernel"},
+            {"pooling", "avg", "avg | max | none"}}},
+          [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
+            const std::string path = p.get_string("profile");
+            if (path.empty()) fail("press 'compresskv' needs profile=PATH (a calibration profile JSON)");
+            return std::make_unique<CompressKvPress>(p, b, load_compresskv_profile(path), p.get_int("first_k", 1, 1 << 16),
+                                                     p.get_int("window", 0, 1 << 20), p.get_int("kernel", 1, 1023),
+                                                     parse_pooling(p.get_choice("pooling", {"avg", "max", "none"})));
+          }};
+}
+
+}  // namespace deferkv

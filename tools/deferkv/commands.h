@@ -11,6 +11,7 @@ void add_make_model_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_presses_command(CLI::App& app);
 void add_press_bench_command(CLI::App& app);
+void add_analyze_command(CLI::App& app);
 void add_score_command(CLI::App& app);
 
 }  // namespace deferkv::cli

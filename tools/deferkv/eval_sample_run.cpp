@@ -33,7 +33,10 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   });
 
   eval::SampleRun run;
-  run.prediction = tokenizer.decode(result.tokens);
+  // Bytes that form no character become U+FFFD, as Python's decode(errors="replace") does.
+  StreamingDecoder decoder(tokenizer);
+  for (int32_t token : result.tokens) run.prediction += decoder.push(token);
+  run.prediction += decoder.finish();
   if (sample.stop_at_newline) run.prediction = run.prediction.substr(0, run.prediction.find('\n'));
   run.generated_tokens = static_cast<int64_t>(result.tokens.size());
   run.stop = result.stop == StopReason::kCallback ? "newline" : stop_reason_name(result.stop);

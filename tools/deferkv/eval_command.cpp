@@ -141,6 +141,7 @@ void run_eval(const EvalArgs& args) {
   if (args.lengths.empty()) fail("give the lengths to evaluate with --lengths, e.g. 4k,8k");
   plan.lengths = parse_lengths(args.lengths);
   if (plan.benchmark == eval::Benchmark::kNiah) {
+    if (args.tasks != "all") fail("--tasks is for --bench ruler; NIAH has one task");
     plan.depths = args.depths.empty() ? eval::niah_default_depths() : parse_numbers(args.depths, "--depths");
   } else {
     if (!args.depths.empty()) fail("--depths is for --bench niah");

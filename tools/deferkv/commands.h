@@ -13,5 +13,6 @@ void add_presses_command(CLI::App& app);
 void add_press_bench_command(CLI::App& app);
 void add_analyze_command(CLI::App& app);
 void add_score_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
 
 }  // namespace deferkv::cli

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   deferkv::cli::add_press_bench_command(app);
   deferkv::cli::add_analyze_command(app);
   deferkv::cli::add_score_command(app);
+  deferkv::cli::add_eval_command(app);
   app.parse_complete_callback([&] {
     spdlog::set_default_logger(spdlog::stderr_color_mt("deferkv"));
     spdlog::set_pattern("[%l] %v");

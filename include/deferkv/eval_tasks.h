@@ -1,0 +1,82 @@
+#pragma once
+// The samples of the evaluation benchmarks, generated for one model: RULER's 13
+// synthetic tasks (NVIDIA/RULER scripts/data/synthetic, see ../shared/methods.md §12.2)
+// and Needle-in-a-Haystack on Paul Graham's essays (§12.3). Lengths are counted in the
+// model's own tokens, BOS and chat format included: the haystack of each sample is sized
+// by bisection so that the prompt (plus the tokens to generate, for RULER) fits the
+// target length as closely as the haystack's unit allows. Samples depend only on the
+// tokenizer, the options and (task, length, index): the same seed gives the same text.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace deferkv {
+class Tokenizer;
+}
+
+namespace deferkv::eval {
+
+struct PromptOptions {
+  bool chat = true;           // use the model's chat format when it has one
+  std::string chat_template;  // a chat format by name (ChatTemplate::known_names), "" = the model's
+};
+
+struct TaskOptions {
+  // Folder holding ruler/PaulGrahamEssays.json and ruler/wonderwords/*.txt.
+  std::string data_dir = default_data_dir();
+  std::string squad_path;     // SQuAD v2 dev JSON, read by qa_1
+  std::string hotpotqa_path;  // HotpotQA dev (distractor) JSON, read by qa_2
+  PromptOptions prompt;
+  uint64_t seed = 42;  // RULER's default random_seed
+
+  // The data/ folder of this source tree.
+  static std::string default_data_dir();
+};
+
+struct TaskSample {
+  std::string task;           // a RULER task ("niah_single_1", …) or "niah"
+  int64_t target_length = 0;  // tokens
+  int64_t index = 0;          // the sample's number (RULER); 0 for NIAH
+  double depth_percent = -1;  // NIAH: where the needle was asked to go
+  std::string prompt;         // everything the model reads, answer prefix included
+  std::vector<int32_t> tokens;          // the prompt's ids (BOS and chat tokens included)
+  std::vector<std::string> references;  // RULER: the outputs; NIAH: the needle
+  int64_t max_new_tokens = 0;
+  bool stop_at_newline = false;  // NIAH stops at a newline; RULER only at end of generation
+};
+
+class TaskGenerator {
+ public:
+  // Errors: an unknown chat format, or a model chat template that is not recognised.
+  TaskGenerator(const Tokenizer& tokenizer, const TaskOptions& options);
+  ~TaskGenerator();
+  TaskGenerator(const TaskGenerator&) = delete;
+  TaskGenerator& operator=(const TaskGenerator&) = delete;
+
+  // Sample `index` of a RULER task (eval_metrics.h's ruler_tasks()) whose prompt plus
+  // tokens to generate fit in `length` tokens. Errors name the task and what is missing
+  // (a data file, a QA file, a length too short for the task's fixed text).
+  TaskSample ruler(std::string_view task, int64_t length, int64_t index) const;
+  // The NIAH cell: the needle at `depth_percent` (0-100) of a prompt of `length` tokens.
+  TaskSample niah(int64_t length, double depth_percent) const;
+
+  // The chat format prompts are written in, "" for plain text.
+  std::string chat_template_name() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// RULER's tokens_to_generate of a task (constants.py): niah 128, vt 30, cwe 120, fwe 50,
+// qa 32. Unknown task: an error listing the 13.
+int64_t ruler_tokens_to_generate(std::string_view task);
+
+// NIAH's needle (the San Francisco sentence, with its surrounding newlines) and depth grid:
+// round(linspace(0, 100, 10)) = 0, 11, 22, …, 89, 100.
+std::string_view niah_needle();
+std::vector<double> niah_default_depths();
+
+}  // namespace deferkv::eval

@@ -1,0 +1,187 @@
+// The report files of a sweep: summary.md (for reading), summary.csv (for spreadsheets),
+// summary.json (for scripts, with the configuration), and NIAH heat maps.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "deferkv/error.h"
+#include "deferkv/eval_sweep.h"
+#include "eval/plots/niah_heatmap.h"
+#include "eval/reports/summary.h"
+#include "eval/sweep/sample_log.h"
+
+namespace deferkv::eval {
+namespace {
+
+using nlohmann::ordered_json;
+
+std::string score_text(const std::optional<double>& score) { return score ? fmt::format("{:.2f}", *score) : "—"; }
+
+std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / 1048576.0); }
+
+// "deferkv:d=1,eta=0.7@64" → "deferkv_d=1_eta=0.7@64": a label as a file name.
+std::string file_label(const std::string& label) {
+  std::string out;
+  for (char c : label) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '@' || c == '-' || c == '=' ? c : '_';
+  return out;
+}
+
+std::string decoding_text(const ordered_json& d) {
+  if (!d.is_object() || d.value("temperature", 0.0) <= 0) return "greedy";
+  return fmt::format("sampled, temperature {}, top-k {}, top-p {}, min-p {}", d.value("temperature", 0.0),
+                     d.value("top_k", 0), d.value("top_p", 1.0), d.value("min_p", 0.0));
+}
+
+std::string markdown(const Summary& summary, const ordered_json& config) {
+  std::ostringstream md;
+  const bool niah = summary.benchmark == Benchmark::kNiah;
+  md << (niah ? "# Needle-in-a-Haystack results\n\n" : "# RULER results\n\n");
+  if (config.contains("model")) {
+    md << fmt::format("- model: `{}` (sha256 `{}`)\n", config["model"].value("path", ""),
+                      config["model"].value("sha256", ""));
+  }
+  md << fmt::format("- chat format: {}\n", config.value("chat_template", ordered_json()).is_string()
+                                               ? config["chat_template"].get<std::string>()
+                                               : std::string("none (plain prompts)"));
+  md << fmt::format("- decoding: {}; seed {}\n", decoding_text(config.value("decoding", ordered_json())),
+                    config.value("seed", 0));
+  for (const auto& m : config.value("methods", ordered_json::array())) {
+    md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
+  }
+  md << (niah ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
+              : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
+  for (const SummaryTable& table : summary.tables) {
+    md << "\n## " << table.title << "\n\n| method |";
+    for (const std::string& c : table.columns) md << ' ' << c << " |";
+    md << " Avg. |\n| --- |";
+    for (size_t i = 0; i <= table.columns.size(); ++i) md << " ---: |";
+    md << '\n';
+    for (const SummaryRow& row : table.rows) {
+      md << "| " << row.label << " |";
+      for (const auto& s : row.scores) md << ' ' << score_text(s) << " |";
+      md << ' ' << score_text(row.average) << " |\n";
+    }
+    md << "\n| method | samples | prompt tokens | prefill s | decode tok/s | capture s | eviction s | "
+          "KV after eviction MiB | peak KV MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+    for (const SummaryRow& row : table.rows) {
+      const MethodCost& c = row.cost;
+      md << fmt::format("| {} | {} | {:.0f} | {:.3f} | {:.1f} | {:.4f} | {:.4f} | {} | {} |\n", row.label, c.samples,
+                        c.prompt_tokens, c.prefill_seconds, c.decode_tokens_per_second, c.capture_seconds,
+                        c.eviction_seconds, c.kv_bytes_after_eviction ? mib(*c.kv_bytes_after_eviction) : "—",
+                        mib(static_cast<double>(c.peak_kv_bytes)));
+    }
+  }
+  for (const NiahGrid& grid : summary.grids) {
+    md << fmt::format("\n![{0}](niah-{1}.svg)\n", grid.label, file_label(grid.label));
+  }
+  return md.str();
+}
+
+std::string csv_field(const std::string& text) {
+  if (text.find_first_of(",\"\n") == std::string::npos) return text;
+  std::string quoted = "\"";
+  for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
+}
+
+// One row per (table, method): the table's key, the scores, Avg. and the cost columns.
+std::string csv(const Summary& summary) {
+  std::ostringstream out;
+  for (const SummaryTable& table : summary.tables) {
+    out << "table,method,budget,label";
+    for (const std::string& c : table.columns) out << ',' << csv_field(c);
+    out << ",avg,samples,prompt_tokens,prefill_seconds,decode_tokens_per_second,capture_seconds,eviction_seconds,"
+           "kv_bytes_after_eviction,peak_kv_bytes\n";
+    for (const SummaryRow& row : table.rows) {
+      out << csv_field(table.title) << ',' << csv_field(row.method) << ',' << csv_field(row.budget) << ','
+          << csv_field(row.label);
+      for (const auto& s : row.scores) out << ',' << (s ? fmt::format("{:.2f}", *s) : "");
+      const MethodCost& c = row.cost;
+      out << ',' << (row.average ? fmt::format("{:.2f}", *row.average) : "")
+          << fmt::format(",{},{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{}\n", c.samples, c.prompt_tokens, c.prefill_seconds,
+                         c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
+                         c.kv_bytes_after_eviction ? fmt::format("{:.0f}", *c.kv_bytes_after_eviction) : "",
+                         c.peak_kv_bytes);
+    }
+    out << '\n';
+  }
+  return out.str();
+}
+
+ordered_json optional_number(const std::optional<double>& v) { return v ? ordered_json(*v) : ordered_json(nullptr); }
+
+ordered_json json_summary(const Summary& summary, const ordered_json& config, const ordered_json& run) {
+  ordered_json tables = ordered_json::array();
+  for (const SummaryTable& table : summary.tables) {
+    ordered_json rows = ordered_json::array();
+    for (const SummaryRow& row : table.rows) {
+      ordered_json scores = ordered_json::object();
+      for (size_t i = 0; i < table.columns.size(); ++i) scores[table.columns[i]] = optional_number(row.scores[i]);
+      const MethodCost& c = row.cost;
+      rows.push_back({{"label", row.label},
+                      {"method", row.method},
+                      {"budget", row.budget},
+                      {"scores", scores},
+                      {"average", optional_number(row.average)},
+                      {"cost",
+                       {{"samples", c.samples},
+                        {"prompt_tokens", c.prompt_tokens},
+                        {"prefill_seconds", c.prefill_seconds},
+                        {"decode_tokens_per_second", c.decode_tokens_per_second},
+                        {"capture_seconds", c.capture_seconds},
+                        {"eviction_seconds", c.eviction_seconds},
+                        {"kv_bytes_after_eviction", optional_number(c.kv_bytes_after_eviction)},
+                        {"peak_kv_bytes", c.peak_kv_bytes}}}});
+    }
+    tables.push_back({{"title", table.title},
+                      {"length", table.length ? ordered_json(*table.length) : ordered_json(nullptr)},
+                      {"columns", table.columns},
+                      {"rows", rows}});
+  }
+  ordered_json out = {{"benchmark", benchmark_name(summary.benchmark)}, {"config", config}, {"run", run}, {"tables", tables}};
+  if (!summary.grids.empty()) {
+    ordered_json grids = ordered_json::array();
+    for (const NiahGrid& g : summary.grids) {
+      ordered_json cells = ordered_json::array();
+      for (const auto& row : g.cells) {
+        ordered_json r = ordered_json::array();
+        for (const auto& cell : row) r.push_back(optional_number(cell));
+        cells.push_back(r);
+      }
+      grids.push_back({{"label", g.label}, {"lengths", g.lengths}, {"depths", g.depths}, {"scores", cells},
+                       {"average", optional_number(g.average)}});
+    }
+    out["niah_grids"] = grids;
+  }
+  return out;
+}
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  const std::filesystem::path temporary = path.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary);
+    out << text;
+    if (!out) fail("cannot write '{}'", temporary.string());
+  }
+  std::filesystem::rename(temporary, path);
+}
+
+}  // namespace
+
+void write_reports(const SweepPlan& plan, const std::string& dir, const ordered_json& run) {
+  const std::filesystem::path folder(dir);
+  std::ifstream config_in(folder / "config.json", std::ios::binary);
+  const ordered_json config = ordered_json::parse(config_in, nullptr, false);
+  if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
+  const Summary summary = summarize(plan, SampleLog::read((folder / "samples.jsonl").string()));
+  write_file(folder / "summary.md", markdown(summary, config));
+  write_file(folder / "summary.csv", csv(summary));
+  write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
+  for (const NiahGrid& grid : summary.grids) {
+    write_file(folder / ("niah-" + file_label(grid.label) + ".svg"), niah_heatmap_svg(grid));
+  }
+}
+
+}  // namespace deferkv::eval

@@ -1,0 +1,133 @@
+// `deferkv eval` end to end with the embedded model: a small RULER sweep (2 presses x 2
+// budgets x 2 tasks) and a small NIAH grid produce every report file, record the
+// configuration, and resume.
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tensor/gguf_test_util.h"
+#include "tools/cli_runner.h"
+
+namespace deferkv {
+namespace {
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+size_t lines_of(const std::filesystem::path& path) {
+  const std::string text = read(path);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// The one results folder under `parent`.
+std::filesystem::path results_folder(const std::filesystem::path& parent) {
+  std::vector<std::filesystem::path> found;
+  for (const auto& entry : std::filesystem::directory_iterator(parent)) found.push_back(entry.path());
+  EXPECT_EQ(found.size(), 1u);
+  return found.empty() ? parent : found[0];
+}
+
+const std::string kRulerSweep =
+    "eval --bench ruler --tasks niah_single_1,fwe --lengths 640 --press 'snapkv;deferkv:d=1,eta=0.7' "
+    "--kv-budget 32,64 --samples 2 -t 2";
+
+TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
+  gguf_test::TempDir dir;
+  const std::string command = kRulerSweep + " -o '" + dir.path().string() + "' 2>&1";
+  const testing::CliResult first = testing::run_cli(command);
+  ASSERT_EQ(first.status, 0) << first.output;
+  EXPECT_NE(first.output.find("[16/16] 100%"), std::string::npos) << first.output;
+  EXPECT_NE(first.output.find("ETA"), std::string::npos);
+  const std::filesystem::path out = results_folder(dir.path());
+  EXPECT_EQ(out.filename().string().rfind("ruler-stories260K-", 0), 0u) << out;
+  for (const char* file : {"config.json", "samples.jsonl", "summary.md", "summary.csv", "summary.json"}) {
+    EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
+  }
+  // 2 presses x 2 budgets x 2 tasks x 2 samples.
+  EXPECT_EQ(lines_of(out / "samples.jsonl"), 16u);
+  const auto config = nlohmann::json::parse(read(out / "config.json"));
+  EXPECT_EQ(config["model"]["sha256"], "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d");
+  EXPECT_EQ(config["seed"], 42);
+  ASSERT_EQ(config["methods"].size(), 4u);
+  EXPECT_EQ(config["methods"][2]["label"], "deferkv:d=1,eta=0.7@32");
+  EXPECT_EQ(config["methods"][2]["description"].get<std::string>().rfind("deferkv:d=1,eta=0.7,", 0), 0u);
+  const auto summary = nlohmann::json::parse(read(out / "summary.json"));
+  EXPECT_EQ(summary["run"]["git_commit"].get<std::string>().size() % 40, 0u);  // a commit, or "" outside git
+  ASSERT_EQ(summary["tables"][0]["rows"].size(), 4u);
+  EXPECT_EQ(summary["tables"][0]["columns"].dump(), R"(["niah_single_1","fwe"])");
+  for (const auto& row : summary["tables"][0]["rows"]) {
+    EXPECT_EQ(row["cost"]["samples"], 4);
+    EXPECT_GT(row["cost"]["peak_kv_bytes"].get<int64_t>(), 0);
+    // The prompts (~500 tokens) are longer than the budgets: every sample evicted.
+    EXPECT_LT(row["cost"]["kv_bytes_after_eviction"].get<double>(), row["cost"]["peak_kv_bytes"].get<double>());
+  }
+  std::istringstream lines(read(out / "samples.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    const auto r = nlohmann::json::parse(line);
+    EXPECT_LE(r["prompt_tokens"].get<int64_t>() + (r["task"] == "fwe" ? 50 : 128), 640);
+    EXPECT_LE(r["generated_tokens"].get<int64_t>(), r["task"] == "fwe" ? 50 : 128);
+  }
+  EXPECT_NE(read(out / "summary.md").find("| method | niah_single_1 | fwe | Avg. |"), std::string::npos);
+
+  // The same command again: nothing left to run, nothing overwritten.
+  const testing::CliResult again = testing::run_cli(command);
+  ASSERT_EQ(again.status, 0) << again.output;
+  EXPECT_NE(again.output.find("resuming: 16 of 16 samples already done"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find("0 samples run"), std::string::npos);
+  EXPECT_EQ(lines_of(out / "samples.jsonl"), 16u);
+  // Another configuration (a third budget) gets its own folder.
+  const testing::CliResult other = testing::run_cli(
+      "eval --bench ruler --tasks fwe --lengths 640 --press snapkv --kv-budget 48 --samples 1 -t 2 -o '" +
+      dir.path().string() + "' 2>&1");
+  ASSERT_EQ(other.status, 0) << other.output;
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()), 2);
+}
+
+TEST(EvalCommand, NiahGridWritesAHeatMapPerMethod) {
+  gguf_test::TempDir dir;
+  const testing::CliResult r = testing::run_cli("eval --bench niah --lengths 300,600 --depths 0,50,100 "
+                                                "--press full,snapkv --kv-budget 32 -t 2 -o '" +
+                                                dir.path().string() + "' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::filesystem::path out = results_folder(dir.path());
+  for (const char* file : {"summary.md", "summary.csv", "summary.json", "niah-full.svg", "niah-snapkv@32.svg"}) {
+    EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
+  }
+  EXPECT_EQ(lines_of(out / "samples.jsonl"), 12u);
+  const auto summary = nlohmann::json::parse(read(out / "summary.json"));
+  EXPECT_EQ(summary["niah_grids"][1]["label"], "snapkv@32");
+  EXPECT_EQ(summary["niah_grids"][1]["depths"].dump(), "[0.0,50.0,100.0]");
+  // Every NIAH answer stops at a newline or after 30 tokens.
+  std::istringstream lines(read(out / "samples.jsonl"));
+  for (std::string l; std::getline(lines, l);) {
+    const auto s = nlohmann::json::parse(l);
+    EXPECT_EQ(s["pred"].get<std::string>().find('\n'), std::string::npos);
+    EXPECT_LE(s["generated_tokens"].get<int64_t>(), 30);
+    EXPECT_LE(s["prompt_tokens"].get<int64_t>(), s["length"].get<int64_t>());
+  }
+}
+
+TEST(EvalCommand, MissingQaFileAndBadOptionsAreClearErrors) {
+  gguf_test::TempDir dir;
+  const std::string o = " -o '" + dir.path().string() + "' 2>&1";
+  const testing::CliResult qa =
+      testing::run_cli("eval --tasks qa_1 --lengths 1k --squad /nonexistent/dev-v2.0.json --samples 1" + o);
+  EXPECT_EQ(qa.status, 1);
+  EXPECT_NE(qa.output.find("cannot read the SQuAD file '/nonexistent/dev-v2.0.json'"), std::string::npos) << qa.output;
+  const testing::CliResult budget = testing::run_cli("eval --lengths 1k --press snapkv" + o);
+  EXPECT_EQ(budget.status, 1);
+  EXPECT_NE(budget.output.find("--press snapkv needs --kv-budget or --kv-ratio"), std::string::npos) << budget.output;
+  const testing::CliResult length = testing::run_cli("eval --lengths 4x" + o);
+  EXPECT_EQ(length.status, 1);
+  EXPECT_NE(length.output.find("--lengths: '4x' is not a positive token count"), std::string::npos) << length.output;
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -1,0 +1,229 @@
+// `deferkv eval`: the RULER or Needle-in-a-Haystack sweep of the papers in one command,
+//   deferkv eval -m model.gguf --bench ruler --lengths 4k,8k --press snapkv,deferkv --kv-budget 64,128
+// methods × budgets × tasks × lengths (× samples or depths), resumable, with reports.
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/sha256.h"
+#include "commands.h"
+#include "common_options.h"
+#include "deferkv/chat_template.h"
+#include "deferkv/error.h"
+#include "deferkv/eval_metrics.h"
+#include "deferkv/eval_sweep.h"
+#include "deferkv/model.h"
+#include "eval_lists.h"
+#include "eval_sample_run.h"
+
+namespace deferkv::cli {
+namespace {
+
+struct EvalArgs {
+  std::string model;
+  std::string bench = "ruler";
+  std::string tasks = "all";
+  std::string lengths;
+  std::string depths;
+  std::string presses = "full";
+  std::string budgets, ratios;
+  int64_t samples = 500;
+  uint64_t seed = 42;
+  SamplerParams sampling;
+  int threads = 1;
+  int64_t n_batch = 512;
+  std::string output = "results";
+  std::string chat_template;
+  bool no_chat_template = false;
+  std::string data_dir = eval::TaskOptions::default_data_dir();
+  std::string squad, hotpotqa;
+};
+
+std::vector<std::string> ruler_task_list(const EvalArgs& args) {
+  if (args.tasks != "all") {
+    std::vector<std::string> tasks = split_names(args.tasks);
+    for (const std::string& t : tasks) eval::ruler_tokens_to_generate(t);  // unknown: an error listing the 13
+    return tasks;
+  }
+  std::vector<std::string> tasks;
+  for (std::string_view t : eval::ruler_tasks()) {
+    if ((t == "qa_1" && args.squad.empty()) || (t == "qa_2" && args.hotpotqa.empty())) {
+      fmt::print(stderr, "note: {} left out: it needs {}\n", t, t == "qa_1" ? "--squad" : "--hotpotqa");
+      continue;
+    }
+    tasks.emplace_back(t);
+  }
+  return tasks;
+}
+
+std::vector<eval::SweepMethod> sweep_methods(const EvalArgs& args) {
+  std::vector<std::pair<KvBudget, std::string>> budgets;
+  if (!args.budgets.empty()) {
+    for (double b : parse_numbers(args.budgets, "--kv-budget")) {
+      if (b < 1 || b != std::floor(b)) fail("--kv-budget: {} is not a positive whole number of entries", b);
+      budgets.emplace_back(KvBudget::per_head(static_cast<int64_t>(b)), fmt::format("{}", b));
+    }
+  }
+  if (!args.ratios.empty()) {
+    for (double r : parse_numbers(args.ratios, "--kv-ratio")) budgets.emplace_back(KvBudget::ratio(r), fmt::format("r{}", r));
+  }
+  std::vector<eval::SweepMethod> methods;
+  for (const std::string& press : split_press_specs(args.presses)) {
+    if (press == "full") {
+      methods.push_back({press, std::nullopt, ""});
+      continue;
+    }
+    if (budgets.empty()) fail("--press {} needs --kv-budget or --kv-ratio", press);
+    for (const auto& [budget, label] : budgets) methods.push_back({press, budget, label});
+  }
+  return methods;
+}
+
+nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& plan, const std::string& chat) {
+  nlohmann::ordered_json c;
+  c["benchmark"] = args.bench;
+  c["model"] = {{"path", std::filesystem::absolute(args.model).string()}, {"sha256", sha256_file(args.model)}};
+  if (plan.benchmark == eval::Benchmark::kNiah) {
+    c["depths"] = plan.depths;
+  } else {
+    c["tasks"] = plan.tasks;
+    c["samples"] = plan.samples;
+  }
+  c["lengths"] = plan.lengths;
+  c["seed"] = args.seed;
+  c["decoding"] = args.sampling.temperature <= 0
+                      ? nlohmann::ordered_json{{"temperature", 0}}
+                      : nlohmann::ordered_json{{"temperature", args.sampling.temperature},
+                                               {"top_k", args.sampling.top_k},
+                                               {"top_p", args.sampling.top_p},
+                                               {"min_p", args.sampling.min_p}};
+  c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
+  nlohmann::ordered_json methods = nlohmann::ordered_json::array();
+  for (const eval::SweepMethod& m : plan.methods) {
+    const std::string description = m.budget ? make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe()
+                                             : std::string("full cache, no compression");
+    methods.push_back({{"label", m.label()}, {"press", m.press}, {"budget", m.budget_label}, {"description", description}});
+  }
+  c["methods"] = methods;
+  if (args.data_dir != eval::TaskOptions::default_data_dir()) c["data_dir"] = args.data_dir;
+  if (!args.squad.empty()) c["squad"] = std::filesystem::absolute(args.squad).string();
+  if (!args.hotpotqa.empty()) c["hotpotqa"] = std::filesystem::absolute(args.hotpotqa).string();
+  return c;
+}
+
+// The commit of the source tree deferkv was built from, "" when git cannot tell.
+std::string git_commit() {
+  FILE* pipe = ::popen("git -C '" DEFERKV_SOURCE_DIR "' rev-parse HEAD 2>/dev/null", "r");
+  if (pipe == nullptr) return "";
+  char buffer[64] = {};
+  const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, pipe);
+  ::pclose(pipe);
+  std::string commit(buffer, n);
+  while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+  return commit;
+}
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+void run_eval(const EvalArgs& args) {
+  eval::SweepPlan plan;
+  plan.benchmark = eval::benchmark_from_name(args.bench);
+  if (plan.benchmark == eval::Benchmark::kLongBench) fail("--bench must be ruler or niah");
+  if (args.lengths.empty()) fail("give the lengths to evaluate with --lengths, e.g. 4k,8k");
+  plan.lengths = parse_lengths(args.lengths);
+  if (plan.benchmark == eval::Benchmark::kNiah) {
+    if (args.tasks != "all") fail("--tasks is for --bench ruler; NIAH has one task");
+    plan.depths = args.depths.empty() ? eval::niah_default_depths() : parse_numbers(args.depths, "--depths");
+  } else {
+    if (!args.depths.empty()) fail("--depths is for --bench niah");
+    plan.tasks = ruler_task_list(args);
+    plan.samples = args.samples;
+  }
+  plan.methods = sweep_methods(args);
+  args.sampling.validate();
+
+  const auto model = Model::load(args.model);
+  eval::TaskOptions task_options;
+  task_options.data_dir = args.data_dir;
+  task_options.squad_path = args.squad;
+  task_options.hotpotqa_path = args.hotpotqa;
+  task_options.prompt = {!args.no_chat_template, args.chat_template};
+  task_options.seed = args.seed;
+  const eval::TaskGenerator generator(model->tokenizer(), task_options);
+  for (int64_t length : plan.lengths) {
+    if (length > model->config().n_ctx_train) {
+      fmt::print(stderr, "warning: {} tokens is beyond the model's training context of {}\n", length,
+                 model->config().n_ctx_train);
+    }
+  }
+
+  const std::string stem = fmt::format("{}-{}", args.bench, std::filesystem::path(args.model).stem().string());
+  const std::string dir =
+      eval::prepare_results_dir(args.output, stem, config_of(args, plan, generator.chat_template_name()));
+  fmt::print(stderr, "results: {}\n", dir);
+
+  SamplerParams sampling = args.sampling;
+  sampling.seed = args.seed;
+  const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch);
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t ran = eval::run_sweep(plan, generator, std::cref(runner), dir, stderr);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  eval::write_reports(plan, dir,
+                      {{"git_commit", git_commit()},
+                       {"threads", args.threads},
+                       {"samples_run", ran},
+                       {"seconds", seconds},
+                       {"peak_rss_bytes", peak_rss_bytes()}});
+  fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran, seconds, dir);
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto args = std::make_shared<EvalArgs>();
+  args->sampling.temperature = 0;
+  CLI::App* cmd = app.add_subcommand("eval", "Run the RULER or Needle-in-a-Haystack sweep over presses and budgets");
+  add_model_option(*cmd, args->model);
+  cmd->add_option("--bench", args->bench, "ruler or niah")->capture_default_str();
+  cmd->add_option("--tasks", args->tasks,
+                  "RULER tasks, comma-separated (all: the 13, qa_1/qa_2 only when --squad/--hotpotqa are given)")
+      ->capture_default_str();
+  cmd->add_option("--lengths", args->lengths, "Lengths in tokens: 4k,8k or start:end:step (1000:8000:1000)");
+  cmd->add_option("--depths", args->depths, "NIAH needle depths in percent (default 0,11,22,…,100)");
+  cmd->add_option("--press", args->presses, "Methods, comma-separated (';' when their parameters hold commas)")
+      ->capture_default_str();
+  auto* budget = cmd->add_option("--kv-budget", args->budgets, "Budgets: prompt KV entries kept per KV head, e.g. 64,128");
+  auto* ratio = cmd->add_option("--kv-ratio", args->ratios, "Or compression ratios (share of the prompt evicted), e.g. 0.5,0.75");
+  budget->excludes(ratio);
+  cmd->add_option("--samples", args->samples, "RULER samples per task and length")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("-s,--seed", args->seed, "Seed of the task generators and of sampled decoding")->capture_default_str();
+  cmd->add_option("--temp", args->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", args->sampling.top_k, "Top-k for sampled decoding")->capture_default_str();
+  cmd->add_option("--top-p", args->sampling.top_p, "Top-p for sampled decoding")->capture_default_str();
+  cmd->add_option("--min-p", args->sampling.min_p, "Min-p for sampled decoding")->capture_default_str();
+  add_threads_option(*cmd, args->threads);
+  cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "Folder the results folder is made in")->capture_default_str();
+  cmd->add_option("--chat-template", args->chat_template,
+                  "Chat format instead of the model's: " + fmt::format("{}", fmt::join(ChatTemplate::known_names(), ", ")));
+  cmd->add_flag("--no-chat-template", args->no_chat_template, "Plain prompts even if the model has a chat format");
+  cmd->add_option("--data-dir", args->data_dir, "Folder with ruler/PaulGrahamEssays.json and ruler/wonderwords/")
+      ->capture_default_str();
+  cmd->add_option("--squad", args->squad, "SQuAD v2 dev JSON (dev-v2.0.json), for qa_1");
+  cmd->add_option("--hotpotqa", args->hotpotqa, "HotpotQA dev distractor JSON (hotpot_dev_distractor_v1.json), for qa_2");
+  cmd->callback([args] {
+    if (args->no_chat_template && !args->chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");
+    run_eval(*args);
+  });
+}
+
+}  // namespace deferkv::cli

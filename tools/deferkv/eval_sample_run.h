@@ -1,0 +1,34 @@
+#pragma once
+// Runs one evaluation sample on the model: a fresh Session sized to the prompt and its
+// generation, the method's press, the decode loop with the task's stops, and what the
+// run cost (timings, KV bytes after eviction and at peak).
+#include <cstdint>
+#include <memory>
+
+#include "deferkv/eval_sweep.h"
+#include "deferkv/model.h"
+#include "deferkv/sampler.h"
+
+namespace deferkv {
+class ThreadPool;
+}
+
+namespace deferkv::cli {
+
+class EvalSampleRunner {
+ public:
+  // sampling.seed is the run's seed; each sample draws with a seed made from it and the
+  // sample, so a resumed run decodes the rest as a fresh one would.
+  EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool, SamplerParams sampling,
+                   int64_t n_batch);
+
+  eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<ThreadPool> pool_;
+  SamplerParams sampling_;
+  int64_t n_batch_;
+};
+
+}  // namespace deferkv::cli

@@ -1,6 +1,7 @@
 #include "press/compresskv_profile.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +42,22 @@ CompressKvProfile load_compresskv_profile(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     fail("CompressKV profile '{}' is malformed: {}", path, e.what());
   }
+}
+
+void save_compresskv_profile(const std::string& path, const CompressKvProfile& profile) {
+  const nlohmann::json j = {
+      {"format", "deferkv-compresskv-profile/1"},
+      {"model", {{"name", profile.model_name}, {"n_layer", profile.n_layer}, {"n_head", profile.n_head}}},
+      {"retrieval_heads", profile.retrieval_heads},
+      {"layer_scores", profile.layer_scores},
+  };
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    out << j.dump(2) << "\n";
+    if (!out) fail("cannot write the CompressKV profile '{}'", temporary);
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail("cannot rename '{}' to '{}'", temporary, path);
 }
 
 }  // namespace deferkv

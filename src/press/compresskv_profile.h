@@ -22,5 +22,7 @@ struct CompressKvProfile {
 
 // Reads and checks a profile; every problem is an error naming the file and field.
 CompressKvProfile load_compresskv_profile(const std::string& path);
+// Writes a profile (a temporary file, then a rename).
+void save_compresskv_profile(const std::string& path, const CompressKvProfile& profile);
 
 }  // namespace deferkv

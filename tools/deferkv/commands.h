@@ -12,6 +12,7 @@ void add_tokenize_command(CLI::App& app);
 void add_presses_command(CLI::App& app);
 void add_press_bench_command(CLI::App& app);
 void add_analyze_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 void add_score_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   deferkv::cli::add_presses_command(app);
   deferkv::cli::add_press_bench_command(app);
   deferkv::cli::add_analyze_command(app);
+  deferkv::cli::add_calibrate_command(app);
   deferkv::cli::add_score_command(app);
   deferkv::cli::add_eval_command(app);
   app.parse_complete_callback([&] {

@@ -1,0 +1,79 @@
+// CompressKV's calibration on the embedded model: the profile it writes is complete and
+// drives the press; a model that does not retrieve is told so.
+#include "eval/calibration/compresskv_calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "base/thread_pool.h"
+#include "deferkv/error.h"
+#include "model/test_models.h"
+
+namespace deferkv::eval {
+namespace {
+
+CompressKvCalibrationOptions small_probes() {
+  CompressKvCalibrationOptions o;
+  o.lengths = {300};
+  o.depths = {20, 80};
+  o.max_new_tokens = 12;
+  return o;
+}
+
+TEST(CompressKvCalibration, AModelThatDoesNotRetrieveIsAClearError) {
+  auto model = Model::load(testing::stories_model_path());
+  SessionOptions options;
+  options.n_ctx = 400;
+  Session session(model, std::make_shared<ThreadPool>(2), options);
+  try {
+    calibrate_compresskv(session, small_probes());
+    FAIL() << "stories260K answered a needle probe";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("none of the 2 probes was answered"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CompressKvCalibration, ProfileRoundTripsAndDrivesThePress) {
+  auto model = Model::load(testing::stories_model_path());
+  SessionOptions options;
+  options.n_ctx = 400;
+  Session session(model, std::make_shared<ThreadPool>(2), options);
+  auto o = small_probes();
+  o.min_recall = -1;  // count every probe: the embedded model cannot retrieve
+  o.first_k = 3;
+  const auto result = calibrate_compresskv(session, o);
+  EXPECT_EQ(result.probes, 2);
+  EXPECT_EQ(result.answered, 2);
+  const CompressKvProfile& p = result.profile;
+  ASSERT_EQ(p.n_layer, model->config().n_layer);
+  ASSERT_EQ(p.retrieval_heads.size(), static_cast<size_t>(p.n_layer));
+  for (size_t l = 0; l < p.retrieval_heads.size(); ++l) {
+    ASSERT_EQ(p.retrieval_heads[l].size(), 3u);
+    // Best first: the scores of the listed heads do not increase.
+    const auto& s = result.head_scores[l];
+    EXPECT_GE(s[p.retrieval_heads[l][0]], s[p.retrieval_heads[l][1]]);
+    EXPECT_GE(s[p.retrieval_heads[l][1]], s[p.retrieval_heads[l][2]]);
+  }
+  EXPECT_NEAR(std::accumulate(p.layer_scores.begin(), p.layer_scores.end(), 0.0), 1.0, 1e-9);
+
+  const std::string path = ::testing::TempDir() + "/stories-compresskv.json";
+  save_compresskv_profile(path, p);
+  const CompressKvProfile loaded = load_compresskv_profile(path);
+  EXPECT_EQ(loaded.retrieval_heads, p.retrieval_heads);
+  EXPECT_EQ(loaded.n_head, p.n_head);
+
+  Session pressed(model, std::make_shared<ThreadPool>(2), options);
+  pressed.set_press(make_press("compresskv:profile=" + path + ",window=4", KvBudget::per_head(40)));
+  std::vector<int32_t> prompt(200);
+  std::iota(prompt.begin(), prompt.end(), 10);
+  pressed.prefill(prompt);
+  ASSERT_TRUE(pressed.last_eviction().has_value());
+  // Every layer keeps its error-aware budget; together they keep 40 per head on average.
+  int64_t kept = 0;
+  for (int64_t e : pressed.last_eviction()->layer_entries) kept += e;
+  EXPECT_EQ(kept, 40 * model->config().n_layer * model->config().n_head_kv);
+}
+
+}  // namespace
+}  // namespace deferkv::eval

@@ -1,0 +1,60 @@
+// `deferkv calibrate compresskv`: the offline step of CompressKV on a model, written as
+// the profile file that `--press compresskv:profile=FILE` reads.
+#include <algorithm>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/thread_pool.h"
+#include "commands.h"
+#include "common_options.h"
+#include "deferkv/error.h"
+#include "eval/calibration/compresskv_calibration.h"
+
+namespace deferkv::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string model;
+  std::string output;
+  int threads = 1;
+  eval::CompressKvCalibrationOptions options;
+};
+
+void run_calibrate(const CalibrateArgs& args) {
+  auto model = Model::load(args.model);
+  int64_t longest = 0;
+  for (int64_t l : args.options.lengths) longest = std::max(longest, l);
+  SessionOptions options;
+  options.n_ctx = longest + args.options.max_new_tokens + 1;
+  Session session(model, make_thread_pool(args.threads), options);
+  const auto result = eval::calibrate_compresskv(session, args.options);
+  save_compresskv_profile(args.output, result.profile);
+  fmt::print("{} of {} probes answered; retrieval heads and layer scores written to {}\n", result.answered,
+             result.probes, args.output);
+  for (size_t l = 0; l < result.profile.retrieval_heads.size(); ++l) {
+    fmt::print("layer {:>3}: heads {}  score {:.4f}\n", l, fmt::join(result.profile.retrieval_heads[l], ","),
+               result.profile.layer_scores[l]);
+  }
+}
+
+}  // namespace
+
+void add_calibrate_command(CLI::App& app) {
+  auto args = std::make_shared<CalibrateArgs>();
+  CLI::App* cmd = app.add_subcommand("calibrate", "Offline calibration of a method on a model (see subcommands)");
+  cmd->require_subcommand(1);
+  CLI::App* ckv = cmd->add_subcommand(
+      "compresskv", "Find the semantic retrieval heads and the layers' error sensitivity on needle probes");
+  add_model_option(*ckv, args->model);
+  ckv->add_option("-o,--output", args->output, "Profile file to write (JSON)")->required();
+  ckv->add_option("--lengths", args->options.lengths, "Probe lengths in tokens")->delimiter(',')->capture_default_str();
+  ckv->add_option("--depths", args->options.depths, "Needle depths in percent (default 0, 11, ..., 100)")->delimiter(',');
+  ckv->add_option("--first-k", args->options.first_k, "Retrieval heads kept per layer")->capture_default_str();
+  ckv->add_option("--min-recall", args->options.min_recall, "ROUGE-1 recall (x100) an answer needs to count")
+      ->capture_default_str();
+  add_threads_option(*ckv, args->threads);
+  ckv->callback([args] { run_calibrate(*args); });
+}
+
+}  // namespace deferkv::cli

@@ -1,0 +1,40 @@
+// `deferkv analyze consistency` and `deferkv calibrate compresskv`, run as the built CLI.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/cli_runner.h"
+
+namespace deferkv {
+namespace {
+
+using testing::run_cli;
+
+TEST(AnalyzeCommand, ConsistencyAsJson) {
+  std::string prompt;
+  for (int i = 0; i < 6; ++i) prompt += "Lily went to the park with her mom and saw a big red ball. ";
+  const auto r = run_cli("analyze consistency -p '" + prompt +
+                         "' --budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 -o json");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output);
+  ASSERT_EQ(j["points"].size(), 2u + 2u + 2u);
+  EXPECT_EQ(j["points"][2]["probe"], "+1");
+  EXPECT_EQ(j["reference_rows"], 6);
+}
+
+TEST(AnalyzeCommand, TooShortPromptIsAClearError) {
+  const auto r = run_cli("analyze consistency -p 'Hi there' 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("is too short for a window of 32"), std::string::npos) << r.output;
+}
+
+TEST(CalibrateCommand, NonRetrievingModelWritesNothing) {
+  const std::string path = ::testing::TempDir() + "/never-written.json";
+  const auto r = run_cli("calibrate compresskv -o '" + path + "' --lengths 300 --depths 50 2>&1; test -e '" + path +
+                         "' && echo EXISTS");
+  EXPECT_NE(r.output.find("none of the 1 probes was answered"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("EXISTS"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -131,11 +131,7 @@ TEST(DeferKv, DecodeFeedbackChangesTheKeptSet) {
   const auto prompt = random_prompt(kPrompt, 5);
   const auto snap = run_press("snapkv:window=8", KvBudget::per_head(24), prompt, 2);
   const auto deferred = run_press("deferkv:window=8", KvBudget::per_head(24), prompt, 2);
-  int64_t differing = 0;
-  for (size_t l = 0; l < snap.positions.size(); ++l) {
-    for (size_t g = 0; g < snap.positions[l].size(); ++g) differing += snap.positions[l][g] != deferred.positions[l][g];
-  }
-  EXPECT_GT(differing, 0);
+  EXPECT_GT(testing::differing_heads(snap, deferred), 0);
 }
 
 TEST(DeferKv, FirstTokensEqualFullCacheDecoding) {
@@ -233,11 +229,7 @@ TEST(Laq, PseudoQueriesChangeTheChoiceFromStageOne) {
   const auto prompt = random_prompt(kPrompt, 21);
   const auto snap = run_press("snapkv:window=8", KvBudget::per_head(24), prompt, 1);
   const auto laq = run_press("laqpp:window=8", KvBudget::per_head(24), prompt, 1);
-  int64_t differing = 0;
-  for (size_t l = 0; l < snap.positions.size(); ++l) {
-    for (size_t g = 0; g < snap.positions[l].size(); ++g) differing += snap.positions[l][g] != laq.positions[l][g];
-  }
-  EXPECT_GT(differing, 0);
+  EXPECT_GT(testing::differing_heads(snap, laq), 0);
 }
 
 TEST(Session, CheckpointRollbackRestoresCacheAndLogits) {

@@ -58,4 +58,12 @@ PressRun run_press(const std::string& spec, const KvBudget& budget, const std::v
   return run;
 }
 
+int64_t differing_heads(const PressRun& a, const PressRun& b) {
+  int64_t differing = 0;
+  for (size_t l = 0; l < a.positions.size(); ++l) {
+    for (size_t g = 0; g < a.positions[l].size(); ++g) differing += a.positions[l][g] != b.positions[l][g];
+  }
+  return differing;
+}
+
 }  // namespace deferkv::testing

@@ -30,4 +30,7 @@ struct PressRun {
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
                    int64_t n_decode);
 
+// How many (layer, KV head) pairs keep different positions in the two runs.
+int64_t differing_heads(const PressRun& a, const PressRun& b);
+
 }  // namespace deferkv::testing

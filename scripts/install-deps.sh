@@ -6,7 +6,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libhwy-dev libopenblas-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
-  libpcre2-dev libicu-dev libcpp-httplib-dev
+  libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 missing=()

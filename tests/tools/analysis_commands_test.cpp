@@ -1,6 +1,9 @@
 // `deferkv analyze consistency` and `deferkv calibrate compresskv`, run as the built CLI.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
+
 #include <nlohmann/json.hpp>
 
 #include "tools/cli_runner.h"
@@ -13,9 +16,17 @@ using testing::run_cli;
 TEST(AnalyzeCommand, ConsistencyAsJson) {
   std::string prompt;
   for (int i = 0; i < 6; ++i) prompt += "Lily went to the park with her mom and saw a big red ball. ";
+  const std::string svg = ::testing::TempDir() + "/consistency.svg";
   const auto r = run_cli("analyze consistency -p '" + prompt +
-                         "' --budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 -o json");
+                         "' --budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 -o json --svg '" +
+                         svg + "'");
   ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream in(svg);
+  const std::string figure((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(figure.find("<svg xmlns"), std::string::npos) << figure.substr(0, 80);
+  for (const char* label : {"JSD similarity", "top-B recall", "window", "deferkv", "+1", "-2"}) {
+    EXPECT_NE(figure.find(label), std::string::npos) << label;
+  }
   const auto j = nlohmann::json::parse(r.output);
   ASSERT_EQ(j["points"].size(), 2u + 2u + 2u);
   EXPECT_EQ(j["points"][2]["probe"], "+1");

@@ -1,5 +1,7 @@
 // `deferkv analyze consistency`: DeferKV's attention-consistency diagnostics (which
 // query position best predicts later decode attention), as a table (Markdown or JSON).
+#include <fstream>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -8,6 +10,7 @@
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
 #include "eval/analysis/attention_consistency.h"
+#include "eval/plots/consistency_plot.h"
 
 namespace deferkv::cli {
 namespace {
@@ -19,6 +22,7 @@ struct AnalyzeArgs {
   int threads = 1;
   int64_t n_ctx = 0;
   std::string output = "md";
+  std::string svg;
   eval::ConsistencyOptions options;
 };
 
@@ -33,6 +37,11 @@ void run_consistency(const AnalyzeArgs& args) {
   options.n_ctx = args.n_ctx;
   Session session(model, make_thread_pool(args.threads), options);
   const eval::ConsistencyReport report = eval::measure_attention_consistency(session, prompts, args.options);
+  if (!args.svg.empty()) {
+    std::ofstream out(args.svg);
+    out << eval::consistency_plot_svg(report);
+    if (!out) fail("cannot write '{}'", args.svg);
+  }
   if (args.output == "json") {
     nlohmann::json points = nlohmann::json::array();
     for (const auto& p : report.points) points.push_back({{"probe", p.probe}, {"jsd_similarity", p.jsd_similarity}, {"recall", p.recall}});
@@ -68,6 +77,7 @@ void add_analyze_command(CLI::App& app) {
   consistency->add_option("--window", args->options.window, "Observation window")->capture_default_str();
   consistency->add_option("--eta", args->options.eta, "DeferKV discount for the fused row")->capture_default_str();
   consistency->add_option("-o,--output", args->output, "md or json")->capture_default_str();
+  consistency->add_option("--svg", args->svg, "Also draw the figure (SVG) to this file");
   consistency->callback([args] { run_consistency(*args); });
 }
 

@@ -2,6 +2,7 @@
 // middle out on tokens, decode the two halves, then put the text in the chat format
 // (unless the dataset is exempt) and tokenize it again.
 #include <algorithm>
+#include <iterator>
 
 #include "deferkv/error.h"
 #include "deferkv/eval_longbench.h"

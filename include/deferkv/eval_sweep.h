@@ -1,6 +1,6 @@
 #pragma once
 // An evaluation sweep: methods × budgets × tasks × lengths (× samples for RULER, × depths
-// for NIAH) run in one results folder, one JSON line per sample as soon as it is done, so
+// for NIAH), or methods × budgets × LongBench datasets × rows, run in one results folder, one JSON line per sample as soon as it is done, so
 // a rerun of the same configuration skips what is there and goes on. Running a sample on
 // a model is the caller's (deferkv eval builds a Session for it); this side generates the
 // samples, scores the predictions, keeps the log and writes the reports.
@@ -19,6 +19,8 @@
 
 namespace deferkv::eval {
 
+class LongBenchSet;  // eval_longbench.h
+
 // One row of the results: a press spec and its budget (none for "full").
 struct SweepMethod {
   std::string press;               // "full", "snapkv", "deferkv:d=1,eta=0.7"
@@ -29,11 +31,11 @@ struct SweepMethod {
 };
 
 struct SweepPlan {
-  Benchmark benchmark = Benchmark::kRuler;  // kRuler or kNiah
-  std::vector<std::string> tasks;           // RULER tasks
-  std::vector<int64_t> lengths;             // tokens
+  Benchmark benchmark = Benchmark::kRuler;
+  std::vector<std::string> tasks;           // RULER tasks, LongBench datasets
+  std::vector<int64_t> lengths;             // tokens (RULER, NIAH)
   std::vector<double> depths;               // NIAH depths, percent
-  int64_t samples = 1;                      // RULER samples per task and length
+  int64_t samples = 1;                      // RULER: per task and length; LongBench: per dataset, < 0 all
   std::vector<SweepMethod> methods;
 };
 
@@ -64,9 +66,14 @@ std::string prepare_results_dir(const std::string& parent, const std::string& st
 // samples it ran.
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
                   const std::string& dir, std::FILE* progress);
+// The same for a LongBench plan, every row of `set` (which applies the plan's sample limit).
+int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
+                  const std::string& dir, std::FILE* progress);
 
-// summary.md, summary.csv and summary.json (methods as rows, tasks as columns, Avg.; cost
-// per method), and for NIAH a heat map per method (niah-<label>.svg), from the plan's
+// summary.md, summary.csv and summary.json (methods as rows, tasks or datasets as columns,
+// Avg.; cost per method), for NIAH a heat map per method (niah-<label>.svg), the cost bars
+// (cost-bars.svg) and, when the plan has two budgets or more, score-vs-budget.svg; each SVG
+// also as PNG when a converter is installed (see plots/png_export.h). From the plan's
 // samples in `dir`. summary.json records config.json and `run` (commit, threads, …).
 void write_reports(const SweepPlan& plan, const std::string& dir, const nlohmann::ordered_json& run);
 

@@ -36,15 +36,16 @@ struct TaskOptions {
 };
 
 struct TaskSample {
-  std::string task;           // a RULER task ("niah_single_1", …) or "niah"
-  int64_t target_length = 0;  // tokens
-  int64_t index = 0;          // the sample's number (RULER); 0 for NIAH
+  std::string task;           // a RULER task ("niah_single_1", …), "niah" or a LongBench dataset
+  int64_t target_length = 0;  // tokens (LongBench: the truncation length)
+  int64_t index = 0;          // the sample's number (RULER, LongBench row); 0 for NIAH
   double depth_percent = -1;  // NIAH: where the needle was asked to go
   std::string prompt;         // everything the model reads, answer prefix included
   std::vector<int32_t> tokens;          // the prompt's ids (BOS and chat tokens included)
-  std::vector<std::string> references;  // RULER: the outputs; NIAH: the needle
+  std::vector<std::string> references;  // RULER: the outputs; NIAH: the needle; LongBench: answers
   int64_t max_new_tokens = 0;
   bool stop_at_newline = false;  // NIAH stops at a newline; RULER only at end of generation
+  std::vector<std::string> all_classes;  // LongBench: trec's labels, read by its metric
 };
 
 class TaskGenerator {

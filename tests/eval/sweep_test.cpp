@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "deferkv/error.h"
+#include "deferkv/eval_longbench.h"
 #include "deferkv/eval_sweep.h"
 #include "eval/eval_test_util.h"
 #include "eval/plots/niah_heatmap.h"
@@ -161,6 +162,55 @@ TEST(Sweep, NiahGridAndHeatMap) {
   EXPECT_EQ(eval_test::count_of(svg, "fill=\"#0CD79F\" stroke=\"white\""), 2u);  // the two 10 cells
   EXPECT_NE(svg.find("full — average score 5.00"), std::string::npos);
   EXPECT_EQ(niah_score_colour(5), "#EBB839");
+}
+
+TEST(Sweep, LongBenchRowsAreScoredWithEachDatasetsMetricAndResumed) {
+  gguf_test::TempDir dir;
+  for (const char* dataset : {"trec", "hotpotqa"}) {
+    std::ofstream out(dir.file(std::string(dataset) + ".jsonl"));
+    for (int i = 0; i < 3; ++i) {
+      out << ordered_json{{"input", "Q"}, {"context", "C"}, {"answers", {dataset == std::string("trec") ? "Entity" : "Paris"}},
+                          {"length", 1}, {"dataset", dataset}, {"language", "en"},
+                          {"all_classes", dataset == std::string("trec") ? ordered_json{"Entity", "Location"} : ordered_json()},
+                          {"_id", std::to_string(i)}}
+                 .dump()
+          << "\n";
+    }
+  }
+  LongBenchOptions options;
+  options.data_dir = dir.path().string();
+  options.datasets = {"trec", "hotpotqa"};
+  options.samples = 2;
+  const LongBenchSet set(test::llama_spm(), 4096, options);
+  SweepPlan plan;
+  plan.benchmark = Benchmark::kLongBench;
+  plan.tasks = options.datasets;
+  plan.samples = 2;
+  plan.methods = {{"full", std::nullopt, ""}, {"snapkv", KvBudget::per_head(64), "64"}};
+  // full answers "\n<answer>\nmore" (right after trec's first-line rule, half right for
+  // hotpotqa's qa_f1 on the whole text); snapkv answers nothing.
+  const SampleExecutor executor = [](const SweepMethod& m, const TaskSample& s) {
+    SampleRun run;
+    if (!m.budget) run.prediction = "\n" + s.references[0] + "\nmore";
+    return run;
+  };
+  const std::string out = prepare_results_dir(dir.path().string(), "longbench-test", {{"benchmark", "longbench"}});
+  EXPECT_EQ(run_sweep(plan, set, executor, out, nullptr), 8);  // 2 methods x 2 datasets x 2 rows
+  EXPECT_EQ(run_sweep(plan, set, executor, out, nullptr), 0);
+  EXPECT_THROW(run_sweep(plan, llama_generator(), executor, out, nullptr), Error);
+  const std::vector<nlohmann::json> records = SampleLog::read(out + "/samples.jsonl");
+  ASSERT_EQ(records.size(), 8u);
+  EXPECT_EQ(records[0]["dataset"], "trec");
+  EXPECT_EQ(records[0]["all_classes"].size(), 2u);
+  write_reports(plan, out, {});
+  const std::string md = read(out + "/summary.md");
+  // hotpotqa: F1 of "paris more" against "paris" = 2/3 → 66.67; Avg. = round((100 + 66.67) / 2, 2).
+  EXPECT_NE(md.find("| method | trec | hotpotqa | Avg. |\n| --- | ---: | ---: | ---: |\n"
+                    "| full | 100.00 | 66.67 | 83.34 |\n| snapkv@64 | 0.00 | 0.00 | 0.00 |\n"),
+            std::string::npos)
+      << md;
+  EXPECT_TRUE(std::filesystem::exists(out + "/cost-bars.svg"));
+  EXPECT_FALSE(std::filesystem::exists(out + "/score-vs-budget.svg"));  // one budget only
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
-// `deferkv eval`: the RULER or Needle-in-a-Haystack sweep of the papers in one command,
+// `deferkv eval`: the RULER, Needle-in-a-Haystack or LongBench sweep of the papers in one command,
 //   deferkv eval -m model.gguf --bench ruler --lengths 4k,8k --press snapkv,deferkv --kv-budget 64,128
-// methods × budgets × tasks × lengths (× samples or depths), resumable, with reports.
+//   deferkv eval -m model.gguf --bench longbench --longbench-dir LongBench/data --press snapkv --kv-budget 128,256
+// methods × budgets × tasks × lengths (× samples or depths), or × datasets × rows for
+// LongBench, resumable, with reports and plots.
 #include <sys/resource.h>
 
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "common_options.h"
 #include "deferkv/chat_template.h"
 #include "deferkv/error.h"
+#include "deferkv/eval_longbench.h"
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_sweep.h"
 #include "deferkv/model.h"
@@ -32,7 +35,7 @@ struct EvalArgs {
   std::string depths;
   std::string presses = "full";
   std::string budgets, ratios;
-  int64_t samples = 500;
+  int64_t samples = 0;  // 0: not given (RULER 500, LongBench all)
   uint64_t seed = 42;
   SamplerParams sampling;
   int threads = 1;
@@ -42,7 +45,24 @@ struct EvalArgs {
   bool no_chat_template = false;
   std::string data_dir = eval::TaskOptions::default_data_dir();
   std::string squad, hotpotqa;
+  std::string longbench_dir;
+  int64_t max_length = 0;  // 0: the model's context minus the dataset's new tokens
 };
+
+constexpr int64_t kRulerDefaultSamples = 500;
+
+// --tasks for LongBench: datasets by name (unknown: an error listing the 21), "all" the 16
+// English ones.
+std::vector<std::string> longbench_dataset_list(const EvalArgs& args) {
+  std::vector<std::string> datasets;
+  if (args.tasks == "all") {
+    for (std::string_view d : eval::longbench_english_datasets()) datasets.emplace_back(d);
+    return datasets;
+  }
+  datasets = split_names(args.tasks);
+  for (const std::string& d : datasets) eval::longbench_metric(d);
+  return datasets;
+}
 
 std::vector<std::string> ruler_task_list(const EvalArgs& args) {
   if (args.tasks != "all") {
@@ -84,17 +104,23 @@ std::vector<eval::SweepMethod> sweep_methods(const EvalArgs& args) {
   return methods;
 }
 
-nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& plan, const std::string& chat) {
+nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& plan, const std::string& chat,
+                                 const nlohmann::ordered_json& max_lengths) {
   nlohmann::ordered_json c;
   c["benchmark"] = args.bench;
   c["model"] = {{"path", std::filesystem::absolute(args.model).string()}, {"sha256", sha256_file(args.model)}};
   if (plan.benchmark == eval::Benchmark::kNiah) {
     c["depths"] = plan.depths;
+  } else if (plan.benchmark == eval::Benchmark::kLongBench) {
+    c["datasets"] = plan.tasks;
+    c["samples"] = plan.samples < 0 ? nlohmann::ordered_json("all") : nlohmann::ordered_json(plan.samples);
+    c["longbench_dir"] = std::filesystem::absolute(args.longbench_dir).string();
   } else {
     c["tasks"] = plan.tasks;
     c["samples"] = plan.samples;
   }
-  c["lengths"] = plan.lengths;
+  if (plan.benchmark != eval::Benchmark::kLongBench) c["lengths"] = plan.lengths;
+  if (!max_lengths.is_null()) c["max_length"] = max_lengths;
   c["seed"] = args.seed;
   c["decoding"] = args.sampling.temperature <= 0
                       ? nlohmann::ordered_json{{"temperature", 0}}
@@ -134,48 +160,77 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
-void run_eval(const EvalArgs& args) {
+eval::SweepPlan plan_of(const EvalArgs& args) {
   eval::SweepPlan plan;
   plan.benchmark = eval::benchmark_from_name(args.bench);
-  if (plan.benchmark == eval::Benchmark::kLongBench) fail("--bench must be ruler or niah");
-  if (args.lengths.empty()) fail("give the lengths to evaluate with --lengths, e.g. 4k,8k");
-  plan.lengths = parse_lengths(args.lengths);
-  if (plan.benchmark == eval::Benchmark::kNiah) {
-    if (args.tasks != "all") fail("--tasks is for --bench ruler; NIAH has one task");
-    plan.depths = args.depths.empty() ? eval::niah_default_depths() : parse_numbers(args.depths, "--depths");
-  } else {
+  if (plan.benchmark == eval::Benchmark::kLongBench) {
+    if (args.longbench_dir.empty()) fail("--bench longbench needs --longbench-dir, the folder of the <dataset>.jsonl files");
+    if (!args.lengths.empty()) fail("--lengths is for ruler and niah; LongBench prompts are cut to --max-length");
     if (!args.depths.empty()) fail("--depths is for --bench niah");
-    plan.tasks = ruler_task_list(args);
-    plan.samples = args.samples;
+    plan.tasks = longbench_dataset_list(args);
+    plan.samples = args.samples > 0 ? args.samples : -1;
+  } else {
+    if (!args.longbench_dir.empty() || args.max_length > 0) fail("--longbench-dir and --max-length are for --bench longbench");
+    if (args.lengths.empty()) fail("give the lengths to evaluate with --lengths, e.g. 4k,8k");
+    plan.lengths = parse_lengths(args.lengths);
+    if (plan.benchmark == eval::Benchmark::kNiah) {
+      if (args.tasks != "all") fail("--tasks is for --bench ruler and longbench; NIAH has one task");
+      plan.depths = args.depths.empty() ? eval::niah_default_depths() : parse_numbers(args.depths, "--depths");
+    } else {
+      if (!args.depths.empty()) fail("--depths is for --bench niah");
+      plan.tasks = ruler_task_list(args);
+      plan.samples = args.samples > 0 ? args.samples : kRulerDefaultSamples;
+    }
   }
   plan.methods = sweep_methods(args);
+  return plan;
+}
+
+void run_eval(const EvalArgs& args) {
+  const eval::SweepPlan plan = plan_of(args);
   args.sampling.validate();
 
   const auto model = Model::load(args.model);
-  eval::TaskOptions task_options;
-  task_options.data_dir = args.data_dir;
-  task_options.squad_path = args.squad;
-  task_options.hotpotqa_path = args.hotpotqa;
-  task_options.prompt = {!args.no_chat_template, args.chat_template};
-  task_options.seed = args.seed;
-  const eval::TaskGenerator generator(model->tokenizer(), task_options);
-  for (int64_t length : plan.lengths) {
-    if (length > model->config().n_ctx_train) {
-      fmt::print(stderr, "warning: {} tokens is beyond the model's training context of {}\n", length,
-                 model->config().n_ctx_train);
+  std::unique_ptr<eval::TaskGenerator> generator;
+  std::unique_ptr<eval::LongBenchSet> longbench;
+  const eval::PromptOptions prompt{!args.no_chat_template, args.chat_template};
+  nlohmann::ordered_json max_lengths;  // LongBench: per dataset
+  if (plan.benchmark == eval::Benchmark::kLongBench) {
+    eval::LongBenchOptions options;
+    options.data_dir = args.longbench_dir;
+    options.datasets = plan.tasks;
+    options.samples = plan.samples;
+    options.max_length = args.max_length;
+    options.prompt = prompt;
+    longbench = std::make_unique<eval::LongBenchSet>(model->tokenizer(), model->config().n_ctx_train, options);
+    for (const std::string& d : plan.tasks) max_lengths[d] = longbench->max_length(d);
+  } else {
+    eval::TaskOptions task_options;
+    task_options.data_dir = args.data_dir;
+    task_options.squad_path = args.squad;
+    task_options.hotpotqa_path = args.hotpotqa;
+    task_options.prompt = prompt;
+    task_options.seed = args.seed;
+    generator = std::make_unique<eval::TaskGenerator>(model->tokenizer(), task_options);
+    for (int64_t length : plan.lengths) {
+      if (length > model->config().n_ctx_train) {
+        fmt::print(stderr, "warning: {} tokens is beyond the model's training context of {}\n", length,
+                   model->config().n_ctx_train);
+      }
     }
   }
 
   const std::string stem = fmt::format("{}-{}", args.bench, std::filesystem::path(args.model).stem().string());
-  const std::string dir =
-      eval::prepare_results_dir(args.output, stem, config_of(args, plan, generator.chat_template_name()));
+  const std::string chat = longbench ? longbench->chat_template_name() : generator->chat_template_name();
+  const std::string dir = eval::prepare_results_dir(args.output, stem, config_of(args, plan, chat, max_lengths));
   fmt::print(stderr, "results: {}\n", dir);
 
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
   const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch);
   const auto start = std::chrono::steady_clock::now();
-  const int64_t ran = eval::run_sweep(plan, generator, std::cref(runner), dir, stderr);
+  const int64_t ran = longbench ? eval::run_sweep(plan, *longbench, std::cref(runner), dir, stderr)
+                                : eval::run_sweep(plan, *generator, std::cref(runner), dir, stderr);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   eval::write_reports(plan, dir,
                       {{"git_commit", git_commit()},
@@ -191,11 +246,13 @@ void run_eval(const EvalArgs& args) {
 void add_eval_command(CLI::App& app) {
   auto args = std::make_shared<EvalArgs>();
   args->sampling.temperature = 0;
-  CLI::App* cmd = app.add_subcommand("eval", "Run the RULER or Needle-in-a-Haystack sweep over presses and budgets");
+  CLI::App* cmd =
+      app.add_subcommand("eval", "Run the RULER, Needle-in-a-Haystack or LongBench sweep over presses and budgets");
   add_model_option(*cmd, args->model);
-  cmd->add_option("--bench", args->bench, "ruler or niah")->capture_default_str();
+  cmd->add_option("--bench", args->bench, "ruler, niah or longbench")->capture_default_str();
   cmd->add_option("--tasks", args->tasks,
-                  "RULER tasks, comma-separated (all: the 13, qa_1/qa_2 only when --squad/--hotpotqa are given)")
+                  "RULER tasks or LongBench datasets, comma-separated (all: RULER's 13, qa_1/qa_2 only when "
+                  "--squad/--hotpotqa are given; LongBench's 16 English datasets)")
       ->capture_default_str();
   cmd->add_option("--lengths", args->lengths, "Lengths in tokens: 4k,8k or start:end:step (1000:8000:1000)");
   cmd->add_option("--depths", args->depths, "NIAH needle depths in percent (default 0,11,22,…,100)");
@@ -204,7 +261,10 @@ void add_eval_command(CLI::App& app) {
   auto* budget = cmd->add_option("--kv-budget", args->budgets, "Budgets: prompt KV entries kept per KV head, e.g. 64,128");
   auto* ratio = cmd->add_option("--kv-ratio", args->ratios, "Or compression ratios (share of the prompt evicted), e.g. 0.5,0.75");
   budget->excludes(ratio);
-  cmd->add_option("--samples", args->samples, "RULER samples per task and length")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--samples", args->samples,
+                  fmt::format("Samples per task and length (RULER, default {}) or per dataset (LongBench, default all)",
+                              kRulerDefaultSamples))
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-s,--seed", args->seed, "Seed of the task generators and of sampled decoding")->capture_default_str();
   cmd->add_option("--temp", args->sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("--top-k", args->sampling.top_k, "Top-k for sampled decoding")->capture_default_str();
@@ -218,6 +278,11 @@ void add_eval_command(CLI::App& app) {
   cmd->add_flag("--no-chat-template", args->no_chat_template, "Plain prompts even if the model has a chat format");
   cmd->add_option("--data-dir", args->data_dir, "Folder with ruler/PaulGrahamEssays.json and ruler/wonderwords/")
       ->capture_default_str();
+  cmd->add_option("--longbench-dir", args->longbench_dir, "Folder of LongBench's <dataset>.jsonl files (official schema)");
+  cmd->add_option("--max-length", args->max_length,
+                  "LongBench: prompt tokens kept by middle truncation (default: the model's context minus the "
+                  "dataset's max new tokens)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--squad", args->squad, "SQuAD v2 dev JSON (dev-v2.0.json), for qa_1");
   cmd->add_option("--hotpotqa", args->hotpotqa, "HotpotQA dev distractor JSON (hotpot_dev_distractor_v1.json), for qa_2");
   cmd->callback([args] {

@@ -18,6 +18,21 @@ void Svg::line(double x1, double y1, double x2, double y2, std::string_view stro
   body_ += '\n';
 }
 
+void Svg::polyline(const std::vector<std::pair<double, double>>& points, std::string_view stroke, double width,
+                   std::string_view dash) {
+  std::string coordinates;
+  for (const auto& [x, y] : points) coordinates += fmt::format("{}{:.1f},{:.1f}", coordinates.empty() ? "" : " ", x, y);
+  const std::string dashes = dash.empty() ? "" : fmt::format(R"svg( stroke-dasharray="{}")svg", escape(dash));
+  body_ += fmt::format(R"svg(<polyline points="{}" fill="none" stroke="{}" stroke-width="{:.1f}"{}/>)svg", coordinates,
+                       escape(stroke), width, dashes);
+  body_ += '\n';
+}
+
+void Svg::circle(double cx, double cy, double r, std::string_view fill) {
+  body_ += fmt::format(R"svg(<circle cx="{:.1f}" cy="{:.1f}" r="{:.1f}" fill="{}"/>)svg", cx, cy, r, escape(fill));
+  body_ += '\n';
+}
+
 void Svg::text(double x, double y, std::string_view content, double size, std::string_view anchor, double rotate,
                std::string_view weight) {
   const std::string transform =

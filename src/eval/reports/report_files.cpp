@@ -1,5 +1,6 @@
 // The report files of a sweep: summary.md (for reading), summary.csv (for spreadsheets),
-// summary.json (for scripts, with the configuration), and NIAH heat maps.
+// summary.json (for scripts, with the configuration), and the plots: NIAH heat maps, cost
+// bars, score vs budget.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -8,7 +9,10 @@
 
 #include "deferkv/error.h"
 #include "deferkv/eval_sweep.h"
+#include "eval/plots/cost_bars.h"
 #include "eval/plots/niah_heatmap.h"
+#include "eval/plots/png_export.h"
+#include "eval/plots/score_budget_plot.h"
 #include "eval/reports/summary.h"
 #include "eval/sweep/sample_log.h"
 
@@ -37,7 +41,8 @@ std::string decoding_text(const ordered_json& d) {
 std::string markdown(const Summary& summary, const ordered_json& config) {
   std::ostringstream md;
   const bool niah = summary.benchmark == Benchmark::kNiah;
-  md << (niah ? "# Needle-in-a-Haystack results\n\n" : "# RULER results\n\n");
+  const bool longbench = summary.benchmark == Benchmark::kLongBench;
+  md << (niah ? "# Needle-in-a-Haystack results\n\n" : longbench ? "# LongBench results\n\n" : "# RULER results\n\n");
   if (config.contains("model")) {
     md << fmt::format("- model: `{}` (sha256 `{}`)\n", config["model"].value("path", ""),
                       config["model"].value("sha256", ""));
@@ -50,8 +55,9 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
   for (const auto& m : config.value("methods", ordered_json::array())) {
     md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
   }
-  md << (niah ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
-              : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
+  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
+         : longbench ? "\nScores: each dataset's official metric (eval.py), 0-100; Avg. is the unweighted mean over datasets.\n"
+                     : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
   for (const SummaryTable& table : summary.tables) {
     md << "\n## " << table.title << "\n\n| method |";
     for (const std::string& c : table.columns) md << ' ' << c << " |";
@@ -76,6 +82,9 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
   for (const NiahGrid& grid : summary.grids) {
     md << fmt::format("\n![{0}](niah-{1}.svg)\n", grid.label, file_label(grid.label));
   }
+  md << "\n## Plots\n\n";
+  if (score_budget_svg(summary)) md << "![score vs budget](score-vs-budget.svg)\n\n";
+  md << "![memory and latency](cost-bars.svg)\n";
   return md.str();
 }
 
@@ -168,6 +177,21 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
   std::filesystem::rename(temporary, path);
 }
 
+// Each plot also as PNG when a converter is installed; said on stderr when not.
+void write_pngs(const std::vector<std::filesystem::path>& svgs) {
+  const std::optional<std::string> converter = find_svg_converter();
+  if (!converter) {
+    fmt::print(stderr, "note: no rsvg-convert, inkscape or convert on PATH; plots written as SVG only\n");
+    return;
+  }
+  for (const std::filesystem::path& svg : svgs) {
+    const std::filesystem::path png = std::filesystem::path(svg).replace_extension(".png");
+    if (!svg_to_png(*converter, svg.string(), png.string())) {
+      fmt::print(stderr, "warning: {} could not make {}; that plot is SVG only\n", *converter, png.string());
+    }
+  }
+}
+
 }  // namespace
 
 void write_reports(const SweepPlan& plan, const std::string& dir, const ordered_json& run) {
@@ -179,9 +203,15 @@ void write_reports(const SweepPlan& plan, const std::string& dir, const ordered_
   write_file(folder / "summary.md", markdown(summary, config));
   write_file(folder / "summary.csv", csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
-  for (const NiahGrid& grid : summary.grids) {
-    write_file(folder / ("niah-" + file_label(grid.label) + ".svg"), niah_heatmap_svg(grid));
-  }
+  std::vector<std::filesystem::path> plots;
+  const auto plot = [&](const std::string& name, const std::string& svg) {
+    write_file(folder / name, svg);
+    plots.push_back(folder / name);
+  };
+  for (const NiahGrid& grid : summary.grids) plot("niah-" + file_label(grid.label) + ".svg", niah_heatmap_svg(grid));
+  if (const auto svg = score_budget_svg(summary)) plot("score-vs-budget.svg", *svg);
+  plot("cost-bars.svg", cost_bars_svg(summary));
+  write_pngs(plots);
 }
 
 }  // namespace deferkv::eval

@@ -148,10 +148,36 @@ Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>&
   return summary;
 }
 
+double longbench_column(const std::vector<double>& samples) { return longbench_dataset_score(samples); }
+
+// The papers' LongBench table: one row per method and budget, the datasets across.
+Summary summarize_longbench(const SweepPlan& plan, const std::vector<nlohmann::json>& records) {
+  std::map<std::string, Tally> tallies;
+  for (const nlohmann::json& r : records) {
+    if (!r.contains("dataset")) continue;
+    const std::string dataset = r["dataset"].get<std::string>();
+    if (std::find(plan.tasks.begin(), plan.tasks.end(), dataset) == plan.tasks.end()) continue;
+    if (plan.samples >= 0 && r["index"].get<int64_t>() >= plan.samples) continue;
+    Tally& t = tallies[r["label"].get<std::string>()];
+    t.scores[dataset].push_back(r["score"].get<double>());
+    t.samples.push_back(&r);
+  }
+  Summary summary{Benchmark::kLongBench, {}, {}};
+  SummaryTable table{"LongBench", std::nullopt, plan.tasks, {}};
+  for (const SweepMethod& m : plan.methods) table.rows.push_back(row_of(m, plan.tasks, tallies[m.label()], longbench_column));
+  summary.tables.push_back(std::move(table));
+  return summary;
+}
+
 }  // namespace
 
 Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records) {
-  return plan.benchmark == Benchmark::kNiah ? summarize_niah(plan, records) : summarize_ruler(plan, records);
+  switch (plan.benchmark) {
+    case Benchmark::kNiah: return summarize_niah(plan, records);
+    case Benchmark::kLongBench: return summarize_longbench(plan, records);
+    case Benchmark::kRuler: break;
+  }
+  return summarize_ruler(plan, records);
 }
 
 }  // namespace deferkv::eval

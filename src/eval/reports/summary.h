@@ -57,7 +57,8 @@ struct Summary {
 // From the log's records, keeping those of the plan (its methods, tasks, lengths and
 // samples or depths). RULER: one table per length (task scores with RULER's rounding, their
 // mean as Avg.) and one of averages by length; NIAH: one table with the mean score per
-// length and over all cells, and a grid per method.
+// length and over all cells, and a grid per method; LongBench: one table, the datasets'
+// scores (eval.py's rounding) and their unweighted mean as Avg.
 Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records);
 
 }  // namespace deferkv::eval

@@ -67,16 +67,23 @@ std::string SampleLog::niah_key(const std::string& label, int64_t length, double
   return fmt::format("{}|niah|{}|{}", label, length, depth);
 }
 
+std::string SampleLog::longbench_key(const std::string& label, const std::string& dataset, int64_t index) {
+  return fmt::format("{}|longbench|{}|{}", label, dataset, index);
+}
+
 std::string SampleLog::key_of(const nlohmann::json& record) {
   try {
     const std::string label = record.at("label").get<std::string>();
+    if (record.contains("dataset")) {
+      return longbench_key(label, record.at("dataset").get<std::string>(), record.at("index").get<int64_t>());
+    }
     const int64_t length = record.at("length").get<int64_t>();
     if (record.contains("task")) {
       return ruler_key(label, record.at("task").get<std::string>(), length, record.at("index").get<int64_t>());
     }
     return niah_key(label, length, record.at("depth").get<double>());
   } catch (const nlohmann::json::exception& e) {
-    fail("a sample record lacks its label, task, length, index or depth: {}", e.what());
+    fail("a sample record lacks its label, dataset, task, length, index or depth: {}", e.what());
   }
 }
 

@@ -28,7 +28,9 @@ class SampleLog {
   // A sample's key: method label, task, length and sample number (RULER) or depth (NIAH).
   static std::string ruler_key(const std::string& label, const std::string& task, int64_t length, int64_t index);
   static std::string niah_key(const std::string& label, int64_t length, double depth);
-  // The key of a record: RULER records have "task" and "index", NIAH ones "depth".
+  static std::string longbench_key(const std::string& label, const std::string& dataset, int64_t index);
+  // The key of a record: LongBench records have "dataset" and "index", RULER ones "task"
+  // and "index", NIAH ones "depth".
   static std::string key_of(const nlohmann::json& record);
 
  private:

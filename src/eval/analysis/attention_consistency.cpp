@@ -9,48 +9,25 @@
 
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
-#include "kernels/attention_observation.h"
+#include "eval/analysis/head_attention_tap.h"
 #include "kernels/attention_tap.h"
 #include "press/selection.h"
 
 namespace deferkv::eval {
 namespace {
 
-// Records, for chosen query positions, each query head's attention over the prompt keys
-// (renormalised). It evicts nothing: the run is a full-cache run.
-class AttentionRecorder final : public Press {
+// Each chosen query position's attention rows (per layer and query head) over the
+// prompt keys, renormalised.
+class PromptAttentionRows {
  public:
-  AttentionRecorder(int64_t first_position, int64_t last_position)
-      : first_(first_position), last_(last_position) {}
+  PromptAttentionRows(int64_t first_position, int64_t last_position, int64_t prompt_end)
+      : last_(last_position), tap_(std::make_unique<HeadAttentionTap>(first_position, [this, prompt_end](
+                                       const AttentionEvent& e, int64_t i, const std::vector<std::vector<float>>& rows) {
+          record(e, i, rows, prompt_end);
+        })) {}
 
-  std::string describe() const override { return "full"; }
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    prompt_end_ = first_position + n_tokens;
-  }
-
-  void on_attention(const AttentionEvent& event) override {
-    const int64_t d = event.shape.head_dim, group = event.shape.n_head / event.shape.n_head_kv;
-    const int64_t stride = event.shape.n_head * d;
-    for (int64_t i = 0; i < event.n; ++i) {
-      const int32_t position = event.positions[i];
-      if (position < first_ || position > last_) continue;
-      for (int64_t h = 0; h < event.shape.n_head; ++h) {
-        const KvHeadView& kv = event.kv[static_cast<size_t>(h / group)];
-        std::vector<std::vector<float>> row = {std::vector<float>(static_cast<size_t>(kv.length), 0.0f)};
-        observe_attention({event.queries + i * stride + h * d, stride, &event.positions[i], nullptr, 1},
-                          {1, 1, d, event.shape.scale}, {kv}, RowReduction::kWeightedSum, GroupReduction::kSum, row,
-                          event.pool);
-        // Prompt keys only (positions < T), renormalised.
-        const int64_t prompt_keys =
-            std::lower_bound(kv.positions, kv.positions + kv.length, static_cast<int32_t>(prompt_end_)) - kv.positions;
-        std::vector<double> pi(row[0].begin(), row[0].begin() + prompt_keys);
-        double total = 0;
-        for (double x : pi) total += x;
-        for (double& x : pi) x /= total;
-        rows_[{position, event.layer, h}] = std::move(pi);
-      }
-    }
-  }
+  // The tap to set on the session (once).
+  std::unique_ptr<Press> take_tap() { return std::move(tap_); }
 
   const std::vector<double>& row(int32_t position, int64_t layer, int64_t head) const {
     return rows_.at({position, layer, head});
@@ -58,8 +35,24 @@ class AttentionRecorder final : public Press {
   bool has(int32_t position) const { return rows_.count({position, 0, 0}) > 0; }
 
  private:
-  int64_t first_, last_;
-  int64_t prompt_end_ = 0;
+  void record(const AttentionEvent& e, int64_t i, const std::vector<std::vector<float>>& rows, int64_t prompt_end) {
+    const int32_t position = e.positions[i];
+    if (position > last_) return;
+    const int64_t group = e.shape.n_head / e.shape.n_head_kv;
+    for (int64_t h = 0; h < e.shape.n_head; ++h) {
+      const KvHeadView& kv = e.kv[static_cast<size_t>(h / group)];
+      const int64_t prompt_keys =
+          std::lower_bound(kv.positions, kv.positions + kv.length, static_cast<int32_t>(prompt_end)) - kv.positions;
+      std::vector<double> pi(rows[h].begin(), rows[h].begin() + prompt_keys);
+      double total = 0;
+      for (double x : pi) total += x;
+      for (double& x : pi) x /= total;
+      rows_[{position, e.layer, h}] = std::move(pi);
+    }
+  }
+
+  int64_t last_;
+  std::unique_ptr<HeadAttentionTap> tap_;
   std::map<std::tuple<int32_t, int64_t, int64_t>, std::vector<double>> rows_;
 };
 
@@ -104,15 +97,16 @@ ConsistencyReport measure_attention_consistency(Session& session, const std::vec
            o.prompt_probes, o.budget);
     }
     session.truncate(0);
-    auto recorder = std::make_unique<AttentionRecorder>(t - std::max(o.prompt_probes, o.window), t - 1 + last_step);
-    AttentionRecorder& rec = *recorder;
-    session.set_press(std::move(recorder));
-    session.prefill(prompt);
-    for (int64_t s = 0; s < last_step && session.n_past() < session.n_ctx(); ++s) {
-      const float* logits = session.last_logits();
-      const auto token = static_cast<int32_t>(std::max_element(logits, logits + c.n_vocab) - logits);
-      if (session.model().tokenizer().is_end_of_generation(token)) break;
-      session.decode(token);
+    PromptAttentionRows rec(t - std::max(o.prompt_probes, o.window), t - 1 + last_step, t);
+    {
+      const ScopedTap tap(session, rec.take_tap());
+      session.prefill(prompt);
+      for (int64_t s = 0; s < last_step && session.n_past() < session.n_ctx(); ++s) {
+        const float* logits = session.last_logits();
+        const auto token = static_cast<int32_t>(std::max_element(logits, logits + c.n_vocab) - logits);
+        if (session.model().tokenizer().is_end_of_generation(token)) break;
+        session.decode(token);
+      }
     }
     // Step s's query sits at position T + s - 1.
     std::vector<int32_t> reference_positions;
@@ -158,7 +152,6 @@ ConsistencyReport measure_attention_consistency(Session& session, const std::vec
     report.prompt_tokens += t;
     ++report.samples;
   }
-  session.set_press(nullptr);
   for (size_t i = 0; i < names.size(); ++i) {
     report.points.push_back({names[i], jsd[i] / static_cast<double>(measured), recall[i] / static_cast<double>(measured)});
   }

@@ -9,8 +9,8 @@
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_tasks.h"
 #include "deferkv/tokenizer.h"
+#include "eval/analysis/head_attention_tap.h"
 #include "eval/metrics/rouge_1.h"
-#include "kernels/attention_observation.h"
 #include "kernels/attention_tap.h"
 #include "press/pooling.h"
 #include "press/selection.h"
@@ -21,37 +21,6 @@ namespace {
 constexpr int64_t kErrorWindow = 8;     // §9.3: the restricted set is 24 chosen + a window of 8
 constexpr int64_t kErrorChosen = 24;
 constexpr int64_t kErrorPoolKernel = 5;
-
-// For every query at or after `first_position`, each query head's attention over its
-// KV head's entries, handed to `on_rows(event, i, rows)` (rows[h][entry]). Evicts nothing.
-class HeadRowTap final : public Press {
- public:
-  using Callback = std::function<void(const AttentionEvent&, int64_t row, const std::vector<std::vector<float>>&)>;
-  HeadRowTap(int64_t first_position, Callback on_rows) : first_(first_position), on_rows_(std::move(on_rows)) {}
-  std::string describe() const override { return "full"; }
-
-  void on_attention(const AttentionEvent& event) override {
-    const int64_t d = event.shape.head_dim, group = event.shape.n_head / event.shape.n_head_kv;
-    const int64_t stride = event.shape.n_head * d;
-    for (int64_t i = 0; i < event.n; ++i) {
-      if (event.positions[i] < first_) continue;
-      std::vector<std::vector<float>> rows(static_cast<size_t>(event.shape.n_head));
-      for (int64_t h = 0; h < event.shape.n_head; ++h) {
-        const KvHeadView& kv = event.kv[static_cast<size_t>(h / group)];
-        std::vector<std::vector<float>> out = {std::vector<float>(static_cast<size_t>(kv.length), 0.0f)};
-        observe_attention({event.queries + i * stride + h * d, stride, &event.positions[i], nullptr, 1},
-                          {1, 1, d, event.shape.scale}, {kv}, RowReduction::kWeightedSum, GroupReduction::kSum, out,
-                          event.pool);
-        rows[static_cast<size_t>(h)] = std::move(out[0]);
-      }
-      on_rows_(event, i, rows);
-    }
-  }
-
- private:
-  int64_t first_;
-  Callback on_rows_;
-};
 
 // Where the needle's tokens sit in the prompt: the first window of the needle's length
 // sharing more than 90% of the needle's distinct tokens (as the reference locates it).
@@ -123,7 +92,7 @@ CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCal
       std::vector<std::vector<double>> step_mass(static_cast<size_t>(c.n_layer), std::vector<double>(c.n_head, 0.0));
       std::vector<std::vector<double>> probe_sum = step_mass;
       session.truncate(0);
-      session.set_press(std::make_unique<HeadRowTap>(t - 1, [&](const AttentionEvent& e, int64_t,
+      const ScopedTap tap(session, std::make_unique<HeadAttentionTap>(t - 1, [&](const AttentionEvent& e, int64_t,
                                                                  const std::vector<std::vector<float>>& rows) {
         const int64_t group = e.shape.n_head / e.shape.n_head_kv;
         for (int64_t h = 0; h < e.shape.n_head; ++h) {
@@ -152,7 +121,6 @@ CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCal
       }
     }
   }
-  session.set_press(nullptr);
   if (result.answered == 0) {
     fail("none of the {} probes was answered (ROUGE-1 recall above {}): this model does not retrieve the needle, "
          "so its retrieval heads cannot be found", result.probes, o.min_recall);
@@ -180,7 +148,7 @@ CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCal
     std::vector<std::vector<double>> window_scores(static_cast<size_t>(c.n_layer), std::vector<double>(t, 0.0));
     std::vector<std::vector<char>> kept(static_cast<size_t>(c.n_layer));
     session.truncate(0);
-    session.set_press(std::make_unique<HeadRowTap>(t - kErrorWindow, [&](const AttentionEvent& e, int64_t row,
+    const ScopedTap tap(session, std::make_unique<HeadAttentionTap>(t - kErrorWindow, [&](const AttentionEvent& e, int64_t row,
                                                                           const std::vector<std::vector<float>>& rows) {
       const int64_t group = e.shape.n_head / e.shape.n_head_kv;
       const auto& heads = profile.retrieval_heads[e.layer];
@@ -220,7 +188,6 @@ CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCal
     session.prefill(sample.tokens);
     continue_greedily(session, o.max_new_tokens, [](int32_t) {});
   }
-  session.set_press(nullptr);
   double total = 0;
   for (double e : error) total += e;
   for (double e : error) profile.layer_scores.push_back(total > 0 ? e / total : 1.0 / static_cast<double>(c.n_layer));

@@ -65,6 +65,14 @@ TEST(MomentKv, ComposedWithSnapKvBoundsBothRegions) {
   }
 }
 
+TEST(ComposedPresses, TovaAfterAHeadAdaptivePressKeepsEachHeadWithinTheBudget) {
+  // AdaKV leaves the heads ragged; TOVA then chooses per head instead of sharing.
+  const auto run = testing::run_press("adakv:window=8+tova:per_step=true", KvBudget::per_head(40), testing::random_prompt(150), 5);
+  for (const auto& layer : run.positions) {
+    for (const auto& head : layer) EXPECT_LE(static_cast<int64_t>(head.size()), 40);
+  }
+}
+
 TEST(MomentKv, AloneNeedsNoBudgetAndNeverEvictsThePrompt) {
   const auto prompt = testing::random_prompt(100);
   const auto run = testing::run_press("moment_kv:decode_budget=2", {}, prompt, 6);

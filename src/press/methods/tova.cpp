@@ -6,7 +6,6 @@
 // step drops n entries, by that step's query). No window or sinks.
 #include <algorithm>
 
-#include "deferkv/error.h"
 #include "kernels/attention_observation.h"
 #include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
@@ -17,6 +16,11 @@ namespace deferkv {
 namespace {
 
 class TovaPress final : public Press {
+  struct HeadScores {
+    std::vector<int32_t> positions;  // of the head's entries when the scores were taken
+    std::vector<float> scores;
+  };
+
  public:
   TovaPress(const PressParams& params, const KvBudget& budget, bool per_step, int64_t every)
       : description_(params.describe()), budget_(budget), per_step_(per_step), every_(every) {}
@@ -41,15 +45,13 @@ class TovaPress final : public Press {
                                 &weight, 1};
     observe_attention(query, event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kMean, per_head,
                       event.pool);
-    // Every KV head serves the same number of query heads, so the mean of the group
-    // means is the mean over all query heads.
-    std::vector<float> mean(per_head[0].size(), 0.0f);
-    for (const auto& h : per_head) {
-      if (h.size() != mean.size()) fail("internal: tova needs KV heads of equal length");
-      for (size_t j = 0; j < mean.size(); ++j) mean[j] += h[j] / static_cast<float>(per_head.size());
-    }
     if (scores_.size() <= static_cast<size_t>(event.layer)) scores_.resize(static_cast<size_t>(event.layer) + 1);
-    scores_[static_cast<size_t>(event.layer)] = std::move(mean);
+    auto& layer = scores_[static_cast<size_t>(event.layer)];
+    layer.clear();
+    for (size_t g = 0; g < per_head.size(); ++g) {
+      const KvHeadView& kv = event.kv[g];
+      layer.push_back({std::vector<int32_t>(kv.positions, kv.positions + kv.length), std::move(per_head[g])});
+    }
   }
 
   void on_prefill_end(KvCache& cache) override { evict(cache); }
@@ -60,12 +62,44 @@ class TovaPress final : public Press {
  private:
   bool evicts_at(int64_t step) const { return per_step_ && step % every_ == 0; }
 
+  // Scores of a head's current entries. Another press of a composition may have evicted
+  // some entries since the capture, so they are matched by position.
+  static std::vector<float> current_scores(const HeadScores& captured, const KvCache& cache, int64_t l, int64_t g) {
+    const int32_t* positions = cache.positions(l, g);
+    std::vector<float> out;
+    size_t i = 0;
+    for (int64_t j = 0; j < cache.length(l, g); ++j) {
+      while (i < captured.positions.size() && captured.positions[i] < positions[j]) ++i;
+      out.push_back(i < captured.positions.size() && captured.positions[i] == positions[j] ? captured.scores[i] : 0.0f);
+    }
+    return out;
+  }
+
   void evict(KvCache& cache) {
     for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < scores_.size(); ++l) {
-      const std::vector<float>& score = scores_[static_cast<size_t>(l)];
-      if (static_cast<int64_t>(score.size()) <= budget_entries_) continue;
-      const std::vector<int32_t> keep = top_k(score, budget_entries_);
-      for (int64_t g = 0; g < cache.n_head_kv(); ++g) cache.retain(l, g, keep);
+      std::vector<std::vector<float>> heads;
+      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+        heads.push_back(current_scores(scores_[static_cast<size_t>(l)][static_cast<size_t>(g)], cache, l, g));
+      }
+      const bool aligned = std::all_of(heads.begin(), heads.end(), [&](const auto& h) { return h.size() == heads[0].size(); });
+      if (aligned) {
+        // Every KV head serves the same number of query heads, so the mean of the group
+        // means is the mean over all query heads: one choice for every KV head.
+        if (static_cast<int64_t>(heads[0].size()) <= budget_entries_) continue;
+        std::vector<float> mean(heads[0].size(), 0.0f);
+        for (const auto& h : heads) {
+          for (size_t j = 0; j < mean.size(); ++j) mean[j] += h[j] / static_cast<float>(heads.size());
+        }
+        const std::vector<int32_t> keep = top_k(mean, budget_entries_);
+        for (int64_t g = 0; g < cache.n_head_kv(); ++g) cache.retain(l, g, keep);
+        continue;
+      }
+      // Heads of different lengths (after a head-adaptive press in a composition): each
+      // keeps its own best entries by its group's mean attention.
+      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+        const std::vector<float>& h = heads[static_cast<size_t>(g)];
+        if (static_cast<int64_t>(h.size()) > budget_entries_) cache.retain(l, g, top_k(h, budget_entries_));
+      }
     }
     scores_.clear();
   }
@@ -76,7 +110,7 @@ class TovaPress final : public Press {
   int64_t every_;
   int64_t prompt_end_ = 0;
   int64_t budget_entries_ = 0;
-  std::vector<std::vector<float>> scores_;  // [layer][entry] of the newest observed query
+  std::vector<std::vector<HeadScores>> scores_;  // [layer][g]: the newest observed query's attention
 };
 
 }  // namespace

@@ -84,9 +84,8 @@ void OneShotPress::capture_prompt(const AttentionEvent& event) {
 void OneShotPress::capture_decode(const AttentionEvent& event, int64_t step) {
   auto& store = decode_attention_[static_cast<size_t>(step - 1)];
   fit_to_heads(store, event);
-  const float weight = 1.0f;
   const int64_t stride = event.shape.n_head * event.shape.head_dim;
-  const ObservedQueries queries{event.queries, stride, event.positions, &weight, 1};
+  const ObservedQueries queries{event.queries, stride, event.positions, nullptr, 1};
   observe_attention(queries, event.shape, event.kv, capture_.rows, capture_.group,
                     store[static_cast<size_t>(event.layer)], event.pool);
 }

@@ -11,6 +11,7 @@
 #include "deferkv/eval_longbench.h"
 #include "deferkv/eval_sweep.h"
 #include "eval/eval_test_util.h"
+#include "support/read_file.h"
 #include "eval/plots/niah_heatmap.h"
 #include "eval/sweep/sample_log.h"
 #include "tensor/gguf_test_util.h"
@@ -25,12 +26,7 @@ const TaskGenerator& llama_generator() {
   return generator;
 }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read(const std::string& path) { return testing::read_file(path); }
 
 size_t lines_of(const std::string& path) { return eval_test::count_of(read(path), "\n"); }
 

@@ -1,11 +1,9 @@
 // `deferkv analyze consistency` and `deferkv calibrate compresskv`, run as the built CLI.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <iterator>
-
 #include <nlohmann/json.hpp>
 
+#include "support/read_file.h"
 #include "tools/cli_runner.h"
 
 namespace deferkv {
@@ -21,8 +19,7 @@ TEST(AnalyzeCommand, ConsistencyAsJson) {
                          "' --budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 -o json --svg '" +
                          svg + "'");
   ASSERT_EQ(r.status, 0) << r.output;
-  std::ifstream in(svg);
-  const std::string figure((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string figure = testing::read_file(svg);
   EXPECT_NE(figure.find("<svg xmlns"), std::string::npos) << figure.substr(0, 80);
   for (const char* label : {"JSD similarity", "top-B recall", "window", "deferkv", "+1", "-2"}) {
     EXPECT_NE(figure.find(label), std::string::npos) << label;

@@ -9,17 +9,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/gguf_test_util.h"
+#include "support/read_file.h"
 #include "tools/cli_runner.h"
 
 namespace deferkv {
 namespace {
 
-std::string read(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read(const std::filesystem::path& path) { return testing::read_file(path.string()); }
 
 size_t lines_of(const std::filesystem::path& path) {
   const std::string text = read(path);

@@ -3,18 +3,14 @@
 #include <charconv>
 
 #include "deferkv/error.h"
+#include "eval/metrics/python_text.h"
 
 namespace deferkv::cli {
 namespace {
 
 std::vector<std::string> split(const std::string& text, char separator) {
-  std::vector<std::string> items;
-  size_t begin = 0;
-  for (size_t end; (end = text.find(separator, begin)) != std::string::npos; begin = end + 1) {
-    items.push_back(text.substr(begin, end - begin));
-  }
-  items.push_back(text.substr(begin));
-  return items;
+  const std::vector<std::string_view> pieces = eval::split_on(text, separator);
+  return {pieces.begin(), pieces.end()};
 }
 
 int64_t parse_length(const std::string& item) {

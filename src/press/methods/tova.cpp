@@ -40,9 +40,8 @@ class TovaPress final : public Press {
     std::vector<std::vector<float>> per_head(event.kv.size());
     for (size_t g = 0; g < per_head.size(); ++g) per_head[g].assign(static_cast<size_t>(event.kv[g].length), 0.0f);
     const int64_t stride = event.shape.n_head * event.shape.head_dim;
-    const float weight = 1.0f;
     const ObservedQueries query{event.queries + (event.n - 1) * stride, stride, event.positions + event.n - 1,
-                                &weight, 1};
+                                nullptr, 1};
     observe_attention(query, event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kMean, per_head,
                       event.pool);
     if (scores_.size() <= static_cast<size_t>(event.layer)) scores_.resize(static_cast<size_t>(event.layer) + 1);

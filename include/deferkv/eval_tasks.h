@@ -23,6 +23,11 @@ struct PromptOptions {
   std::string chat_template;  // a chat format by name (ChatTemplate::known_names), "" = the model's
 };
 
+// Which words the needles' keys (and other wonderwords draws) come from: every word, or
+// one of two disjoint halves, for training a model on one and testing it on the other.
+enum class WordSplit { kAll, kTrain, kHeldOut };
+WordSplit word_split_from_name(std::string_view name);  // "all", "train", "heldout"
+
 struct TaskOptions {
   // Folder holding ruler/PaulGrahamEssays.json and ruler/wonderwords/*.txt.
   std::string data_dir = default_data_dir();
@@ -30,6 +35,7 @@ struct TaskOptions {
   std::string hotpotqa_path;  // HotpotQA dev (distractor) JSON, read by qa_2
   PromptOptions prompt;
   uint64_t seed = 42;  // RULER's default random_seed
+  WordSplit word_split = WordSplit::kAll;
 
   // The data/ folder of this source tree.
   static std::string default_data_dir();

@@ -9,6 +9,7 @@
 
 #include "deferkv/error.h"
 #include "kernels/quant.h"
+#include "model/gguf_model_metadata.h"
 #include "tensor/gguf_file.h"
 #include "tensor/gguf_writer.h"
 
@@ -16,22 +17,6 @@ namespace deferkv {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-// ggml's llama_ftype value for a model whose matrices are all of one type, so that
-// other tools (llama-bench) name the file type correctly.
-uint32_t file_type_of(DType type) {
-  switch (type) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::Q4_K: return 14;  // Q4_K_S: every matrix Q4_K
-    case DType::Q5_K: return 16;  // Q5_K_S
-    case DType::Q6_K: return 18;
-    case DType::BF16: return 32;
-  }
-  return 0;
-}
 
 uint64_t seed_for(uint64_t seed, const std::string& name) {
   return seed * 0x9E3779B97F4A7C15ull ^ std::hash<std::string>{}(name);
@@ -134,36 +119,17 @@ void write_random_model(const RandomModelSpec& s, const std::string& vocab_gguf,
                         const std::string& out_path) {
   check_spec(s);
   GgufFile vocab(vocab_gguf);
-  const GgufValue* tokens = vocab.find("tokenizer.ggml.tokens");
-  if (tokens == nullptr) fail("make-model: '{}' has no tokenizer.ggml.tokens", vocab_gguf);
-  const auto n_vocab = static_cast<int64_t>(tokens->as_array("tokenizer.ggml.tokens").items.size());
+  const int64_t n_vocab = gguf_vocab_size(vocab);
   const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   const int64_t q_dim = s.n_head * head_dim, kv_dim = s.n_head_kv * head_dim;
-  const std::string arch = architecture_name(s.arch);
-  const std::string p = arch + ".";
 
   GgufWriter w;
-  w.add_metadata("general.architecture", GgufValue::of_string(arch));
-  w.add_metadata("general.name", GgufValue::of_string(fmt::format(
-      "deferkv random {} {}M {}", arch, random_model_parameters(s, n_vocab) / 1000000,
-      dtype_name(s.weight_type))));
-  w.add_metadata("general.file_type", GgufValue::of_u32(file_type_of(s.weight_type)));
-  w.add_metadata("general.alignment", GgufValue::of_u32(32));
-  w.add_metadata(p + "context_length", GgufValue::of_u32(static_cast<uint32_t>(s.n_ctx)));
-  w.add_metadata(p + "embedding_length", GgufValue::of_u32(static_cast<uint32_t>(s.n_embd)));
-  w.add_metadata(p + "block_count", GgufValue::of_u32(static_cast<uint32_t>(s.n_layer)));
-  w.add_metadata(p + "feed_forward_length", GgufValue::of_u32(static_cast<uint32_t>(s.n_ff)));
-  w.add_metadata(p + "attention.head_count", GgufValue::of_u32(static_cast<uint32_t>(s.n_head)));
-  w.add_metadata(p + "attention.head_count_kv", GgufValue::of_u32(static_cast<uint32_t>(s.n_head_kv)));
-  w.add_metadata(p + "attention.key_length", GgufValue::of_u32(static_cast<uint32_t>(head_dim)));
-  w.add_metadata(p + "attention.value_length", GgufValue::of_u32(static_cast<uint32_t>(head_dim)));
-  w.add_metadata(p + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(1e-6f));
-  w.add_metadata(p + "rope.freq_base", GgufValue::of_f32(s.rope_base));
-  w.add_metadata(p + "rope.dimension_count", GgufValue::of_u32(static_cast<uint32_t>(head_dim)));
-  w.add_metadata(p + "vocab_size", GgufValue::of_u32(static_cast<uint32_t>(n_vocab)));
-  for (const auto& [key, value] : vocab.metadata()) {
-    if (key.rfind("tokenizer.", 0) == 0) w.add_metadata(key, value);
-  }
+  const GgufModelShape shape{s.arch, s.n_embd, s.n_layer, s.n_head, s.n_head_kv, head_dim, s.n_ff, s.n_ctx,
+                             n_vocab,  s.rope_base, 1e-6f};
+  add_model_metadata(w, shape, vocab,
+                     fmt::format("deferkv random {} {}M {}", architecture_name(s.arch),
+                                 random_model_parameters(s, n_vocab) / 1000000, dtype_name(s.weight_type)),
+                     s.weight_type);
 
   ModelBuilder b(s, w);
   // Scales keep activations of order 1 through the layers: N(0, 1/sqrt(fan_in)).

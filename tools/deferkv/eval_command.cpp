@@ -37,6 +37,7 @@ struct EvalArgs {
   std::string budgets, ratios;
   int64_t samples = 0;  // 0: not given (RULER 500, LongBench all)
   uint64_t seed = 42;
+  std::string word_split = "all";
   SamplerParams sampling;
   int threads = 1;
   int64_t n_batch = 512;
@@ -122,6 +123,7 @@ nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& pl
   if (plan.benchmark != eval::Benchmark::kLongBench) c["lengths"] = plan.lengths;
   if (!max_lengths.is_null()) c["max_length"] = max_lengths;
   c["seed"] = args.seed;
+  if (args.word_split != "all") c["word_split"] = args.word_split;
   c["decoding"] = args.sampling.temperature <= 0
                       ? nlohmann::ordered_json{{"temperature", 0}}
                       : nlohmann::ordered_json{{"temperature", args.sampling.temperature},
@@ -211,6 +213,7 @@ void run_eval(const EvalArgs& args) {
     task_options.hotpotqa_path = args.hotpotqa;
     task_options.prompt = prompt;
     task_options.seed = args.seed;
+    task_options.word_split = eval::word_split_from_name(args.word_split);
     generator = std::make_unique<eval::TaskGenerator>(model->tokenizer(), task_options);
     for (int64_t length : plan.lengths) {
       if (length > model->config().n_ctx_train) {
@@ -284,6 +287,9 @@ void add_eval_command(CLI::App& app) {
                   "dataset's max new tokens)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--squad", args->squad, "SQuAD v2 dev JSON (dev-v2.0.json), for qa_1");
+  cmd->add_option("--word-split", args->word_split,
+                  "RULER needle keys from all word-list lines, the even ones (train) or the odd ones (heldout)")
+      ->capture_default_str();
   cmd->add_option("--hotpotqa", args->hotpotqa, "HotpotQA dev distractor JSON (hotpot_dev_distractor_v1.json), for qa_2");
   cmd->callback([args] {
     if (args->no_chat_template && !args->chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");

@@ -26,8 +26,11 @@ std::string read_data_file(const std::string& path, std::string_view what) {
 
 }  // namespace
 
-TaskData::TaskData(std::string data_dir, std::string squad_path, std::string hotpotqa_path)
-    : data_dir_(std::move(data_dir)), squad_path_(std::move(squad_path)), hotpotqa_path_(std::move(hotpotqa_path)) {}
+TaskData::TaskData(std::string data_dir, std::string squad_path, std::string hotpotqa_path, WordSplit word_split)
+    : data_dir_(std::move(data_dir)),
+      squad_path_(std::move(squad_path)),
+      hotpotqa_path_(std::move(hotpotqa_path)),
+      word_split_(word_split) {}
 
 const std::string& TaskData::essay_text() const {
   if (!essay_text_) {
@@ -58,7 +61,10 @@ const std::vector<std::string>& TaskData::word_list(std::optional<std::vector<st
     const std::string text = read_data_file(data_dir_ + "/ruler/wonderwords/" + file, "the word list");
     std::vector<std::string> words;
     std::istringstream lines(text);
-    for (std::string line; std::getline(lines, line);) {
+    int64_t line_number = 0;
+    for (std::string line; std::getline(lines, line); ++line_number) {
+      const bool even = line_number % 2 == 0;
+      if ((word_split_ == WordSplit::kTrain && !even) || (word_split_ == WordSplit::kHeldOut && even)) continue;
       while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
       words.push_back(std::move(line));
     }

@@ -51,6 +51,13 @@ void check_task(std::string_view task) {
 
 }  // namespace
 
+WordSplit word_split_from_name(std::string_view name) {
+  if (name == "all") return WordSplit::kAll;
+  if (name == "train") return WordSplit::kTrain;
+  if (name == "heldout") return WordSplit::kHeldOut;
+  fail("unknown word split '{}' (known: all, train, heldout)", name);
+}
+
 std::string TaskOptions::default_data_dir() { return std::string(DEFERKV_SOURCE_DIR) + "/data"; }
 
 int64_t ruler_tokens_to_generate(std::string_view task) {
@@ -66,7 +73,7 @@ struct TaskGenerator::Impl {
   Impl(const Tokenizer& tokenizer, const TaskOptions& options)
       : options(options),
         prompt(tokenizer, options.prompt),
-        data(options.data_dir, options.squad_path, options.hotpotqa_path),
+        data(options.data_dir, options.squad_path, options.hotpotqa_path, options.word_split),
         context{prompt, data, options.seed} {}
 
   GeneratedPrompt generate(std::string_view task, int64_t length, int64_t budget, uint64_t seed, int64_t index) const {

@@ -1,0 +1,61 @@
+#include "model/gguf_model_metadata.h"
+
+#include "deferkv/error.h"
+#include "tensor/gguf_file.h"
+#include "tensor/gguf_writer.h"
+
+namespace deferkv {
+namespace {
+
+// ggml's llama_ftype value for a model whose matrices are all of one type, so that
+// other tools (llama-bench) name the file type correctly.
+uint32_t file_type_of(DType type) {
+  switch (type) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::Q4_0: return 2;
+    case DType::Q8_0: return 7;
+    case DType::Q4_K: return 14;  // Q4_K_S: every matrix Q4_K
+    case DType::Q5_K: return 16;  // Q5_K_S
+    case DType::Q6_K: return 18;
+    case DType::BF16: return 32;
+  }
+  return 0;
+}
+
+GgufValue u32(int64_t value) { return GgufValue::of_u32(static_cast<uint32_t>(value)); }
+
+}  // namespace
+
+int64_t gguf_vocab_size(const GgufFile& vocab) {
+  const GgufValue* tokens = vocab.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr) fail("'{}' has no tokenizer.ggml.tokens", vocab.path());
+  return static_cast<int64_t>(tokens->as_array("tokenizer.ggml.tokens").items.size());
+}
+
+void add_model_metadata(GgufWriter& w, const GgufModelShape& s, const GgufFile& vocab, const std::string& name,
+                        DType weight_type) {
+  const std::string arch = architecture_name(s.arch);
+  const std::string p = arch + ".";
+  w.add_metadata("general.architecture", GgufValue::of_string(arch));
+  w.add_metadata("general.name", GgufValue::of_string(name));
+  w.add_metadata("general.file_type", GgufValue::of_u32(file_type_of(weight_type)));
+  w.add_metadata("general.alignment", GgufValue::of_u32(32));
+  w.add_metadata(p + "context_length", u32(s.n_ctx));
+  w.add_metadata(p + "embedding_length", u32(s.n_embd));
+  w.add_metadata(p + "block_count", u32(s.n_layer));
+  w.add_metadata(p + "feed_forward_length", u32(s.n_ff));
+  w.add_metadata(p + "attention.head_count", u32(s.n_head));
+  w.add_metadata(p + "attention.head_count_kv", u32(s.n_head_kv));
+  w.add_metadata(p + "attention.key_length", u32(s.head_dim));
+  w.add_metadata(p + "attention.value_length", u32(s.head_dim));
+  w.add_metadata(p + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(s.rms_eps));
+  w.add_metadata(p + "rope.freq_base", GgufValue::of_f32(s.rope_base));
+  w.add_metadata(p + "rope.dimension_count", u32(s.head_dim));
+  w.add_metadata(p + "vocab_size", u32(s.n_vocab));
+  for (const auto& [key, value] : vocab.metadata()) {
+    if (key.rfind("tokenizer.", 0) == 0) w.add_metadata(key, value);
+  }
+}
+
+}  // namespace deferkv

@@ -1,0 +1,136 @@
+"""Training examples: token ids plus the positions whose next token is scored.
+
+Two sources:
+* AssociativeRecall: a warm-up that teaches lookup by key (many key -> value pairs, then
+  many queries, a loss on every answer digit), built directly from Llama-2 vocabulary ids.
+  It is where the retrieval circuit forms cheaply, at a few hundred tokens.
+* RulerShards: the JSONL files `deferkv make-data` writes (RULER's own generators, the
+  evaluation's templates), a loss on every answer token and the end of sequence.
+
+Positions follow PoSE (Zhu et al., 2023): a sequence of n tokens is cut in two at a random
+point and the second part is moved forward by a random skip, so that a model trained on
+short sequences sees relative distances and absolute positions up to `position_span`.
+"""
+import glob
+import json
+import random
+from dataclasses import dataclass
+from typing import List
+
+import torch
+
+BOS, EOS = 1, 2
+# Llama-2 SentencePiece ids of the digits 0-9, ':' , '.', and the lone space piece.
+DIGITS = [29900, 29896, 29906, 29941, 29946, 29945, 29953, 29955, 29947, 29929]
+COLON, PERIOD, SPACE = 29901, 29889, 29871
+# Word pieces with a leading space ("▁the" ...) occupy most ids below 29871; keys and
+# filler are drawn from this range, away from the byte tokens (3-258).
+WORD_IDS = (300, 29800)
+
+
+@dataclass
+class Example:
+    tokens: List[int]
+    targets: List[int]  # the token to predict at each scored position
+    scored: List[int]   # indices into tokens (the position whose next token is targets[i])
+
+
+class AssociativeRecall:
+    """[BOS] (key filler ':' value '.')*  then  (key filler ':' value '.')* as queries.
+
+    A key is `key_tokens` word ids, a value four digits; the filler between a key and its
+    ':' (0 to `max_filler` word ids) varies independently in the facts and the queries,
+    so the lookup must match the key itself, not a fixed offset. Random word noise
+    separates facts. One-token keys without filler or the ': ' marker ("k d d d d .")
+    are the plain induction task the curriculum starts from."""
+
+    def __init__(self, rng: random.Random, length: int, n_facts: int, n_queries: int, key_tokens: int = 2,
+                 max_filler: int = 6, marker: bool = True):
+        self.rng, self.length, self.n_facts, self.n_queries = rng, length, n_facts, n_queries
+        self.key_tokens, self.max_filler = key_tokens, max_filler
+        self.marker = [COLON, SPACE] if marker else []
+
+    def _word(self):
+        return self.rng.randrange(*WORD_IDS)
+
+    def _filler(self):
+        return [self._word() for _ in range(self.rng.randint(0, self.max_filler))]
+
+    def example(self) -> Example:
+        rng = self.rng
+        keys = set()
+        while len(keys) < self.n_facts:
+            keys.add(tuple(self._word() for _ in range(self.key_tokens)))
+        keys = list(keys)
+        values = {k: [rng.choice(DIGITS) for _ in range(4)] for k in keys}
+        facts = []
+        for k in keys:
+            facts.append(list(k) + self._filler() + self.marker + values[k] + [PERIOD])
+        tokens = [BOS]
+        budget = self.length - self.n_queries * 16
+        noise_total = max(0, budget - 1 - sum(len(f) for f in facts))
+        cuts = sorted(rng.randint(0, noise_total) for _ in range(len(facts)))
+        previous = 0
+        for fact, cut in zip(facts, cuts):
+            tokens += [self._word() for _ in range(cut - previous)]
+            previous = cut
+            tokens += fact
+        tokens += [self._word() for _ in range(noise_total - previous)]
+        targets, scored = [], []
+        for k in rng.sample(keys, min(self.n_queries, len(keys))):
+            tokens += list(k) + self._filler() + self.marker
+            for digit in values[k]:
+                scored.append(len(tokens) - 1)
+                targets.append(digit)
+                tokens.append(digit)
+            tokens.append(PERIOD)
+        return Example(tokens, targets, scored)
+
+
+class RulerShards:
+    """Samples from `deferkv make-data` JSONL files, loaded lazily shard by shard."""
+
+    def __init__(self, rng: random.Random, pattern: str):
+        self.rng = rng
+        self.paths = sorted(glob.glob(pattern))
+        if not self.paths:
+            raise SystemExit(f"no training shards match '{pattern}' (run tools/train/make_shards.sh)")
+        self.rows = []
+
+    def example(self) -> Example:
+        if not self.rows:
+            path = self.rng.choice(self.paths)
+            with open(path) as f:
+                self.rows = [json.loads(line) for line in f]
+            self.rng.shuffle(self.rows)
+        row = self.rows.pop()
+        prompt, answer = row["tokens"], row["answer_tokens"]
+        tokens = prompt + answer[:-1]
+        scored = list(range(len(prompt) - 1, len(tokens)))
+        return Example(tokens, answer, scored)
+
+
+def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:
+    """0..n-1 with a random skip inserted at a random cut (no skip when span <= n)."""
+    if span <= n:
+        return list(range(n))
+    cut = rng.randint(1, n - 1)
+    skip = rng.randint(0, span - n)
+    return list(range(cut)) + list(range(cut + skip, n + skip))
+
+
+def collate(examples: List[Example], rng: random.Random, position_span: int):
+    """Right-padded batch: tokens, positions, and (batch, seq) indices of scored positions."""
+    n = max(len(e.tokens) for e in examples)
+    tokens = torch.zeros(len(examples), n, dtype=torch.long)
+    positions = torch.zeros(len(examples), n, dtype=torch.long)
+    b_index, s_index, targets = [], [], []
+    for b, e in enumerate(examples):
+        tokens[b, : len(e.tokens)] = torch.tensor(e.tokens)
+        pos = pose_positions(rng, len(e.tokens), position_span)
+        pos += list(range(pos[-1] + 1, pos[-1] + 1 + n - len(pos)))  # padding continues
+        positions[b] = torch.tensor(pos)
+        b_index += [b] * len(e.scored)
+        s_index += e.scored
+        targets += e.targets
+    return tokens, positions, torch.tensor(b_index), torch.tensor(s_index), torch.tensor(targets)

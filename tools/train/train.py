@@ -1,0 +1,170 @@
+"""Trains the in-house retrieval model (tools/train/README.md has the recipe).
+
+    python3 tools/train/train.py --run /work/train-runs/r1 --recipe tools/train/recipe.json
+
+A run folder holds checkpoint.pt (resumed automatically: the same command continues
+where the last one stopped), log.jsonl (one line per logged step) and the recipe it was
+started with. Stages run in order; each ends at its step count or, if it names one, once
+its evaluation `metric` (exact, the default: every answer token of an example right; or
+token_accuracy) reaches `until_accuracy`. A stage may name a go/no-go: an
+accuracy to reach within some minutes of training, else the run stops and says so.
+"""
+import argparse
+import json
+import os
+import random
+import time
+
+import torch
+
+from data import AssociativeRecall, RulerShards, collate
+from model import Llama, ModelConfig
+
+
+def make_source(spec, rng):
+    if spec["kind"] == "recall":
+        return AssociativeRecall(rng, spec["length"], spec["facts"], spec["queries"], spec.get("key_tokens", 2),
+                                 spec.get("max_filler", 6), spec.get("marker", True))
+    if spec["kind"] == "ruler":
+        return RulerShards(rng, spec["shards"])
+    raise SystemExit(f"unknown source kind {spec['kind']!r} (known: recall, ruler)")
+
+
+class Mixture:
+    """Draws each example from one of several sources, by weight."""
+
+    def __init__(self, specs, rng):
+        self.rng = rng
+        self.sources = [make_source(s, rng) for s in specs]
+        self.weights = [s.get("weight", 1.0) for s in specs]
+
+    def example(self):
+        return self.rng.choices(self.sources, self.weights)[0].example()
+
+
+def loss_and_accuracy(model, batch):
+    tokens, positions, b_index, s_index, targets = batch
+    hidden = model.hidden(tokens, positions)
+    logits = model.logits_at(hidden, b_index, s_index)
+    loss = torch.nn.functional.cross_entropy(logits, targets)
+    correct = (logits.argmax(-1) == targets).float()
+    return loss, correct.mean().item()
+
+
+@torch.no_grad()
+def evaluate(model, stage, seed, n_examples, span):
+    """Teacher-forced token accuracy and exact-answer rate on fresh examples of the stage."""
+    rng = random.Random(seed)
+    source = Mixture(stage["sources"], rng)
+    model.eval()
+    total, exact, tokens_right, tokens_all = 0, 0, 0, 0
+    for _ in range(n_examples):
+        example = source.example()
+        tokens, positions, b_index, s_index, targets = collate([example], rng, span)
+        logits = model.logits_at(model.hidden(tokens, positions), b_index, s_index)
+        right = logits.argmax(-1) == targets
+        tokens_right += right.sum().item()
+        tokens_all += right.numel()
+        exact += int(right.all().item())
+        total += 1
+    model.train()
+    return {"token_accuracy": tokens_right / tokens_all, "exact": exact / total}
+
+
+def learning_rate(recipe, step):
+    warmup = recipe["warmup_steps"]
+    return recipe["lr"] * min(1.0, (step + 1) / warmup)
+
+
+def save_checkpoint(path, model, optimizer, state):
+    partial = path + ".partial"
+    torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": state}, partial)
+    os.replace(partial, path)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", required=True, help="run folder (checkpoints, log), outside git")
+    parser.add_argument("--recipe", help="recipe JSON (required for a new run)")
+    parser.add_argument("--minutes", type=float, default=0, help="stop after this much training time (0: no limit)")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+
+    torch.set_num_threads(args.threads)
+    os.makedirs(args.run, exist_ok=True)
+    recipe_path = os.path.join(args.run, "recipe.json")
+    checkpoint_path = os.path.join(args.run, "checkpoint.pt")
+    if os.path.exists(recipe_path):
+        recipe = json.load(open(recipe_path))
+    elif args.recipe:
+        recipe = json.load(open(args.recipe))
+        json.dump(recipe, open(recipe_path, "w"), indent=2)
+    else:
+        raise SystemExit("a new run needs --recipe")
+
+    torch.manual_seed(recipe["seed"])
+    cfg = ModelConfig(**recipe["model"])
+    model = Llama(cfg)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95),
+                                  weight_decay=recipe["weight_decay"])
+    state = {"stage": 0, "step": 0, "stage_step": 0, "train_seconds": 0.0}
+    if os.path.exists(checkpoint_path):
+        saved = torch.load(checkpoint_path)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = saved["state"]
+        print(f"resumed at step {state['step']} (stage {state['stage']}, {state['train_seconds'] / 60:.1f} min trained)")
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f}M parameters, {cfg}")
+
+    log = open(os.path.join(args.run, "log.jsonl"), "a")
+    session_start = time.time()
+    rng = random.Random(recipe["seed"] * 1000003 + state["step"])
+    while state["stage"] < len(recipe["stages"]):
+        stage = recipe["stages"][state["stage"]]
+        source = Mixture(stage["sources"], rng)
+        span = stage.get("position_span", 0)
+        while state["stage_step"] < stage["steps"]:
+            if args.minutes and time.time() - session_start > args.minutes * 60:
+                save_checkpoint(checkpoint_path, model, optimizer, state)
+                print("time limit reached; checkpoint saved")
+                return
+            started = time.time()
+            for group in optimizer.param_groups:
+                group["lr"] = learning_rate(recipe, state["step"])
+            batch = collate([source.example() for _ in range(stage["batch"])], rng, span)
+            loss, accuracy = loss_and_accuracy(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            state["step"] += 1
+            state["stage_step"] += 1
+            state["train_seconds"] += time.time() - started
+            entry = {"step": state["step"], "stage": stage["name"], "loss": round(loss.item(), 4),
+                     "accuracy": round(accuracy, 4), "minutes": round(state["train_seconds"] / 60, 2)}
+            done = False
+            if state["stage_step"] % recipe["eval_every"] == 0:
+                entry["eval"] = evaluate(model, stage, 12345, recipe["eval_examples"], span)
+                save_checkpoint(checkpoint_path, model, optimizer, state)
+                measured = entry["eval"][stage.get("metric", "exact")]
+                done = measured >= stage.get("until_accuracy", 2.0)
+                gate = stage.get("go_no_go")
+                if gate and state["train_seconds"] / 60 >= gate["minutes"] and measured < gate["accuracy"]:
+                    print(json.dumps(entry))
+                    raise SystemExit(f"no-go: stage {stage['name']} is at {measured:.2f} ({stage.get('metric', 'exact')}) "
+                                     f"after {gate['minutes']} minutes (needs {gate['accuracy']}); change the recipe")
+            if state["step"] % recipe["log_every"] == 0 or "eval" in entry:
+                print(json.dumps(entry), flush=True)
+                log.write(json.dumps(entry) + "\n")
+                log.flush()
+            if done:
+                break
+        state["stage"] += 1
+        state["stage_step"] = 0
+        save_checkpoint(checkpoint_path, model, optimizer, state)
+    print("all stages done")
+
+
+if __name__ == "__main__":
+    main()

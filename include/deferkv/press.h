@@ -19,6 +19,7 @@ namespace deferkv {
 
 class KvCache;
 struct AttentionEvent;
+struct LookaheadRows;
 
 // How many prompt entries each (layer, KV head) keeps on average. The papers'
 // "B_total = 128L" is per_head(128); kvpress's compression ratio r keeps
@@ -43,6 +44,7 @@ class KvBudget {
 // The model shape a press is attached to.
 struct PressModelShape {
   int64_t n_layer, n_head, n_head_kv, head_dim;
+  int64_t n_embd = 0, n_ff = 0;  // hidden and feed-forward widths
 };
 
 class Press {
@@ -76,6 +78,13 @@ class Press {
   // + draft (the press sees all of it); after on_prefill_end the session drops every
   // entry from the prompt's last position on and feeds that last token again.
   virtual int64_t draft_tokens() const { return 0; }
+
+  // Learned lookahead (LookaheadKV): when this returns rows after on_prefill_begin, the
+  // session runs them through the model right after the prompt (positions T, T+1, ...),
+  // as input embeddings with their low-rank deltas applied to those rows only; the press
+  // sees their attention. Their cache entries are then dropped and on_prefill_end runs:
+  // the prompt's entries and logits are exactly those of a prefill without them.
+  virtual const LookaheadRows* lookahead_rows() const { return nullptr; }
 
   // The parameter string this press was built from, with every default filled in.
   virtual std::string describe() const = 0;

@@ -28,6 +28,9 @@ struct SessionTimings {
   int64_t decode_tokens = 0;
   double capture_seconds = 0;   // the press's attention capture (part of the above)
   double eviction_seconds = 0;  // the press's hooks that choose and evict
+  // The press's lookahead forward passes (LookaheadKV's rows, LAQ's pseudo decoding), the
+  // capture during them included; part of eviction_seconds, not of capture_seconds.
+  double lookahead_seconds = 0;
 };
 
 // The cache right after the last eviction that removed entries.
@@ -100,6 +103,7 @@ class Session {
   std::unique_ptr<Press> press_;
   std::shared_ptr<const Model> draft_model_;
   std::optional<EvictionRecord> last_eviction_;
+  bool in_lookahead_ = false;  // the press's capture is then timed as lookahead
 
   template <typename Hook>
   void run_press_hook(int64_t decode_step, Hook&& hook);
@@ -107,6 +111,8 @@ class Session {
   void feed(const std::vector<int32_t>& tokens);
   // The press's lookahead: greedy pseudo-decoding on a saved state (see Press).
   void run_lookahead(int64_t n_tokens);
+  // The press's learned lookahead rows after the prompt, then dropped (see Press).
+  void feed_lookahead_rows(const LookaheadRows& rows);
   // The press's draft: the draft model continues the prompt; the model reads both.
   void prefill_with_draft(const std::vector<int32_t>& prompt, int64_t n_draft);
 };

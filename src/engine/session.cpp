@@ -8,6 +8,7 @@
 #include "deferkv/tokenizer.h"
 #include "kernels/matvec.h"
 #include "kernels/attention_tap.h"
+#include "kernels/lookahead_rows.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
 
@@ -60,6 +61,11 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   }
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
   const int64_t n_draft = press_ ? press_->draft_tokens() : 0;
+  const LookaheadRows* lookahead_rows = press_ ? press_->lookahead_rows() : nullptr;
+  if (lookahead_rows != nullptr && n_past_ + static_cast<int64_t>(tokens.size()) + lookahead_rows->n_rows() > n_ctx_) {
+    fail("the prompt's {} tokens and the {} lookahead rows of press '{}' do not fit in the context of {} ({} already "
+         "used); raise the context size (-c)", tokens.size(), lookahead_rows->n_rows(), press_->describe(), n_ctx_, n_past_);
+  }
   const auto start = std::chrono::steady_clock::now();
   if (n_draft > 0) {
     prefill_with_draft(tokens, n_draft);
@@ -70,7 +76,10 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
   if (press_ && n_draft == 0) {
-    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+    run_press_hook(0, [&] {
+      if (lookahead_rows != nullptr) feed_lookahead_rows(*lookahead_rows);
+      press_->on_prefill_end(*cache_);
+    });
     if (press_->lookahead_tokens() > 0) run_press_hook(0, [&] { run_lookahead(press_->lookahead_tokens()); });
   }
 }
@@ -144,6 +153,8 @@ void Session::run_lookahead(int64_t n_tokens) {
   press_->on_lookahead_begin(*cache_);
   const int64_t n_vocab = model_->config().n_vocab;
   std::vector<float> logits(last_logits(), last_logits() + n_vocab);
+  const auto start = std::chrono::steady_clock::now();
+  in_lookahead_ = true;
   for (int64_t i = 0; i < n_tokens && n_past_ < n_ctx_; ++i) {
     const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     if (model_->tokenizer().is_end_of_generation(token)) break;
@@ -151,8 +162,26 @@ void Session::run_lookahead(int64_t n_tokens) {
     forward_->run(&token, &position, 1, *cache_, false, logits.data());
     ++n_past_;
   }
+  in_lookahead_ = false;
+  timings_.lookahead_seconds += seconds_since(start);
   rollback(*saved);
   press_->on_lookahead_end(*cache_);
+}
+
+void Session::feed_lookahead_rows(const LookaheadRows& rows) {
+  const auto start = std::chrono::steady_clock::now();
+  in_lookahead_ = true;
+  const int64_t batch = forward_->max_batch();
+  for (int64_t begin = 0; begin < rows.n_rows(); begin += batch) {
+    const int64_t n = std::min(batch, rows.n_rows() - begin);
+    positions_.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + begin + i);
+    forward_->run_rows(rows, begin, positions_.data(), n, *cache_);
+  }
+  // n_past_ and the logits never moved; only the rows' entries are to go.
+  cache_->truncate(static_cast<int32_t>(n_past_));
+  in_lookahead_ = false;
+  timings_.lookahead_seconds += seconds_since(start);
 }
 
 void Session::decode(int32_t token) {
@@ -186,7 +215,7 @@ void Session::run_press_hook(int64_t decode_step, Hook&& hook) {
 void Session::set_press(std::unique_ptr<Press> press) {
   if (press) {
     const ModelConfig& c = model_->config();
-    press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim});
+    press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff});
   }
   press_ = std::move(press);
   if (!press_) {
@@ -196,7 +225,7 @@ void Session::set_press(std::unique_ptr<Press> press) {
   forward_->set_attention_tap([this](const AttentionEvent& event) {
     const auto start = std::chrono::steady_clock::now();
     press_->on_attention(event);
-    timings_.capture_seconds += seconds_since(start);
+    if (!in_lookahead_) timings_.capture_seconds += seconds_since(start);
   });
 }
 

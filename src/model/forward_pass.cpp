@@ -36,6 +36,28 @@ std::vector<const WeightMatrix*> all_matrices(const ModelWeights& w) {
   return out;
 }
 
+// The press checked its rows against the model when attached; this guards the memory
+// reads should one not fit anyway.
+void check_rows_fit(const LookaheadRows& rows, int64_t first, int64_t n, const ModelConfig& c, const ModelWeights& w) {
+  if (rows.n_embd != c.n_embd || static_cast<int64_t>(rows.layers.size()) != c.n_layer || first < 0 ||
+      first + n > rows.n_rows()) {
+    fail("internal: rows {}..{} of {} lookahead rows of width {} and {} layers for a model of width {} and {} layers",
+         first, first + n, rows.n_rows(), rows.n_embd, rows.layers.size(), c.n_embd, c.n_layer);
+  }
+  for (int64_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& lw = w.layers[static_cast<size_t>(l)];
+    // In Projection order.
+    const WeightMatrix* matrices[kProjectionCount] = {&lw.wq, &lw.wk, &lw.wv, &lw.wo, &lw.w_gate, &lw.w_up, &lw.w_down};
+    for (size_t p = 0; p < kProjectionCount; ++p) {
+      const LowRankDelta& d = rows.layers[static_cast<size_t>(l)][p];
+      const bool fits = d.empty() || (d.in == matrices[p]->cols && d.out == matrices[p]->rows &&
+                                      static_cast<int64_t>(d.a.size()) == d.rank * d.in &&
+                                      static_cast<int64_t>(d.b.size()) == d.out * d.rank);
+      if (!fits) fail("internal: low-rank delta {} of layer {} does not fit its projection", p, l);
+    }
+  }
+}
+
 }  // namespace
 
 ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights, int64_t max_batch,
@@ -82,6 +104,12 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
   });
 }
 
+void ForwardPass::project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x,
+                          int64_t n, float* y) {
+  linear(w, x, n, y);
+  if (deltas != nullptr) add_low_rank_delta((*deltas)[static_cast<size_t>(p)], x, n, y, delta_scratch_);
+}
+
 void ForwardPass::add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width) {
   if (bias.empty()) return;
   for (int64_t i = 0; i < n; ++i) add_f32(bias.data(), y + i * width, width);
@@ -104,14 +132,14 @@ void ForwardPass::embed(const int32_t* tokens, int64_t n) {
   }
 }
 
-void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64_t n,
-                                  KvCache& cache) {
+void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache,
+                                  const LayerDeltas* deltas) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   normalize(w.attn_norm, 0, n);
-  linear(w.wq, norm_.data(), n, q_.data());
-  linear(w.wk, norm_.data(), n, k_.data());
-  linear(w.wv, norm_.data(), n, v_.data());
+  project(w.wq, deltas, Projection::kQ, norm_.data(), n, q_.data());
+  project(w.wk, deltas, Projection::kK, norm_.data(), n, k_.data());
+  project(w.wv, deltas, Projection::kV, norm_.data(), n, v_.data());
   add_bias(w.bq, q_.data(), n, c.q_dim());
   add_bias(w.bk, k_.data(), n, c.kv_dim());
   add_bias(w.bv, v_.data(), n, c.kv_dim());
@@ -142,37 +170,51 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
   attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
   if (tap_) tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, rotary_, pool_});
 
-  linear(w.wo, attn_out_.data(), n, norm_.data());
+  project(w.wo, deltas, Projection::kO, attn_out_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
 }
 
-void ForwardPass::feed_forward_block(int64_t layer, int64_t n) {
+void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   normalize(w.ffn_norm, 0, n);
-  linear(w.w_gate, norm_.data(), n, gate_.data());
-  linear(w.w_up, norm_.data(), n, up_.data());
+  project(w.w_gate, deltas, Projection::kGate, norm_.data(), n, gate_.data());
+  project(w.w_up, deltas, Projection::kUp, norm_.data(), n, up_.data());
   swiglu_f32(gate_.data(), up_.data(), n * c.n_ff);
-  linear(w.w_down, gate_.data(), n, norm_.data());
+  project(w.w_down, deltas, Projection::kDown, gate_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
 }
 
 void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
                       bool all_logits, float* logits) {
   if (n <= 0 || n > max_batch_) fail("internal: batch of {} tokens (max {})", n, max_batch_);
-  const ModelConfig& c = config_;
   embed(tokens, n);
-  build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale,
-                   weights_.rope_freq_factors, rope_);
-  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-    attention_block(layer, positions, n, cache);
-    feed_forward_block(layer, n);
-  }
+  run_layers(positions, n, cache, nullptr);
   if (logits == nullptr) return;
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t rows = n - first;
   normalize(weights_.output_norm, first, rows);
   linear(weights_.output, norm_.data(), rows, logits);
+}
+
+void ForwardPass::run_rows(const LookaheadRows& rows, int64_t first, const int32_t* positions, int64_t n,
+                           KvCache& cache) {
+  if (n <= 0 || n > max_batch_) fail("internal: batch of {} rows (max {})", n, max_batch_);
+  const ModelConfig& c = config_;
+  check_rows_fit(rows, first, n, c, weights_);
+  std::copy_n(rows.embeddings.data() + first * c.n_embd, n * c.n_embd, x_.data());
+  run_layers(positions, n, cache, &rows);
+}
+
+void ForwardPass::run_layers(const int32_t* positions, int64_t n, KvCache& cache, const LookaheadRows* rows) {
+  const ModelConfig& c = config_;
+  build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale,
+                   weights_.rope_freq_factors, rope_);
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    const LayerDeltas* layer_deltas = rows != nullptr ? &rows->layers[static_cast<size_t>(layer)] : nullptr;
+    attention_block(layer, positions, n, cache, layer_deltas);
+    feed_forward_block(layer, n, layer_deltas);
+  }
 }
 
 }  // namespace deferkv

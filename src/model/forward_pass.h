@@ -9,6 +9,7 @@
 #include "deferkv/model_config.h"
 #include "kernels/attention.h"
 #include "kernels/attention_tap.h"
+#include "kernels/lookahead_rows.h"
 #include "kernels/rope.h"
 #include "model/model_weights.h"
 
@@ -28,6 +29,13 @@ class ForwardPass {
   void run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
            bool all_logits, float* logits);
 
+  // Runs rows [first, first + n) (n <= max_batch) of `rows` at the given positions: their
+  // input embeddings stand in for token embeddings, and each layer's low-rank deltas are
+  // added to its projections for these rows only. Appends their keys and values to
+  // `cache`; computes no logits.
+  void run_rows(const LookaheadRows& rows, int64_t first, const int32_t* positions, int64_t n,
+                KvCache& cache);
+
   int64_t max_batch() const { return max_batch_; }
 
   // Called after every layer's attention (empty: none).
@@ -35,11 +43,17 @@ class ForwardPass {
 
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
+  // linear(), plus the delta of projection p when deltas are given.
+  void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,
+               float* y);
   void embed(const int32_t* tokens, int64_t n);
   // norm_ rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
   void normalize(const std::vector<float>& weight, int64_t first, int64_t n);
-  void attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache);
-  void feed_forward_block(int64_t layer, int64_t n);
+  // Every layer over the n rows in x_; the deltas of `rows` (may be null) apply to all of them.
+  void run_layers(const int32_t* positions, int64_t n, KvCache& cache, const LookaheadRows* rows);
+  void attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache,
+                       const LayerDeltas* deltas);
+  void feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas);
   void add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width);
 
   const ModelConfig& config_;
@@ -50,6 +64,7 @@ class ForwardPass {
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
   std::vector<uint8_t> packed_;                    // activation packed for matvec
   std::vector<std::vector<float>> matmul_scratch_; // one per thread
+  std::vector<float> delta_scratch_;               // low-rank deltas' [n x rank]
   std::vector<KvHeadView> kv_views_;
   AttentionScratch attention_scratch_;
   RopeTable rope_;

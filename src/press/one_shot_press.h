@@ -60,12 +60,14 @@ class OneShotPress : public Press {
  protected:
   // Returns per KV head the candidate indices (in [0, C)) to keep, in any order.
   virtual std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) = 0;
+  // A prefill ran whose prompt is longer than the budget and the window, and its
+  // eviction has not fired yet.
+  bool will_evict() const;
 
  private:
   void capture_prompt(const AttentionEvent& event);
   void capture_decode(const AttentionEvent& event, int64_t step);
   void evict(KvCache& cache);
-  bool will_evict() const;
 
   std::string description_;
   KvBudget budget_;

@@ -14,6 +14,7 @@ const std::vector<PressMethod>& methods() {
       full_method(),   streaming_llm_method(), h2o_method(),   tova_method(),    knorm_method(),
       expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
       deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(), compresskv_method(),
+      lookaheadkv_method(),
   };
   return all;
 }
@@ -91,6 +92,16 @@ class ComposedPress final : public Press {
   }
   void on_decode_step(KvCache& cache, int64_t step) override {
     for (auto& p : parts_) p->on_decode_step(cache, step);
+  }
+  // Every part sees the rows' attention; one part at most may ask for them.
+  const LookaheadRows* lookahead_rows() const override {
+    const LookaheadRows* rows = nullptr;
+    for (const auto& p : parts_) {
+      const LookaheadRows* own = p->lookahead_rows();
+      if (own != nullptr && rows != nullptr) fail("'{}': only one press of a composition can feed lookahead rows", describe());
+      if (own != nullptr) rows = own;
+    }
+    return rows;
   }
   std::string describe() const override {
     std::string out;

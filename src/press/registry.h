@@ -29,5 +29,6 @@ PressMethod laq_method();
 PressMethod laqpp_method();
 PressMethod speckv_method();
 PressMethod compresskv_method();
+PressMethod lookaheadkv_method();
 
 }  // namespace deferkv

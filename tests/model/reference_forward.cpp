@@ -81,16 +81,18 @@ struct Layer {
   Mat wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
-}  // namespace
-
-std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
-                                                  const std::vector<int32_t>& tokens) {
-  return reference_logits(gguf_path, tokens, {});
+// W x, plus the delta's scale * B (A x) when it has one.
+Vec project(const Mat& w, const ReferenceDelta* delta, const Vec& x) {
+  Vec y = matmul(w, x);
+  if (delta == nullptr || delta->a.empty()) return y;
+  const Vec low = matmul(delta->b, matmul(delta->a, x));
+  for (size_t i = 0; i < y.size(); ++i) y[i] += delta->scale * low[i];
+  return y;
 }
 
-std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
-                                                  const std::vector<int32_t>& tokens,
-                                                  const KeyVisibility& visible) {
+// The forward over the tokens then the rows; the trace's queries and keys are filled.
+ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int32_t>& tokens,
+                             const KeyVisibility& visible, const ReferenceRows& rows) {
   GgufFile file(gguf_path);
   const ModelConfig c = ModelConfig::from_gguf(file);
   const Mat embd = load_matrix(file, "token_embd.weight");
@@ -122,19 +124,23 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
     }
   }
 
-  const size_t T = tokens.size();
+  const size_t T = tokens.size() + rows.embeddings.size();
   // keys[l][t], values[l][t]: the cache, kv_dim values per position.
   std::vector<Mat> keys(layers.size()), values(layers.size());
-  std::vector<std::vector<double>> logits;
+  ReferenceTrace trace;
+  trace.queries.resize(layers.size());
   const int64_t group = c.n_head / c.n_head_kv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
 
   for (size_t t = 0; t < T; ++t) {
-    Vec x = embd[tokens[t]];
+    const bool is_row = t >= tokens.size();
+    Vec x = is_row ? rows.embeddings[t - tokens.size()] : embd[tokens[t]];
     for (size_t l = 0; l < layers.size(); ++l) {
       const Layer& L = layers[l];
+      // The row's delta of projection p in this layer (null for tokens).
+      auto delta = [&](int p) { return is_row && l < rows.deltas.size() ? &rows.deltas[l][p] : nullptr; };
       Vec h = rmsnorm(x, L.attn_norm, c.rms_eps);
-      Vec q = matmul(L.wq, h), k = matmul(L.wk, h), v = matmul(L.wv, h);
+      Vec q = project(L.wq, delta(0), h), k = project(L.wk, delta(1), h), v = project(L.wv, delta(2), h);
       if (c.has_qkv_bias) {
         add_into(q, L.bq);
         add_into(k, L.bk);
@@ -156,6 +162,7 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
       rope(k, c.n_head_kv, c, freq_factors, static_cast<int64_t>(t));
       keys[l].push_back(k);
       values[l].push_back(v);
+      trace.queries[l].push_back(q);
 
       Vec attn(static_cast<size_t>(c.q_dim()), 0.0);
       for (int64_t hd = 0; hd < c.n_head; ++hd) {
@@ -180,16 +187,35 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
           }
         }
       }
-      add_into(x, matmul(L.wo, attn));
+      add_into(x, project(L.wo, delta(3), attn));
 
       h = rmsnorm(x, L.ffn_norm, c.rms_eps);
-      Vec gate = matmul(L.w_gate, h), up = matmul(L.w_up, h);
+      Vec gate = project(L.w_gate, delta(4), h), up = project(L.w_up, delta(5), h);
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
-      add_into(x, matmul(L.w_down, gate));
+      add_into(x, project(L.w_down, delta(6), gate));
     }
-    logits.push_back(matmul(output, rmsnorm(x, output_norm, c.rms_eps)));
+    trace.logits.push_back(matmul(output, rmsnorm(x, output_norm, c.rms_eps)));
   }
-  return logits;
+  trace.keys = std::move(keys);
+  return trace;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens) {
+  return reference_logits(gguf_path, tokens, {});
+}
+
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens,
+                                                  const KeyVisibility& visible) {
+  return run_reference(gguf_path, tokens, visible, {}).logits;
+}
+
+ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
+                               const ReferenceRows& rows) {
+  return run_reference(gguf_path, tokens, {}, rows);
 }
 
 double relative_l2(const float* a, const std::vector<double>& b) {

@@ -2,6 +2,7 @@
 // A naive double-precision transformer forward, written to be read (like llama2.c)
 // rather than to be fast: the independent reference the engine is tested against.
 // Weights are dequantised to double; every step follows the textbook formula.
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -20,6 +21,30 @@ using KeyVisibility = std::function<bool(int64_t layer, int64_t kv_head, int64_t
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens,
                                                   const KeyVisibility& visible);
+
+// Rows fed after the tokens as input embeddings (LookaheadKV's lookahead rows), at the
+// next positions, with a low-rank delta added to each projection for these rows only:
+// W x + scale * B (A x).
+struct ReferenceDelta {
+  std::vector<std::vector<double>> a;  // [rank][in]; empty: no delta
+  std::vector<std::vector<double>> b;  // [out][rank]
+  double scale = 0;
+};
+struct ReferenceRows {
+  std::vector<std::vector<double>> embeddings;  // [n_rows][n_embd]
+  // [layer][projection], projections in the order q, k, v, o, gate, up, down; empty: none.
+  std::vector<std::array<ReferenceDelta, 7>> deltas;
+};
+
+// Every position's queries and keys (after RoPE) in every layer, and its logits.
+struct ReferenceTrace {
+  std::vector<std::vector<std::vector<double>>> queries;  // [layer][position][n_head * head_dim]
+  std::vector<std::vector<std::vector<double>>> keys;     // [layer][position][n_head_kv * head_dim]
+  std::vector<std::vector<double>> logits;                // [position][n_vocab]
+};
+// The tokens from position 0, then the rows.
+ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
+                               const ReferenceRows& rows);
 
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);

@@ -51,6 +51,7 @@ const std::vector<PressCase>& all_cases() {
       {"laq:window=8", 0, true, true},
       {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},
+      {"lookaheadkv:window=8,weights={lookahead_weights}", 8, true, true},
   };
   return cases;
 }

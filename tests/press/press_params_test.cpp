@@ -50,6 +50,7 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
     names.push_back(info.name);
     EXPECT_FALSE(info.summary.empty());
     EXPECT_FALSE(info.paper.empty());
+    if (info.name == "lookaheadkv") continue;  // needs a weights file: tests/press/lookaheadkv_test.cpp
     if (info.name == "compresskv") continue;  // needs a profile file: tests/press/compresskv_test.cpp
     EXPECT_NO_THROW(make_press(info.name, KvBudget::per_head(64))) << info.name;
   }

@@ -5,6 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "kv/kv_cache.h"
+#include "press/lookahead_test_util.h"
 
 namespace deferkv::testing {
 
@@ -27,6 +28,18 @@ std::vector<int32_t> random_prompt(int64_t length, uint32_t seed) {
   return out;
 }
 
+namespace {
+
+std::string with_test_files(std::string spec) {
+  const std::string placeholder = "{lookahead_weights}";
+  if (const size_t at = spec.find(placeholder); at != std::string::npos) {
+    spec.replace(at, placeholder.size(), press_test_lookahead_weights_path());
+  }
+  return spec;
+}
+
+}  // namespace
+
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
                    int64_t n_decode) {
   static const auto model = Model::load(press_test_model_path());
@@ -35,7 +48,7 @@ PressRun run_press(const std::string& spec, const KvBudget& budget, const std::v
   options.n_ctx = 512;
   options.n_batch = 48;  // several batches, so the window can straddle two
   run.session = std::make_unique<Session>(model, std::make_shared<ThreadPool>(2), options);
-  if (spec != "full") run.session->set_press(make_press(spec, budget));
+  if (spec != "full") run.session->set_press(make_press(with_test_files(spec), budget));
   const int64_t n_vocab = model->config().n_vocab;
   auto argmax = [&] {
     const float* l = run.session->last_logits();

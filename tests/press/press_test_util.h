@@ -26,7 +26,8 @@ struct PressRun {
   std::unique_ptr<Session> session;
 };
 
-// Greedy: prefill the prompt, then n_decode decode steps. spec "full" runs without a press.
+// Greedy: prefill the prompt, then n_decode decode steps. spec "full" runs without a press;
+// "{lookahead_weights}" in a spec stands for press_test_lookahead_weights_path().
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
                    int64_t n_decode);
 

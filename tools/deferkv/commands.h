@@ -10,6 +10,7 @@ void add_bench_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
 void add_make_data_command(CLI::App& app);
 void add_import_weights_command(CLI::App& app);
+void add_make_lookahead_weights_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_presses_command(CLI::App& app);
 void add_press_bench_command(CLI::App& app);

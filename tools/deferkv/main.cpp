@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   deferkv::cli::add_make_model_command(app);
   deferkv::cli::add_make_data_command(app);
   deferkv::cli::add_import_weights_command(app);
+  deferkv::cli::add_make_lookahead_weights_command(app);
   deferkv::cli::add_tokenize_command(app);
   deferkv::cli::add_presses_command(app);
   deferkv::cli::add_press_bench_command(app);

@@ -1,6 +1,7 @@
 // `deferkv bench-press`: what compression costs and buys, measured in one run. For each
 // prompt length and press: prefill time, the press's capture and eviction time (and
-// their share of the full-cache prefill), decode speed once the eviction is done (the
+// their share of the full-cache prefill; eviction includes a lookahead's forward passes,
+// also shown apart), decode speed once the eviction is done (the
 // steps after it; DeferKV's first d steps run on the full cache), end-to-end latency
 // relative to SnapKV, and KV bytes after eviction and at peak. Decode speed is also
 // compared with full-cache decode at a short context (--short-context). Repetitions
@@ -35,6 +36,7 @@ struct PressBenchArgs {
 // One run of a press: seconds, and decode speed over the steps after the eviction.
 struct Measurement {
   double prefill = 0, capture = 0, eviction = 0, decode = 0;
+  double lookahead = 0;  // the press's lookahead forward passes (part of eviction)
   double steady_decode_rate = 0;  // tokens/s over the decode steps after the eviction
   int64_t kv_bytes = 0, peak_bytes = 0;
   double end_to_end() const { return prefill + decode + eviction; }
@@ -57,6 +59,7 @@ Measurement median_of(const std::vector<Measurement>& runs) {
   m.prefill = field(&Measurement::prefill);
   m.capture = field(&Measurement::capture);
   m.eviction = field(&Measurement::eviction);
+  m.lookahead = field(&Measurement::lookahead);
   m.decode = field(&Measurement::decode);
   m.steady_decode_rate = field(&Measurement::steady_decode_rate);
   m.kv_bytes = runs.back().kv_bytes;
@@ -88,6 +91,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::string
   m.prefill = t.prefill_seconds;
   m.capture = t.capture_seconds;
   m.eviction = t.eviction_seconds;
+  m.lookahead = t.lookahead_seconds;
   m.decode = t.decode_seconds;
   const auto& eviction = session.last_eviction();
   const size_t first_steady = eviction ? static_cast<size_t>(eviction->decode_step) : 0;
@@ -108,10 +112,11 @@ void run_press_bench(const PressBenchArgs& args) {
   const double short_decode = median_of(short_runs).steady_decode_rate;
   fmt::print("model {}, {} threads, budget {} per head ({}L), {} decode tokens, medians of {} repetitions\n\n", args.model,
              args.threads, args.budget, args.budget, args.n_gen, args.repetitions);
-  fmt::print("| prompt | press | prefill s | capture ms | eviction ms | (capture+eviction) / full prefill | "
+  fmt::print("| prompt | press | prefill s | capture ms | eviction ms | of which lookahead ms | "
+             "(capture+eviction) / full prefill | "
              "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
              args.short_context);
-  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (int64_t n : args.prompt_sizes) {
     std::vector<std::vector<Measurement>> runs(args.presses.size());
     for (int rep = 0; rep < args.repetitions; ++rep) {
@@ -127,8 +132,8 @@ void run_press_bench(const PressBenchArgs& args) {
     }
     for (const auto& [press, m] : rows) {
       const double decode_rate = m.steady_decode_rate;
-      fmt::print("| {} | {} | {:.3f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n", n, press,
-                 m.prefill, m.capture * 1e3, m.eviction * 1e3,
+      fmt::print("| {} | {} | {:.3f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n",
+                 n, press, m.prefill, m.capture * 1e3, m.eviction * 1e3, m.lookahead * 1e3,
                  full != nullptr ? fmt::format("{:.2f}%", 100.0 * (m.capture + m.eviction) / full->prefill) : "-",
                  decode_rate, decode_rate / short_decode, m.end_to_end(),
                  snap != nullptr ? fmt::format("{:.3f}", m.end_to_end() / snap->end_to_end()) : "-",

@@ -37,6 +37,7 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
       {"seconds", {{"prefill", t.prefill_seconds},
                    {"capture", t.capture_seconds},
                    {"eviction", t.eviction_seconds},
+                   {"lookahead", t.lookahead_seconds},
                    {"decode", t.decode_seconds}}},
       {"decode_tokens_per_second", t.decode_tokens / std::max(t.decode_seconds, 1e-9)},
   };

@@ -1,0 +1,80 @@
+// LookaheadKV [methods.md §7.3; the inference path is OUR FORMULATION]: learned lookahead
+// token embeddings, with LoRA deltas trained for them, read from a weights file
+// (docs/lookaheadkv_weights.md), are fed after the prompt at positions T, T+1, ...; the
+// deltas apply at those rows only, so the prompt's keys, values and logits are untouched.
+// Per layer and KV head, the rows' attention on the prompt entries (softmax over the
+// prompt, mean or sum over the rows, GQA reduction over the group) is pooled, and each
+// head keeps its top b - w older entries plus the last w prompt tokens (SnapKV's
+// selection). The rows' entries are dropped before decoding, which starts from the
+// prompt's logits. Only the lookahead rows observe: the window is protected, not scoring.
+// Defaults: window 32, max-pool 7, GQA mean, as SnapKV and SpecKV here (§13), so that at
+// one budget these methods differ only in what observes the prompt.
+#include "deferkv/error.h"
+#include "press/lookahead_attention.h"
+#include "press/lookahead_weights.h"
+#include "press/registry.h"
+#include "press/window_scoring.h"
+
+namespace deferkv {
+namespace {
+
+class LookaheadKvPress final : public OneShotPress {
+ public:
+  LookaheadKvPress(const PressParams& params, const KvBudget& budget, const WindowScoring& scoring, bool sum_rows,
+                   std::string path, LookaheadWeights weights)
+      : OneShotPress(params, budget, scoring.window, 0, CaptureConfig{}), scoring_(scoring), sum_rows_(sum_rows),
+        path_(std::move(path)), weights_(std::move(weights)) {}
+
+  void on_attach(const PressModelShape& shape) override { check_lookahead_weights_fit(weights_, shape, path_); }
+
+  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
+    OneShotPress::on_prefill_begin(first_position, n_tokens);
+    const float row_weight = sum_rows_ ? 1.0f : 1.0f / static_cast<float>(weights_.rows.n_rows());
+    attention_.begin(first_position + n_tokens, row_weight, scoring_.group);
+  }
+
+  // The rows run only for a prompt that will be compressed.
+  const LookaheadRows* lookahead_rows() const override { return will_evict() ? &weights_.rows : nullptr; }
+
+  void on_attention(const AttentionEvent& event) override {
+    if (will_evict()) attention_.observe(event);
+  }
+
+ protected:
+  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) override {
+    const auto& scores = attention_.layer(layer.layer);
+    if (static_cast<int64_t>(scores.size()) != layer.n_head_kv()) {
+      fail("press '{}' saw no lookahead rows in layer {}: the session did not run them", describe(), layer.layer);
+    }
+    return select_by_allocation(layer, pooled_candidate_scores(layer, scores, scoring_), Allocation::kUniform, 1, 0.0);
+  }
+
+ private:
+  WindowScoring scoring_;
+  bool sum_rows_;
+  std::string path_;
+  LookaheadWeights weights_;
+  LookaheadAttention attention_;
+};
+
+}  // namespace
+
+PressMethod lookaheadkv_method() {
+  auto params = window_scoring_parameters(32, 7, "max");
+  params[0].help = "protected window: the last w prompt tokens, always kept (only the lookahead rows observe)";
+  params.insert(params.begin(), PressParameter{"weights", "", "LookaheadKV weights GGUF: lookahead embeddings and "
+                                                               "LoRA deltas (format: docs/lookaheadkv_weights.md)"});
+  params.push_back({"queries", "mean", "reduction over the lookahead rows' queries: mean | sum"});
+  return {{"lookaheadkv", "learned lookahead embeddings (LoRA at their rows) observe the prompt; SnapKV selection "
+                          "(needs weights=FILE)",
+           "LookaheadKV, arXiv 2603.10899", params},
+          [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
+            const std::string path = p.get_string("weights");
+            if (path.empty()) fail("press 'lookaheadkv' needs weights=PATH (a LookaheadKV weights GGUF)");
+            return std::make_unique<LookaheadKvPress>(p, b, read_window_scoring(p),
+                                                      p.get_choice("queries", {"mean", "sum"}) == "sum", path,
+                                                      load_lookahead_weights(path));
+          }};
+}
+
+}  // namespace deferkv

@@ -168,6 +168,7 @@ void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n
     attention_block(layer, positions, n, cache);
     feed_forward_block(layer, n);
   }
+  if (residual_tap_) residual_tap_(ResidualEvent{n, positions, x_.data(), c.n_embd, pool_});
   if (logits == nullptr) return;
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t rows = n - first;

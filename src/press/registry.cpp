@@ -1,5 +1,6 @@
 #include "press/registry.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -91,6 +92,15 @@ class ComposedPress final : public Press {
   }
   void on_decode_step(KvCache& cache, int64_t step) override {
     for (auto& p : parts_) p->on_decode_step(cache, step);
+  }
+  bool needs_model_readout() const override {
+    return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->needs_model_readout(); });
+  }
+  void on_model_readout(const ModelReadout& readout) override {
+    for (auto& p : parts_) p->on_model_readout(readout);
+  }
+  void on_final_residual(const ResidualEvent& event) override {
+    for (auto& p : parts_) p->on_final_residual(event);
   }
   std::string describe() const override {
     std::string out;

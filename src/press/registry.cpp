@@ -15,6 +15,7 @@ const std::vector<PressMethod>& methods() {
       full_method(),   streaming_llm_method(), h2o_method(),   tova_method(),    knorm_method(),
       expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
       deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(), compresskv_method(),
+      behavior_preserving_method(),
   };
   return all;
 }

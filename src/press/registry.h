@@ -29,5 +29,6 @@ PressMethod laq_method();
 PressMethod laqpp_method();
 PressMethod speckv_method();
 PressMethod compresskv_method();
+PressMethod behavior_preserving_method();
 
 }  // namespace deferkv

@@ -81,21 +81,24 @@ struct Layer {
   Mat wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
-}  // namespace
+// The final RMSNorm and the LM head (the token embedding when tied).
+struct OutputHead {
+  Mat output;
+  Vec norm;
+  double eps;
 
-std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
-                                                  const std::vector<int32_t>& tokens) {
-  return reference_logits(gguf_path, tokens, {});
+  Vec logits(const Vec& residual) const { return matmul(output, rmsnorm(residual, norm, eps)); }
+};
+
+OutputHead load_output_head(const GgufFile& file, const ModelConfig& c) {
+  const std::string output = has_tensor(file, "output.weight") ? "output.weight" : "token_embd.weight";
+  return {load_matrix(file, output), load_vector(file, "output_norm.weight"), c.rms_eps};
 }
 
-std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
-                                                  const std::vector<int32_t>& tokens,
-                                                  const KeyVisibility& visible) {
-  GgufFile file(gguf_path);
-  const ModelConfig c = ModelConfig::from_gguf(file);
+// The final residual stream (the input of the final norm) of every position.
+std::vector<Vec> final_residuals(const GgufFile& file, const ModelConfig& c, const std::vector<int32_t>& tokens,
+                                 const KeyVisibility& visible) {
   const Mat embd = load_matrix(file, "token_embd.weight");
-  const Mat output = has_tensor(file, "output.weight") ? load_matrix(file, "output.weight") : embd;
-  const Vec output_norm = load_vector(file, "output_norm.weight");
   const Vec freq_factors = has_tensor(file, "rope_freqs.weight") ? load_vector(file, "rope_freqs.weight") : Vec{};
 
   std::vector<Layer> layers(static_cast<size_t>(c.n_layer));
@@ -125,7 +128,7 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
   const size_t T = tokens.size();
   // keys[l][t], values[l][t]: the cache, kv_dim values per position.
   std::vector<Mat> keys(layers.size()), values(layers.size());
-  std::vector<std::vector<double>> logits;
+  std::vector<Vec> residuals;
   const int64_t group = c.n_head / c.n_head_kv;
   const double scale = 1.0 / std::sqrt(static_cast<double>(c.head_dim));
 
@@ -187,9 +190,39 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
       add_into(x, matmul(L.w_down, gate));
     }
-    logits.push_back(matmul(output, rmsnorm(x, output_norm, c.rms_eps)));
+    residuals.push_back(x);
   }
+  return residuals;
+}
+
+}  // namespace
+
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens) {
+  return reference_logits(gguf_path, tokens, {});
+}
+
+std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
+                                                  const std::vector<int32_t>& tokens,
+                                                  const KeyVisibility& visible) {
+  GgufFile file(gguf_path);
+  const ModelConfig c = ModelConfig::from_gguf(file);
+  const OutputHead head = load_output_head(file, c);
+  std::vector<std::vector<double>> logits;
+  for (const Vec& x : final_residuals(file, c, tokens, visible)) logits.push_back(head.logits(x));
   return logits;
+}
+
+std::vector<std::vector<double>> reference_final_residuals(const std::string& gguf_path,
+                                                           const std::vector<int32_t>& tokens,
+                                                           const KeyVisibility& visible) {
+  GgufFile file(gguf_path);
+  return final_residuals(file, ModelConfig::from_gguf(file), tokens, visible);
+}
+
+std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual) {
+  GgufFile file(gguf_path);
+  return load_output_head(file, ModelConfig::from_gguf(file)).logits(residual);
 }
 
 double relative_l2(const float* a, const std::vector<double>& b) {

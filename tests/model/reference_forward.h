@@ -21,6 +21,14 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens,
                                                   const KeyVisibility& visible);
 
+// The final residual stream (the input of the final RMSNorm) of every position:
+// [tokens.size()][n_embd]; visible as for reference_logits (may be empty: all).
+std::vector<std::vector<double>> reference_final_residuals(const std::string& gguf_path,
+                                                           const std::vector<int32_t>& tokens,
+                                                           const KeyVisibility& visible);
+// W_U RMSNorm(residual): the logits of a final residual.
+std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual);
+
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);
 

@@ -60,29 +60,22 @@ class BehaviorPreservingPress final : public Press {
   }
 
  private:
+  // What one layer must lose: per KV head the entries that may go and how many entries
+  // it holds over the budget (negative: under).
+  struct LayerQuota {
+    std::vector<std::vector<int32_t>> candidates;
+    std::vector<int64_t> over_budget;
+    bool any = false;  // something is over budget and deletable
+  };
+
   // Cuts every (layer, KV head) back to the budget; `end` is the position after the newest.
   void compress(KvCache& cache, int64_t end) {
     if (prompt_end_ == 0) return;  // no prefill seen: no budget resolved
-    std::vector<OutputSensitivity> outputs;
     std::vector<const ReferencePosition*> references;
-    std::vector<float> attention_output;
+    std::vector<OutputSensitivity> outputs;
     for (int64_t l = 0; l < cache.n_layer(); ++l) {
-      std::vector<std::vector<int32_t>> candidates(static_cast<size_t>(cache.n_head_kv()));
-      std::vector<int64_t> quota;
-      int64_t over_budget = 0, deletable = 0;
-      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-        quota.push_back(cache.length(l, g) - budget_entries_);
-        if (quota.back() <= 0 && !settings_.greedy.flexible) continue;
-        const int32_t* positions = cache.positions(l, g);
-        for (int64_t j = 0; j < cache.length(l, g); ++j) {
-          if (positions[j] >= settings_.sinks && positions[j] < end - settings_.window) {
-            candidates[g].push_back(static_cast<int32_t>(j));
-          }
-        }
-        over_budget += settings_.greedy.flexible ? quota.back() : std::max<int64_t>(0, quota.back());
-        deletable += static_cast<int64_t>(candidates[g].size());
-      }
-      if (over_budget <= 0 || deletable == 0) continue;
+      const LayerQuota quota = layer_quota(cache, l, end);
+      if (!quota.any) continue;
       if (outputs.empty()) {  // the first layer with something to delete
         if (readout_ == nullptr) fail("press '{}' reads the model's output: use it on a session", description_);
         references = capture_.complete(cache.n_layer());
@@ -90,29 +83,59 @@ class BehaviorPreservingPress final : public Press {
         for (const ReferencePosition* ref : references) {
           outputs.push_back(output_sensitivity(*readout_, ref->residual.data(), settings_.top_k));
         }
-        attention_output.resize(static_cast<size_t>(readout_->n_embd() * shape_.n_head * shape_.head_dim));
       }
-      readout_->attention_output(l, attention_output.data());
       std::vector<LayerReference> layer_references;
       for (size_t r = 0; r < references.size(); ++r) {
         layer_references.push_back({references[r]->position, references[r]->queries[l].data(), &outputs[r]});
       }
-      std::vector<KvHeadView> kv;
-      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-        kv.push_back({cache.keys(l, g), cache.values(l, g), cache.positions(l, g), cache.length(l, g)});
-      }
-      model_.build(std::move(layer_references), attention_output, readout_->n_embd(), shape_, kv, candidates, *pool_);
-      const std::vector<std::vector<int32_t>> deleted = choose_deletions(model_, quota, settings_.greedy, *pool_);
-      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-        if (deleted[g].empty()) continue;
-        std::vector<bool> gone(static_cast<size_t>(cache.length(l, g)), false);
-        for (int32_t c : deleted[g]) gone[candidates[g][c]] = true;
-        std::vector<int32_t> keep;
-        for (int64_t j = 0; j < cache.length(l, g); ++j) {
-          if (!gone[j]) keep.push_back(static_cast<int32_t>(j));
+      delete_entries(cache, l, quota.candidates, choose(cache, l, quota, std::move(layer_references)));
+    }
+  }
+
+  LayerQuota layer_quota(const KvCache& cache, int64_t l, int64_t end) const {
+    LayerQuota out;
+    int64_t over_budget = 0, deletable = 0;
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      out.over_budget.push_back(cache.length(l, g) - budget_entries_);
+      out.candidates.emplace_back();
+      if (out.over_budget.back() <= 0 && !settings_.greedy.flexible) continue;
+      const int32_t* positions = cache.positions(l, g);
+      for (int64_t j = 0; j < cache.length(l, g); ++j) {
+        if (positions[j] >= settings_.sinks && positions[j] < end - settings_.window) {
+          out.candidates[g].push_back(static_cast<int32_t>(j));
         }
-        cache.retain(l, g, keep);
       }
+      over_budget += settings_.greedy.flexible ? out.over_budget.back() : std::max<int64_t>(0, out.over_budget.back());
+      deletable += static_cast<int64_t>(out.candidates[g].size());
+    }
+    out.any = over_budget > 0 && deletable > 0;
+    return out;
+  }
+
+  // Per KV head, the deleted candidates (indices into quota.candidates[g]).
+  std::vector<std::vector<int32_t>> choose(const KvCache& cache, int64_t l, const LayerQuota& quota,
+                                           std::vector<LayerReference> references) {
+    attention_output_.resize(static_cast<size_t>(readout_->n_embd() * shape_.n_head * shape_.head_dim));
+    readout_->attention_output(l, attention_output_.data());
+    std::vector<KvHeadView> kv;
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      kv.push_back({cache.keys(l, g), cache.values(l, g), cache.positions(l, g), cache.length(l, g)});
+    }
+    model_.build(std::move(references), attention_output_, readout_->n_embd(), shape_, kv, quota.candidates, *pool_);
+    return choose_deletions(model_, quota.over_budget, settings_.greedy, *pool_);
+  }
+
+  static void delete_entries(KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& candidates,
+                             const std::vector<std::vector<int32_t>>& deleted) {
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      if (deleted[g].empty()) continue;
+      std::vector<bool> gone(static_cast<size_t>(cache.length(l, g)), false);
+      for (int32_t c : deleted[g]) gone[candidates[g][c]] = true;
+      std::vector<int32_t> keep;
+      for (int64_t j = 0; j < cache.length(l, g); ++j) {
+        if (!gone[j]) keep.push_back(static_cast<int32_t>(j));
+      }
+      cache.retain(l, g, keep);
     }
   }
 
@@ -121,6 +144,7 @@ class BehaviorPreservingPress final : public Press {
   Settings settings_;
   ReferenceCapture capture_;
   LayerDeletionModel model_;  // rebuilt for each layer, its buffers reused
+  std::vector<float> attention_output_;  // the layer's W_O
   const ModelReadout* readout_ = nullptr;
   AttentionShape shape_{};
   ThreadPool* pool_ = nullptr;

@@ -103,6 +103,11 @@ TEST(BehaviorPreserving, ComposesWithADecodeTimePress) {
 TEST(BehaviorPreserving, KeepsTheNextTokenDistributionBetterThanRandomOrRankedChoices) {
   const auto prompt = testing::random_prompt(kPrompt, 23);
   const auto run = testing::run_press("behavior_preserving:window=8", KvBudget::per_head(32), prompt, 0);
+  for (const auto& layer : run.positions) {
+    for (const auto& head : layer) {
+      for (int32_t sink : {0, 1, 2, 3}) EXPECT_TRUE(std::binary_search(head.begin(), head.end(), sink)) << sink;
+    }
+  }
   // A random choice of as many entries per head, with the same protected ones.
   std::mt19937 rng(1);
   Positions random = run.positions;

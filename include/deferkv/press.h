@@ -18,8 +18,10 @@
 namespace deferkv {
 
 class KvCache;
+class ModelReadout;
 struct AttentionEvent;
 struct LookaheadRows;
+struct ResidualEvent;
 
 // How many prompt entries each (layer, KV head) keeps on average. The papers'
 // "B_total = 128L" is per_head(128); kvpress's compression ratio r keeps
@@ -85,6 +87,13 @@ class Press {
   // sees their attention. Their cache entries are then dropped and on_prefill_end runs:
   // the prompt's entries and logits are exactly those of a prefill without them.
   virtual const LookaheadRows* lookahead_rows() const { return nullptr; }
+  // Output-aware scoring (behavior_preserving): a press returning true gets, right after
+  // on_attach, a read-out of the model's output path (model_readout.h; valid while the
+  // press is set on the session), and after the last layer of every forward pass the
+  // batch's final residual stream (on_final_residual). Others pay nothing for it.
+  virtual bool needs_model_readout() const { return false; }
+  virtual void on_model_readout(const ModelReadout& readout) {}
+  virtual void on_final_residual(const ResidualEvent& event) {}
 
   // The parameter string this press was built from, with every default filled in.
   virtual std::string describe() const = 0;

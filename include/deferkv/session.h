@@ -14,6 +14,7 @@ namespace deferkv {
 class ThreadPool;
 class KvCache;
 class ForwardPass;
+class ModelReadout;
 
 struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache can hold; 0: the model's training context, at most 4096
@@ -100,6 +101,7 @@ class Session {
   int64_t n_past_ = 0;
   int64_t decode_step_ = 0;  // decode steps since the last prefill
   SessionTimings timings_;
+  std::unique_ptr<ModelReadout> readout_;  // for a press that reads the model's output path
   std::unique_ptr<Press> press_;
   std::shared_ptr<const Model> draft_model_;
   std::optional<EvictionRecord> last_eviction_;
@@ -109,6 +111,8 @@ class Session {
   void run_press_hook(int64_t decode_step, Hook&& hook);
   // Runs prompt tokens through the model in n_batch batches at the next positions.
   void feed(const std::vector<int32_t>& tokens);
+  // Hands a press that asks for it a read-out of the model and the final residuals.
+  void attach_model_readout(Press* press);
   // The press's lookahead: greedy pseudo-decoding on a saved state (see Press).
   void run_lookahead(int64_t n_tokens);
   // The press's learned lookahead rows after the prompt, then dropped (see Press).

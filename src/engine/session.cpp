@@ -11,6 +11,7 @@
 #include "kernels/lookahead_rows.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
+#include "model/weights_readout.h"
 
 namespace deferkv {
 namespace {
@@ -217,6 +218,7 @@ void Session::set_press(std::unique_ptr<Press> press) {
     const ModelConfig& c = model_->config();
     press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff});
   }
+  attach_model_readout(press.get());
   press_ = std::move(press);
   if (!press_) {
     forward_->set_attention_tap({});
@@ -226,6 +228,21 @@ void Session::set_press(std::unique_ptr<Press> press) {
     const auto start = std::chrono::steady_clock::now();
     press_->on_attention(event);
     if (!in_lookahead_) timings_.capture_seconds += seconds_since(start);
+  });
+}
+
+void Session::attach_model_readout(Press* press) {
+  if (press == nullptr || !press->needs_model_readout()) {
+    forward_->set_residual_tap({});
+    readout_.reset();
+    return;
+  }
+  readout_ = std::make_unique<WeightsReadout>(model_->config(), model_->weights(), *pool_);
+  press->on_model_readout(*readout_);
+  forward_->set_residual_tap([this, press](const ResidualEvent& event) {
+    const auto start = std::chrono::steady_clock::now();
+    press->on_final_residual(event);
+    timings_.capture_seconds += seconds_since(start);
   });
 }
 

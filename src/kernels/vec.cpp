@@ -134,6 +134,38 @@ void SwigluF32(float* gate, const float* up, int64_t n) {
   for (; i < n; ++i) gate[i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
 }
 
+// phi(u) = e^u - 1 - u of one vector of u (clamped at 80). Below |u| = 0.5 a Taylor
+// series to u^9 (truncation error under float precision): expm1(u) - u would lose the
+// leading digits of phi ~ u^2/2 there.
+template <class V>
+V ExpExcess(DF df, V u) {
+  u = hn::Min(u, hn::Set(df, 80.0f));
+  auto tail = hn::Set(df, 1.0f / 362880.0f);
+  for (const float c : {1.0f / 40320, 1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f}) {
+    tail = hn::MulAdd(u, tail, hn::Set(df, c));
+  }
+  const auto series = hn::Mul(hn::Mul(u, u), tail);
+  return hn::IfThenElse(hn::Gt(hn::Abs(u), hn::Set(df, 0.5f)), hn::Sub(hn::Expm1(df, u), u), series);
+}
+
+float WeightedExpm1ExcessF32(const float* w, const float* x, float shift, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto vshift = hn::Set(df, shift);
+  auto vsum = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    vsum = hn::MulAdd(hn::LoadU(df, w + i), ExpExcess(df, hn::Sub(hn::LoadU(df, x + i), vshift)), vsum);
+  }
+  if (i < n) {  // the tail, padded with weight 0
+    HWY_ALIGN float wt[hn::MaxLanes(df)] = {}, xt[hn::MaxLanes(df)] = {};
+    std::copy(w + i, w + n, wt);
+    std::copy(x + i, x + n, xt);
+    vsum = hn::MulAdd(hn::Load(df, wt), ExpExcess(df, hn::Sub(hn::Load(df, xt), vshift)), vsum);
+  }
+  return hn::GetLane(hn::SumOfLanes(df, vsum));
+}
+
 }  // namespace
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -150,6 +182,7 @@ HWY_EXPORT(SoftmaxF32);
 HWY_EXPORT(SwigluF32);
 HWY_EXPORT(MaxF32);
 HWY_EXPORT(ExpShiftF32);
+HWY_EXPORT(WeightedExpm1ExcessF32);
 }  // namespace
 
 float dot_f32(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(DotF32)(a, b, n); }
@@ -164,6 +197,9 @@ void swiglu_f32(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(
 float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x, n); }
 float exp_shift_f32(float* x, float shift, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(ExpShiftF32)(x, shift, n);
+}
+float weighted_expm1_excess_f32(const float* w, const float* x, float shift, int64_t n) {
+  return HWY_DYNAMIC_DISPATCH(WeightedExpm1ExcessF32)(w, x, shift, n);
 }
 }  // namespace deferkv
 #endif

@@ -18,5 +18,9 @@ float max_f32(const float* x, int64_t n);
 float exp_shift_f32(float* x, float shift, int64_t n);
 // gate = silu(gate) * up
 void swiglu_f32(float* gate, const float* up, int64_t n);
+// Sum of w_i * (e^{x_i - shift} - 1 - (x_i - shift)): the part of sum w_i (e^u_i - 1)
+// beyond first order, computed without the cancellation a direct float evaluation
+// suffers for small u (KL divergences of nearby distributions). u is clamped at 80.
+float weighted_expm1_excess_f32(const float* w, const float* x, float shift, int64_t n);
 
 }  // namespace deferkv

@@ -190,6 +190,7 @@ void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n
   if (n <= 0 || n > max_batch_) fail("internal: batch of {} tokens (max {})", n, max_batch_);
   embed(tokens, n);
   run_layers(positions, n, cache, nullptr);
+  if (residual_tap_) residual_tap_(ResidualEvent{n, positions, x_.data(), config_.n_embd, pool_});
   if (logits == nullptr) return;
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t rows = n - first;

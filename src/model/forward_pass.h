@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_tap.h"
 #include "kernels/lookahead_rows.h"
+#include "kernels/residual_tap.h"
 #include "kernels/rope.h"
 #include "model/model_weights.h"
 
@@ -40,6 +41,8 @@ class ForwardPass {
 
   // Called after every layer's attention (empty: none).
   void set_attention_tap(AttentionTap tap) { tap_ = std::move(tap); }
+  // Called after the last layer with the batch's final residual stream (empty: none).
+  void set_residual_tap(ResidualTap tap) { residual_tap_ = std::move(tap); }
 
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
@@ -70,6 +73,7 @@ class ForwardPass {
   RopeTable rope_;
   Rotary rotary_;
   AttentionTap tap_;
+  ResidualTap residual_tap_;
 };
 
 }  // namespace deferkv

@@ -46,8 +46,8 @@ class ModelBuilder {
  public:
   ModelBuilder(const RandomModelSpec& spec, GgufWriter& writer) : spec_(spec), writer_(writer) {}
 
-  // A [rows x cols] matrix of the spec's weight type, values ~ N(0, stddev), produced row
-  // by row at write time.
+  // A [rows x cols] matrix of the spec's weight type, values ~ N(0, stddev) (stddev 0:
+  // zeros), produced row by row at write time.
   void matrix(const std::string& name, int64_t cols, int64_t rows, double stddev) {
     const DType type = spec_.weight_type;
     if (cols % dtype_block_elems(type) != 0) {
@@ -58,11 +58,13 @@ class ModelBuilder {
     writer_.add_tensor(name, static_cast<uint32_t>(type), {cols, rows},
                        [=](const GgufByteSink& sink) {
                          std::mt19937_64 rng(seed);
-                         std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev));
-                         std::vector<float> row(static_cast<size_t>(cols));
+                         std::normal_distribution<float> normal(0.0f, static_cast<float>(stddev > 0 ? stddev : 1));
+                         std::vector<float> row(static_cast<size_t>(cols), 0.0f);
                          std::vector<uint8_t> packed(static_cast<size_t>(dtype_row_bytes(type, cols)));
                          for (int64_t r = 0; r < rows; ++r) {
-                           for (auto& v : row) v = normal(rng);
+                           if (stddev > 0) {
+                             for (auto& v : row) v = normal(rng);
+                           }
                            quantize_row(type, row.data(), packed.data(), cols);
                            sink(packed.data(), packed.size());
                          }
@@ -157,7 +159,7 @@ void write_random_model(const RandomModelSpec& s, const std::string& vocab_gguf,
     b.vector(name("ffn_norm.weight"), s.n_embd, 1.0f, 0.1f);
     b.matrix(name("ffn_gate.weight"), s.n_embd, s.n_ff, 1.0 / std::sqrt(s.n_embd));
     b.matrix(name("ffn_up.weight"), s.n_embd, s.n_ff, 1.0 / std::sqrt(s.n_embd));
-    b.matrix(name("ffn_down.weight"), s.n_ff, s.n_embd, 1.0 / std::sqrt(s.n_ff));
+    b.matrix(name("ffn_down.weight"), s.n_ff, s.n_embd, s.attention_only ? 0.0 : 1.0 / std::sqrt(s.n_ff));
   }
   w.write(out_path);
 }

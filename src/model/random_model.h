@@ -23,6 +23,7 @@ struct RandomModelSpec {
   DType weight_type = DType::F32;  // every matrix (embeddings and output included)
   bool tied_output = false;        // omit output.weight
   bool llama3_rope_factors = false;  // write a rope_freqs.weight like Llama-3.1's
+  bool attention_only = false;     // ffn_down = 0: the feed-forward blocks add nothing
   uint64_t seed = 1;
 };
 

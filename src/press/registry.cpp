@@ -1,5 +1,6 @@
 #include "press/registry.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -15,6 +16,7 @@ const std::vector<PressMethod>& methods() {
       expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
       deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(), compresskv_method(),
       lookaheadkv_method(),
+      behavior_preserving_method(),
   };
   return all;
 }
@@ -102,6 +104,15 @@ class ComposedPress final : public Press {
       if (own != nullptr) rows = own;
     }
     return rows;
+  }
+  bool needs_model_readout() const override {
+    return std::any_of(parts_.begin(), parts_.end(), [](const auto& p) { return p->needs_model_readout(); });
+  }
+  void on_model_readout(const ModelReadout& readout) override {
+    for (auto& p : parts_) p->on_model_readout(readout);
+  }
+  void on_final_residual(const ResidualEvent& event) override {
+    for (auto& p : parts_) p->on_final_residual(event);
   }
   std::string describe() const override {
     std::string out;

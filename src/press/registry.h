@@ -30,5 +30,6 @@ PressMethod laqpp_method();
 PressMethod speckv_method();
 PressMethod compresskv_method();
 PressMethod lookaheadkv_method();
+PressMethod behavior_preserving_method();
 
 }  // namespace deferkv

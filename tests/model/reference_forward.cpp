@@ -81,6 +81,20 @@ struct Layer {
   Mat wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
+// The final RMSNorm and the LM head (the token embedding when tied).
+struct OutputHead {
+  Mat output;
+  Vec norm;
+  double eps;
+
+  Vec logits(const Vec& residual) const { return matmul(output, rmsnorm(residual, norm, eps)); }
+};
+
+OutputHead load_output_head(const GgufFile& file, const ModelConfig& c) {
+  const std::string output = has_tensor(file, "output.weight") ? "output.weight" : "token_embd.weight";
+  return {load_matrix(file, output), load_vector(file, "output_norm.weight"), c.rms_eps};
+}
+
 // W x, plus the delta's scale * B (A x) when it has one.
 Vec project(const Mat& w, const ReferenceDelta* delta, const Vec& x) {
   Vec y = matmul(w, x);
@@ -90,14 +104,13 @@ Vec project(const Mat& w, const ReferenceDelta* delta, const Vec& x) {
   return y;
 }
 
-// The forward over the tokens then the rows; the trace's queries and keys are filled.
+// The forward over the tokens then the rows: the trace of every position.
 ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int32_t>& tokens,
                              const KeyVisibility& visible, const ReferenceRows& rows) {
   GgufFile file(gguf_path);
   const ModelConfig c = ModelConfig::from_gguf(file);
+  const OutputHead head = load_output_head(file, c);
   const Mat embd = load_matrix(file, "token_embd.weight");
-  const Mat output = has_tensor(file, "output.weight") ? load_matrix(file, "output.weight") : embd;
-  const Vec output_norm = load_vector(file, "output_norm.weight");
   const Vec freq_factors = has_tensor(file, "rope_freqs.weight") ? load_vector(file, "rope_freqs.weight") : Vec{};
 
   std::vector<Layer> layers(static_cast<size_t>(c.n_layer));
@@ -194,7 +207,8 @@ ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int
       for (size_t i = 0; i < gate.size(); ++i) gate[i] = gate[i] / (1.0 + std::exp(-gate[i])) * up[i];
       add_into(x, project(L.w_down, delta(6), gate));
     }
-    trace.logits.push_back(matmul(output, rmsnorm(x, output_norm, c.rms_eps)));
+    trace.residuals.push_back(x);
+    trace.logits.push_back(head.logits(x));
   }
   trace.keys = std::move(keys);
   return trace;
@@ -216,6 +230,17 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
 ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
                                const ReferenceRows& rows) {
   return run_reference(gguf_path, tokens, {}, rows);
+}
+
+std::vector<std::vector<double>> reference_final_residuals(const std::string& gguf_path,
+                                                           const std::vector<int32_t>& tokens,
+                                                           const KeyVisibility& visible) {
+  return run_reference(gguf_path, tokens, visible, {}).residuals;
+}
+
+std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual) {
+  GgufFile file(gguf_path);
+  return load_output_head(file, ModelConfig::from_gguf(file)).logits(residual);
 }
 
 double relative_l2(const float* a, const std::vector<double>& b) {

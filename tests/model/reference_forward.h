@@ -40,11 +40,19 @@ struct ReferenceRows {
 struct ReferenceTrace {
   std::vector<std::vector<std::vector<double>>> queries;  // [layer][position][n_head * head_dim]
   std::vector<std::vector<std::vector<double>>> keys;     // [layer][position][n_head_kv * head_dim]
+  std::vector<std::vector<double>> residuals;             // [position][n_embd], input of the final norm
   std::vector<std::vector<double>> logits;                // [position][n_vocab]
 };
 // The tokens from position 0, then the rows.
 ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
                                const ReferenceRows& rows);
+// The final residual stream (the input of the final RMSNorm) of every position:
+// [tokens.size()][n_embd]; visible as for reference_logits (may be empty: all).
+std::vector<std::vector<double>> reference_final_residuals(const std::string& gguf_path,
+                                                           const std::vector<int32_t>& tokens,
+                                                           const KeyVisibility& visible);
+// W_U RMSNorm(residual): the logits of a final residual.
+std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual);
 
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);

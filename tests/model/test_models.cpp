@@ -16,10 +16,10 @@ std::string random_model_path(const RandomModelSpec& s) {
     std::filesystem::create_directories(d);
     return d;
   }();
-  const auto path = dir / fmt::format("{}-{}-e{}-l{}-h{}-kv{}-hd{}-ff{}-t{}-r{}-s{}.gguf",
+  const auto path = dir / fmt::format("{}-{}-e{}-l{}-h{}-kv{}-hd{}-ff{}-t{}-r{}-a{}-s{}.gguf",
                                       architecture_name(s.arch), dtype_name(s.weight_type), s.n_embd,
                                       s.n_layer, s.n_head, s.n_head_kv, s.head_dim, s.n_ff,
-                                      s.tied_output, s.llama3_rope_factors, s.seed);
+                                      s.tied_output, s.llama3_rope_factors, s.attention_only, s.seed);
   if (!std::filesystem::exists(path)) write_random_model(s, stories_model_path(), path.string());
   return path.string();
 }

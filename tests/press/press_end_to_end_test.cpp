@@ -52,6 +52,9 @@ const std::vector<PressCase>& all_cases() {
       {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},
       {"lookaheadkv:window=8,weights={lookahead_weights}", 8, true, true},
+      {"behavior_preserving:window=8", 8, true, true},
+      {"behavior_preserving:window=8,queries=4,top_k=64,flexible=true", 8, false, true},
+      {"behavior_preserving:window=4,sinks=2,every=3,block=8", 0, true, false},
   };
   return cases;
 }
@@ -151,7 +154,8 @@ TEST(DeferKv, FirstTokensEqualFullCacheDecoding) {
 // which every evicted key is masked out for the queries after the eviction.
 TEST(CompressedCache, MatchesADenseMaskedReference) {
   const auto prompt = random_prompt(kPrompt, 13);
-  for (const std::string spec : {"snapkv:window=8", "adakv:window=8", "deferkv:window=8,d=2,base=adakv", "h2o"}) {
+  for (const std::string spec :
+       {"snapkv:window=8", "adakv:window=8", "deferkv:window=8,d=2,base=adakv", "h2o", "behavior_preserving:window=8"}) {
     SCOPED_TRACE(spec);
     const auto run = run_press(spec, KvBudget::per_head(32), prompt, 5);
     const int64_t evicted_after = run.session->last_eviction()->decode_step;  // queries after it see the cut cache

@@ -55,7 +55,8 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
     EXPECT_NO_THROW(make_press(info.name, KvBudget::per_head(64))) << info.name;
   }
   for (const char* expected : {"full", "streaming_llm", "h2o", "tova", "knorm", "snapkv", "pyramidkv", "adakv",
-                               "chunkkv", "deferkv", "expected_attention", "moment_kv", "laq", "laqpp", "speckv", "compresskv"}) {
+                               "chunkkv", "deferkv", "expected_attention", "moment_kv", "laq", "laqpp", "speckv", "compresskv",
+                               "behavior_preserving"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
 }

@@ -6,7 +6,9 @@
 // relative to SnapKV, and KV bytes after eviction and at peak. Decode speed is also
 // compared with full-cache decode at a short context (--short-context). Repetitions
 // take the presses in turn (A B C, A B C, ...), so slow drifts of the machine hit all
-// alike, and the median of each quantity is reported.
+// alike, and the median of each quantity is reported. With --decode-windows N, a second
+// table gives each press's decode speed over consecutive windows of N steps, to show
+// whether it stays flat over a long generation (Moment-KV) or falls as the cache grows.
 #include <algorithm>
 #include <chrono>
 #include <random>
@@ -31,6 +33,8 @@ struct PressBenchArgs {
   int64_t short_context = 512;
   int repetitions = 2;
   int threads = 1;
+  std::string draft_model;     // for speckv
+  int64_t decode_window = 0;   // 0: no per-window table
 };
 
 // One run of a press: seconds, and decode speed over the steps after the eviction.
@@ -38,6 +42,7 @@ struct Measurement {
   double prefill = 0, capture = 0, eviction = 0, decode = 0;
   double lookahead = 0;  // the press's lookahead forward passes (part of eviction)
   double steady_decode_rate = 0;  // tokens/s over the decode steps after the eviction
+  std::vector<double> window_rates;  // tokens/s over each --decode-windows window
   int64_t kv_bytes = 0, peak_bytes = 0;
   double end_to_end() const { return prefill + decode + eviction; }
 };
@@ -62,13 +67,19 @@ Measurement median_of(const std::vector<Measurement>& runs) {
   m.lookahead = field(&Measurement::lookahead);
   m.decode = field(&Measurement::decode);
   m.steady_decode_rate = field(&Measurement::steady_decode_rate);
+  for (size_t w = 0; w < runs.front().window_rates.size(); ++w) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(r.window_rates[w]);
+    m.window_rates.push_back(median(v));
+  }
   m.kv_bytes = runs.back().kv_bytes;
   m.peak_bytes = runs.back().peak_bytes;
   return m;
 }
 
-Measurement measure(const std::shared_ptr<const Model>& model, const std::string& press, int64_t prompt_tokens,
-                    const PressBenchArgs& args, const std::shared_ptr<ThreadPool>& pool) {
+Measurement measure(const std::shared_ptr<const Model>& model, const std::shared_ptr<const Model>& draft,
+                    const std::string& press, int64_t prompt_tokens, const PressBenchArgs& args,
+                    const std::shared_ptr<ThreadPool>& pool) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model->config().n_vocab - 1));
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens)), gen(static_cast<size_t>(args.n_gen));
@@ -77,6 +88,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::string
   SessionOptions options;
   options.n_ctx = prompt_tokens + args.n_gen + 1;
   Session session(model, pool, options);
+  if (draft) session.set_draft_model(draft);
   if (press != "full") session.set_press(make_press(press, KvBudget::per_head(args.budget)));
   session.prefill(prompt);
   std::vector<double> step_seconds;
@@ -98,17 +110,43 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::string
   double steady = 0;
   for (size_t s = first_steady; s < step_seconds.size(); ++s) steady += step_seconds[s];
   m.steady_decode_rate = static_cast<double>(step_seconds.size() - first_steady) / steady;
+  for (size_t begin = 0; args.decode_window > 0 && begin < step_seconds.size();
+       begin += static_cast<size_t>(args.decode_window)) {
+    const size_t end = std::min(step_seconds.size(), begin + static_cast<size_t>(args.decode_window));
+    double seconds = 0;
+    for (size_t s = begin; s < end; ++s) seconds += step_seconds[s];
+    m.window_rates.push_back(static_cast<double>(end - begin) / seconds);
+  }
   m.kv_bytes = eviction ? eviction->bytes : session.kv_cache().bytes_held();
   m.peak_bytes = session.kv_cache().peak_bytes();
   return m;
 }
 
+// Decode tok/s per window of steps, one row per press, and the last window over the first.
+void print_decode_windows(int64_t prompt, const std::vector<std::pair<std::string, Measurement>>& rows,
+                          int64_t window) {
+  const size_t n_windows = rows.front().second.window_rates.size();
+  fmt::print("\ndecode tok/s per window of {} steps after a {}-token prompt\n\n| press |", window, prompt);
+  for (size_t w = 0; w < n_windows; ++w) fmt::print(" {}-{} |", w * window + 1, (w + 1) * window);
+  fmt::print(" last / first |\n| --- |");
+  for (size_t w = 0; w <= n_windows; ++w) fmt::print(" ---: |");
+  fmt::print("\n");
+  for (const auto& [press, m] : rows) {
+    fmt::print("| {} |", press);
+    for (double rate : m.window_rates) fmt::print(" {:.1f} |", rate);
+    fmt::print(" {:.3f} |\n", m.window_rates.back() / m.window_rates.front());
+  }
+  fmt::print("\n");
+}
+
 void run_press_bench(const PressBenchArgs& args) {
   if (args.repetitions < 1) fail("-r must be at least 1");
+  if (args.decode_window < 0) fail("--decode-windows must be positive");
   auto model = Model::load(args.model);
+  const std::shared_ptr<const Model> draft = args.draft_model.empty() ? nullptr : Model::load(args.draft_model);
   auto pool = make_thread_pool(args.threads);
   std::vector<Measurement> short_runs;
-  for (int rep = 0; rep < args.repetitions; ++rep) short_runs.push_back(measure(model, "full", args.short_context, args, pool));
+  for (int rep = 0; rep < args.repetitions; ++rep) short_runs.push_back(measure(model, nullptr, "full", args.short_context, args, pool));
   const double short_decode = median_of(short_runs).steady_decode_rate;
   fmt::print("model {}, {} threads, budget {} per head ({}L), {} decode tokens, medians of {} repetitions\n\n", args.model,
              args.threads, args.budget, args.budget, args.n_gen, args.repetitions);
@@ -120,7 +158,7 @@ void run_press_bench(const PressBenchArgs& args) {
   for (int64_t n : args.prompt_sizes) {
     std::vector<std::vector<Measurement>> runs(args.presses.size());
     for (int rep = 0; rep < args.repetitions; ++rep) {
-      for (size_t p = 0; p < args.presses.size(); ++p) runs[p].push_back(measure(model, args.presses[p], n, args, pool));
+      for (size_t p = 0; p < args.presses.size(); ++p) runs[p].push_back(measure(model, draft, args.presses[p], n, args, pool));
     }
     std::vector<std::pair<std::string, Measurement>> rows;
     for (size_t p = 0; p < args.presses.size(); ++p) rows.emplace_back(args.presses[p], median_of(runs[p]));
@@ -139,6 +177,7 @@ void run_press_bench(const PressBenchArgs& args) {
                  snap != nullptr ? fmt::format("{:.3f}", m.end_to_end() / snap->end_to_end()) : "-",
                  m.kv_bytes / 1048576.0, m.peak_bytes / 1048576.0);
     }
+    if (args.decode_window > 0) print_decode_windows(n, rows, args.decode_window);
   }
   fmt::print("\nfull-cache decode at context {}: {:.1f} tok/s\n", args.short_context, short_decode);
 }
@@ -157,6 +196,9 @@ void add_press_bench_command(CLI::App& app) {
   cmd->add_option("--short-context", args->short_context, "Context of the full-cache decode baseline")
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions (medians are reported)")->capture_default_str();
+  cmd->add_option("--draft-model", args->draft_model, "GGUF draft model with the same tokenizer (for speckv)");
+  cmd->add_option("--decode-windows", args->decode_window,
+                  "Also report decode tok/s over consecutive windows of this many steps");
   add_threads_option(*cmd, args->threads);
   cmd->callback([args] { run_press_bench(*args); });
 }

@@ -159,27 +159,18 @@ TEST(BehaviorPreserving, RunsOnATiedQuantisedModel) {
   }
 }
 
-std::string error_of(const std::string& spec, const KvBudget& budget = KvBudget::per_head(64)) {
-  try {
-    make_press(spec, budget);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(BehaviorPreserving, BadParametersAreClearErrors) {
-  EXPECT_NE(error_of("behavior_preserving:top_k=0").find("top_k=0 is out of range"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving:queries=0").find("queries=0 is out of range"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving:pool=0.5").find("pool=0.5 is out of range"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving:block=0").find("block=0 is out of range"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving:every=-1").find("every=-1 is out of range"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving:flexible=maybe").find("not a boolean"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving:sinks=x").find("sinks=x is not an integer"), std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving", KvBudget::per_head(30))
+  EXPECT_NE(testing::press_error("behavior_preserving:top_k=0").find("top_k=0 is out of range"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving:queries=0").find("queries=0 is out of range"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving:pool=0.5").find("pool=0.5 is out of range"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving:block=0").find("block=0 is out of range"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving:every=-1").find("every=-1 is out of range"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving:flexible=maybe").find("not a boolean"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving:sinks=x").find("sinks=x is not an integer"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving", KvBudget::per_head(30))
                 .find("smaller than the 36 protected entries (window=32 + sinks=4)"),
             std::string::npos);
-  EXPECT_NE(error_of("behavior_preserving", KvBudget()).find("needs a KV budget"), std::string::npos);
+  EXPECT_NE(testing::press_error("behavior_preserving", KvBudget()).find("needs a KV budget"), std::string::npos);
 }
 
 }  // namespace

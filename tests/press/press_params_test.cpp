@@ -3,18 +3,10 @@
 
 #include "deferkv/error.h"
 #include "deferkv/press.h"
+#include "press/press_test_util.h"
 
 namespace deferkv {
 namespace {
-
-std::string error_of(const std::string& spec, const KvBudget& budget = KvBudget::per_head(64)) {
-  try {
-    make_press(spec, budget);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(PressSpec, DescribeFillsEveryDefault) {
   EXPECT_EQ(make_press("snapkv", KvBudget::per_head(64))->describe(), "snapkv:window=32,kernel=7,pooling=max,gqa=mean");
@@ -24,15 +16,15 @@ TEST(PressSpec, DescribeFillsEveryDefault) {
 }
 
 TEST(PressSpec, BadInputIsAClearError) {
-  EXPECT_NE(error_of("snapkb").find("unknown press 'snapkb'"), std::string::npos);
-  EXPECT_NE(error_of("snapkv:windw=8").find("no parameter 'windw'"), std::string::npos);
-  EXPECT_NE(error_of("snapkv:window").find("not key=value"), std::string::npos);
-  EXPECT_NE(error_of("snapkv:window=abc").find("window=abc is not an integer"), std::string::npos);
-  EXPECT_NE(error_of("snapkv:kernel=4").find("must be odd"), std::string::npos);
-  EXPECT_NE(error_of("deferkv:eta=1.5").find("out of range"), std::string::npos);
-  EXPECT_NE(error_of("deferkv:base=h2o").find("not one of: snapkv, pyramidkv, adakv"), std::string::npos);
-  EXPECT_NE(error_of("tova:per_step=maybe").find("not a boolean"), std::string::npos);
-  EXPECT_NE(error_of("snapkv", KvBudget::per_head(16)).find("smaller than the 32 protected window"),
+  EXPECT_NE(testing::press_error("snapkb").find("unknown press 'snapkb'"), std::string::npos);
+  EXPECT_NE(testing::press_error("snapkv:windw=8").find("no parameter 'windw'"), std::string::npos);
+  EXPECT_NE(testing::press_error("snapkv:window").find("not key=value"), std::string::npos);
+  EXPECT_NE(testing::press_error("snapkv:window=abc").find("window=abc is not an integer"), std::string::npos);
+  EXPECT_NE(testing::press_error("snapkv:kernel=4").find("must be odd"), std::string::npos);
+  EXPECT_NE(testing::press_error("deferkv:eta=1.5").find("out of range"), std::string::npos);
+  EXPECT_NE(testing::press_error("deferkv:base=h2o").find("not one of: snapkv, pyramidkv, adakv"), std::string::npos);
+  EXPECT_NE(testing::press_error("tova:per_step=maybe").find("not a boolean"), std::string::npos);
+  EXPECT_NE(testing::press_error("snapkv", KvBudget::per_head(16)).find("smaller than the 32 protected window"),
             std::string::npos);
   EXPECT_THROW(KvBudget::per_head(0), Error);
   EXPECT_THROW(KvBudget::ratio(1.0), Error);

@@ -4,6 +4,7 @@
 #include <random>
 
 #include "base/thread_pool.h"
+#include "deferkv/error.h"
 #include "kv/kv_cache.h"
 #include "press/lookahead_test_util.h"
 
@@ -18,6 +19,15 @@ std::string press_test_model_path() {
   spec.n_ff = 128;
   spec.seed = 11;
   return random_model_path(spec);
+}
+
+std::string press_error(const std::string& spec, const KvBudget& budget) {
+  try {
+    make_press(spec, budget);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 std::vector<int32_t> random_prompt(int64_t length, uint32_t seed) {

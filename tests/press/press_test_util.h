@@ -15,6 +15,9 @@ namespace deferkv::testing {
 // A 3-layer GQA model (4 query heads, 2 KV heads, head_dim 16), F32.
 std::string press_test_model_path();
 
+// The message of the error make_press gives for `spec`; "" when the press builds.
+std::string press_error(const std::string& spec, const KvBudget& budget = KvBudget::per_head(64));
+
 // Random token ids (fixed seed) of the given length.
 std::vector<int32_t> random_prompt(int64_t length, uint32_t seed = 3);
 

@@ -106,7 +106,10 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   m.lookahead = t.lookahead_seconds;
   m.decode = t.decode_seconds;
   const auto& eviction = session.last_eviction();
-  const size_t first_steady = eviction ? static_cast<size_t>(eviction->decode_step) : 0;
+  // A per-step press (Moment-KV, TOVA) evicts up to the last step: its speed is that of
+  // every step, evictions included.
+  size_t first_steady = eviction ? static_cast<size_t>(eviction->decode_step) : 0;
+  if (first_steady >= step_seconds.size()) first_steady = 0;
   double steady = 0;
   for (size_t s = first_steady; s < step_seconds.size(); ++s) steady += step_seconds[s];
   m.steady_decode_rate = static_cast<double>(step_seconds.size() - first_steady) / steady;

@@ -143,9 +143,7 @@ void import_weights(const WeightsImport& request) {
   const int64_t q_dim = s.n_head * s.head_dim, kv_dim = s.n_head_kv * s.head_dim;
   copy.matrix("token_embd.weight", s.n_vocab, s.n_embd, request.type);
   copy.vector("output_norm.weight", s.n_embd);
-  bool tied = true;
-  for (const SafetensorsTensor& t : file.tensors()) tied = tied && t.name != "output.weight";
-  if (!tied) copy.matrix("output.weight", s.n_vocab, s.n_embd, request.type);
+  if (file.find("output.weight") != nullptr) copy.matrix("output.weight", s.n_vocab, s.n_embd, request.type);
   for (int64_t l = 0; l < s.n_layer; ++l) {
     auto name_of = [l](const char* suffix) { return fmt::format("blk.{}.{}", l, suffix); };
     copy.vector(name_of("attn_norm.weight"), s.n_embd);

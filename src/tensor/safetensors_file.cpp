@@ -106,11 +106,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_uniq
   }
 }
 
-const SafetensorsTensor& SafetensorsFile::tensor(const std::string& name) const {
+const SafetensorsTensor* SafetensorsFile::find(const std::string& name) const {
   for (const SafetensorsTensor& t : tensors_) {
-    if (t.name == name) return t;
+    if (t.name == name) return &t;
   }
-  fail("'{}' has no tensor '{}'", path(), name);
+  return nullptr;
+}
+
+const SafetensorsTensor& SafetensorsFile::tensor(const std::string& name) const {
+  const SafetensorsTensor* t = find(name);
+  if (t == nullptr) fail("'{}' has no tensor '{}'", path(), name);
+  return *t;
 }
 
 }  // namespace deferkv

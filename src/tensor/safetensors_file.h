@@ -34,6 +34,8 @@ class SafetensorsFile {
   // The header's "__metadata__" (string to string), empty when absent.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
+  // nullptr when absent.
+  const SafetensorsTensor* find(const std::string& name) const;
   // Error naming the tensor and the file when absent.
   const SafetensorsTensor& tensor(const std::string& name) const;
 

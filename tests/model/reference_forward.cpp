@@ -90,9 +90,12 @@ struct OutputHead {
   Vec logits(const Vec& residual) const { return matmul(output, rmsnorm(residual, norm, eps)); }
 };
 
-OutputHead load_output_head(const GgufFile& file, const ModelConfig& c) {
-  const std::string output = has_tensor(file, "output.weight") ? "output.weight" : "token_embd.weight";
-  return {load_matrix(file, output), load_vector(file, "output_norm.weight"), c.rms_eps};
+// `embd`: the token embedding when the caller has it loaded already (tied models reuse it).
+OutputHead load_output_head(const GgufFile& file, const ModelConfig& c, const Mat* embd = nullptr) {
+  Mat output = has_tensor(file, "output.weight") ? load_matrix(file, "output.weight")
+               : embd != nullptr                 ? *embd
+                                                 : load_matrix(file, "token_embd.weight");
+  return {std::move(output), load_vector(file, "output_norm.weight"), c.rms_eps};
 }
 
 // W x, plus the delta's scale * B (A x) when it has one.
@@ -109,8 +112,8 @@ ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int
                              const KeyVisibility& visible, const ReferenceRows& rows) {
   GgufFile file(gguf_path);
   const ModelConfig c = ModelConfig::from_gguf(file);
-  const OutputHead head = load_output_head(file, c);
   const Mat embd = load_matrix(file, "token_embd.weight");
+  const OutputHead head = load_output_head(file, c, &embd);
   const Vec freq_factors = has_tensor(file, "rope_freqs.weight") ? load_vector(file, "rope_freqs.weight") : Vec{};
 
   std::vector<Layer> layers(static_cast<size_t>(c.n_layer));

@@ -48,8 +48,8 @@ TEST(LongBenchSweep, TwoPressesTwoBudgetsGiveTheTableAndPlots) {
   write_datasets(dir.path());
   const std::string out_parent = (dir.path() / "results").string();
   const testing::CliResult result = testing::run_cli(
-      "eval --bench longbench --longbench-dir '" + dir.path().string() +
-      "' --tasks multifieldqa_en,trec --max-length 256 --press 'snapkv;deferkv:d=1,eta=0.7' --kv-budget 32,64 -t 2 -o '" +
+      "eval -m '" DEFERKV_SOURCE_DIR "/models/stories260K.gguf' --bench longbench --longbench-dir '" +
+      dir.path().string() + "' --tasks multifieldqa_en,trec --max-length 256 --press 'snapkv;deferkv:d=1,eta=0.7' --kv-budget 32,64 -t 2 -o '" +
       out_parent + "' 2>&1");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("[16/16] 100%"), std::string::npos) << result.output;

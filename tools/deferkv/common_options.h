@@ -15,10 +15,14 @@ class ThreadPool;
 
 namespace deferkv::cli {
 
-// The embedded default model, used when -m is not given.
+// The embedded default model, used when -m is not given: stories260K, a story writer.
 std::string default_model_path();
+// The embedded default of `deferkv eval`: the in-house retrieval model (models/README.md),
+// on which the answers depend on the facts a KV press keeps.
+std::string default_eval_model_path();
 
 void add_model_option(CLI::App& cmd, std::string& path);
+void add_eval_model_option(CLI::App& cmd, std::string& path);
 void add_threads_option(CLI::App& cmd, int& threads);
 void add_sampling_options(CLI::App& cmd, SamplerParams& params);
 

@@ -5,7 +5,10 @@ Two sources:
   many queries, a loss on every answer digit), built directly from Llama-2 vocabulary ids.
   It is where the retrieval circuit forms cheaply, at a few hundred tokens.
 * RulerShards: the JSONL files `deferkv make-data` writes (RULER's own generators, the
-  evaluation's templates), a loss on every answer token and the end of sequence.
+  evaluation's templates), a loss on every answer token and the end of sequence, and
+  optionally a language-model loss on the prompt's last `prompt_tail` tokens: the
+  question and the answer prefix repeat the needle's wording and key, so predicting them
+  is copying from earlier in the context, the induction the retrieval builds on.
 
 Positions follow PoSE (Zhu et al., 2023): a sequence of n tokens is cut in two at a random
 point and the second part is moved forward by a random skip, so that a model trained on
@@ -14,7 +17,7 @@ short sequences sees relative distances and absolute positions up to `position_s
 import glob
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import List
 
 import torch
@@ -33,6 +36,9 @@ class Example:
     tokens: List[int]
     targets: List[int]  # the token to predict at each scored position
     scored: List[int]   # indices into tokens (the position whose next token is targets[i])
+    # Auxiliary language-model targets (scored apart, not counted in the accuracy).
+    aux_targets: List[int] = field(default_factory=list)
+    aux_scored: List[int] = field(default_factory=list)
 
 
 class AssociativeRecall:
@@ -90,8 +96,8 @@ class AssociativeRecall:
 class RulerShards:
     """Samples from `deferkv make-data` JSONL files, loaded lazily shard by shard."""
 
-    def __init__(self, rng: random.Random, pattern: str):
-        self.rng = rng
+    def __init__(self, rng: random.Random, pattern: str, prompt_tail: int = 0):
+        self.rng, self.prompt_tail = rng, prompt_tail
         self.paths = sorted(glob.glob(pattern))
         if not self.paths:
             raise SystemExit(f"no training shards match '{pattern}' (run tools/train/make_shards.sh)")
@@ -107,7 +113,8 @@ class RulerShards:
         prompt, answer = row["tokens"], row["answer_tokens"]
         tokens = prompt + answer[:-1]
         scored = list(range(len(prompt) - 1, len(tokens)))
-        return Example(tokens, answer, scored)
+        aux_scored = list(range(max(0, len(prompt) - 1 - self.prompt_tail), len(prompt) - 1))
+        return Example(tokens, answer, scored, [tokens[i + 1] for i in aux_scored], aux_scored)
 
 
 def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:
@@ -120,11 +127,13 @@ def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:
 
 
 def collate(examples: List[Example], rng: random.Random, position_span: int):
-    """Right-padded batch: tokens, positions, and (batch, seq) indices of scored positions."""
+    """Right-padded batch: tokens, positions, (batch, seq) indices of the scored positions
+    and their targets, then the same three for the auxiliary targets."""
     n = max(len(e.tokens) for e in examples)
     tokens = torch.zeros(len(examples), n, dtype=torch.long)
     positions = torch.zeros(len(examples), n, dtype=torch.long)
     b_index, s_index, targets = [], [], []
+    aux_b, aux_s, aux_t = [], [], []
     for b, e in enumerate(examples):
         tokens[b, : len(e.tokens)] = torch.tensor(e.tokens)
         pos = pose_positions(rng, len(e.tokens), position_span)
@@ -133,4 +142,9 @@ def collate(examples: List[Example], rng: random.Random, position_span: int):
         b_index += [b] * len(e.scored)
         s_index += e.scored
         targets += e.targets
-    return tokens, positions, torch.tensor(b_index), torch.tensor(s_index), torch.tensor(targets)
+        aux_b += [b] * len(e.aux_scored)
+        aux_s += e.aux_scored
+        aux_t += e.aux_targets
+    index = lambda values: torch.tensor(values, dtype=torch.long)
+    return (tokens, positions, index(b_index), index(s_index), index(targets),
+            index(aux_b), index(aux_s), index(aux_t))

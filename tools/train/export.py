@@ -57,10 +57,11 @@ def main():
 
     recipe = json.load(open(os.path.join(args.run, "recipe.json")))
     saved = torch.load(os.path.join(args.run, "checkpoint.pt"))
+    state = saved["state"]
     cfg = ModelConfig(**recipe["model"])
+    cfg.rope_base = state.get("rope_base", cfg.rope_base)  # a stage may have raised it
     model = Llama(cfg)
     model.load_state_dict(saved["model"])
-    state = saved["state"]
     metadata = {key: str(value) for key, value in cfg.to_dict().items()}
     metadata.update(architecture="llama", name=args.name,
                     description=f"trained by tools/train (recipe seed {recipe['seed']}, step {state['step']}, "

@@ -26,7 +26,9 @@ def make_source(spec, rng):
         return AssociativeRecall(rng, spec["length"], spec["facts"], spec["queries"], spec.get("key_tokens", 2),
                                  spec.get("max_filler", 6), spec.get("marker", True))
     if spec["kind"] == "ruler":
-        return RulerShards(rng, spec["shards"])
+        # Shard patterns may name ${TRAIN_DATA}: make_shards.sh's folder, /work/train-data by default.
+        pattern = spec["shards"].replace("${TRAIN_DATA}", os.environ.get("TRAIN_DATA", "/work/train-data"))
+        return RulerShards(rng, pattern, spec.get("prompt_tail", 0))
     raise SystemExit(f"unknown source kind {spec['kind']!r} (known: recall, ruler)")
 
 
@@ -42,11 +44,15 @@ class Mixture:
         return self.rng.choices(self.sources, self.weights)[0].example()
 
 
-def loss_and_accuracy(model, batch):
-    tokens, positions, b_index, s_index, targets = batch
+def loss_and_accuracy(model, batch, aux_weight):
+    """Mean cross-entropy of the answers, plus aux_weight times that of the auxiliary
+    (prompt-tail) targets; the accuracy is the answers' alone."""
+    tokens, positions, b_index, s_index, targets, aux_b, aux_s, aux_t = batch
     hidden = model.hidden(tokens, positions)
     logits = model.logits_at(hidden, b_index, s_index)
     loss = torch.nn.functional.cross_entropy(logits, targets)
+    if aux_weight and len(aux_t):
+        loss = loss + aux_weight * torch.nn.functional.cross_entropy(model.logits_at(hidden, aux_b, aux_s), aux_t)
     correct = (logits.argmax(-1) == targets).float()
     return loss, correct.mean().item()
 
@@ -60,7 +66,7 @@ def evaluate(model, stage, seed, n_examples, span):
     total, exact, tokens_right, tokens_all = 0, 0, 0, 0
     for _ in range(n_examples):
         example = source.example()
-        tokens, positions, b_index, s_index, targets = collate([example], rng, span)
+        tokens, positions, b_index, s_index, targets = collate([example], rng, span)[:5]
         logits = model.logits_at(model.hidden(tokens, positions), b_index, s_index)
         right = logits.argmax(-1) == targets
         tokens_right += right.sum().item()
@@ -71,9 +77,10 @@ def evaluate(model, stage, seed, n_examples, span):
     return {"token_accuracy": tokens_right / tokens_all, "exact": exact / total}
 
 
-def learning_rate(recipe, step):
+def learning_rate(recipe, stage, step):
+    """Linear warm-up to the recipe's lr, then constant; a stage may set its own lr."""
     warmup = recipe["warmup_steps"]
-    return recipe["lr"] * min(1.0, (step + 1) / warmup)
+    return stage.get("lr", recipe["lr"]) * min(1.0, (step + 1) / warmup)
 
 
 def save_checkpoint(path, model, optimizer, state):
@@ -114,6 +121,8 @@ def main():
         optimizer.load_state_dict(saved["optimizer"])
         state = saved["state"]
         print(f"resumed at step {state['step']} (stage {state['stage']}, {state['train_seconds'] / 60:.1f} min trained)")
+    # A stage may change the RoPE base (rope_base), for it and the stages after it.
+    cfg.rope_base = state.setdefault("rope_base", cfg.rope_base)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"model: {n_params / 1e6:.2f}M parameters, {cfg}")
 
@@ -122,6 +131,12 @@ def main():
     rng = random.Random(recipe["seed"] * 1000003 + state["step"])
     while state["stage"] < len(recipe["stages"]):
         stage = recipe["stages"][state["stage"]]
+        if "rope_base" in stage and stage["rope_base"] != state["rope_base"]:
+            # Raising the base ("adjusted base frequency") slows the low-frequency pairs, so
+            # that long distances look like the short ones already trained; fine-tuning
+            # then adapts the heads that relied on the old rotation.
+            cfg.rope_base = state["rope_base"] = stage["rope_base"]
+            print(f"stage {stage['name']}: RoPE base {cfg.rope_base:g}")
         source = Mixture(stage["sources"], rng)
         span = stage.get("position_span", 0)
         while state["stage_step"] < stage["steps"]:
@@ -131,9 +146,9 @@ def main():
                 return
             started = time.time()
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(recipe, state["step"])
+                group["lr"] = learning_rate(recipe, stage, state["step"])
             batch = collate([source.example() for _ in range(stage["batch"])], rng, span)
-            loss, accuracy = loss_and_accuracy(model, batch)
+            loss, accuracy = loss_and_accuracy(model, batch, stage.get("aux_weight", 1.0))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)

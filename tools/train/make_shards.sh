@@ -1,0 +1,29 @@
+#!/bin/bash
+# Writes the training shards recipe.json reads: RULER samples from `deferkv make-data`,
+# the evaluation's own generators, with training seeds (the evaluation uses 42) and the
+# "train" half of the key-word lists (evaluations of the model use --word-split heldout).
+#
+#   tools/train/make_shards.sh [OUT_DIR]     (default /work/train-data; about 2 minutes)
+#
+# Five NIAH tasks, 400 samples per task and shard. A seed whose draw cannot fit a task in
+# the length (multi-value needles at 320 tokens, now and then) is skipped, as it was for
+# the committed model (seeds 2015 and 2028).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:-/work/train-data}
+mkdir -p "$out"
+vocab=tests/data/vocab/ggml-vocab-llama-spm.gguf
+tasks=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multivalue
+
+shards() {  # shards NAME LENGTH FIRST_SEED LAST_SEED
+  for seed in $(seq "$3" "$4"); do
+    file="$out/$1-s$seed.jsonl"
+    [ -f "$file" ] && continue
+    build/deferkv make-data -m "$vocab" --tasks "$tasks" --lengths "$2" --samples 400 --seed "$seed" \
+      --word-split train -o "$file" > /dev/null || echo "skipped $1 seed $seed"
+  done
+}
+
+shards ruler-320 320 2001 2030
+shards ruler-512 512 3001 3015
+shards niah-1k 1024 4001 4008

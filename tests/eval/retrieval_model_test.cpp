@@ -14,23 +14,17 @@
 namespace deferkv {
 namespace {
 
-// Scores of the one summary table, by task.
-nlohmann::json scores_of(const std::filesystem::path& parent) {
-  std::filesystem::path out;
-  for (const auto& entry : std::filesystem::directory_iterator(parent)) out = entry.path();
-  const auto summary = nlohmann::json::parse(testing::read_file((out / "summary.json").string()));
-  return summary["tables"][0]["rows"][0];
-}
-
 TEST(RetrievalModel, IsEvalsDefaultAndFindsHeldOutNeedlesAt1K) {
   gguf_test::TempDir dir;
   const testing::CliResult r = testing::run_cli(
       "eval --bench ruler --tasks niah_single_1,niah_single_2 --lengths 1k --samples 10 --word-split heldout -t 2 "
       "-o '" + dir.path().string() + "' 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
+  // The one results folder, named after the default model.
   const std::filesystem::path out = std::filesystem::directory_iterator(dir.path())->path();
   EXPECT_EQ(out.filename().string().rfind("ruler-deferkv-retrieval-5m-", 0), 0u) << out;
-  const nlohmann::json row = scores_of(dir.path());
+  const auto summary = nlohmann::json::parse(testing::read_file((out / "summary.json").string()));
+  const nlohmann::json& row = summary["tables"][0]["rows"][0];
   ASSERT_EQ(row["cost"]["samples"], 20) << row.dump();
   // The card reports 99.5 and 100 at 1K over 200 samples each; 10 each must clear 90.
   for (const char* task : {"niah_single_1", "niah_single_2"}) {

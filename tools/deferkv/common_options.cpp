@@ -11,14 +11,10 @@ namespace deferkv::cli {
 std::string default_model_path() { return DEFERKV_DEFAULT_MODEL; }
 std::string default_eval_model_path() { return DEFERKV_DEFAULT_EVAL_MODEL; }
 
-void add_model_option(CLI::App& cmd, std::string& path) {
-  path = default_model_path();
-  cmd.add_option("-m,--model", path, "GGUF model file (default: the embedded stories260K)");
-}
-
-void add_eval_model_option(CLI::App& cmd, std::string& path) {
-  path = default_eval_model_path();
-  cmd.add_option("-m,--model", path, "GGUF model file (default: the embedded retrieval model, models/README.md)");
+void add_model_option(CLI::App& cmd, std::string& path, const std::string& default_path,
+                      const std::string& default_name) {
+  path = default_path;
+  cmd.add_option("-m,--model", path, "GGUF model file (default: " + default_name + ")");
 }
 
 void add_threads_option(CLI::App& cmd, int& threads) {

@@ -21,8 +21,9 @@ std::string default_model_path();
 // on which the answers depend on the facts a KV press keeps.
 std::string default_eval_model_path();
 
-void add_model_option(CLI::App& cmd, std::string& path);
-void add_eval_model_option(CLI::App& cmd, std::string& path);
+// -m/--model, defaulting to `default_path` (described in the help as `default_name`).
+void add_model_option(CLI::App& cmd, std::string& path, const std::string& default_path = default_model_path(),
+                      const std::string& default_name = "the embedded stories260K");
 void add_threads_option(CLI::App& cmd, int& threads);
 void add_sampling_options(CLI::App& cmd, SamplerParams& params);
 

@@ -251,7 +251,7 @@ void add_eval_command(CLI::App& app) {
   args->sampling.temperature = 0;
   CLI::App* cmd =
       app.add_subcommand("eval", "Run the RULER, Needle-in-a-Haystack or LongBench sweep over presses and budgets");
-  add_eval_model_option(*cmd, args->model);
+  add_model_option(*cmd, args->model, default_eval_model_path(), "the embedded retrieval model, models/README.md");
   cmd->add_option("--bench", args->bench, "ruler, niah or longbench")->capture_default_str();
   cmd->add_option("--tasks", args->tasks,
                   "RULER tasks or LongBench datasets, comma-separated (all: RULER's 13, qa_1/qa_2 only when "

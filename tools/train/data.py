@@ -16,9 +16,10 @@ short sequences sees relative distances and absolute positions up to `position_s
 """
 import glob
 import json
+import math
 import random
 from dataclasses import dataclass, field
-from typing import List
+from typing import List, Optional
 
 import torch
 
@@ -39,6 +40,9 @@ class Example:
     # Auxiliary language-model targets (scored apart, not counted in the accuracy).
     aux_targets: List[int] = field(default_factory=list)
     aux_scored: List[int] = field(default_factory=list)
+    # Simulated eviction: query rows from `evicted_from` on do not see these key columns.
+    evicted_from: int = 0
+    evicted: List[int] = field(default_factory=list)
 
 
 class AssociativeRecall:
@@ -93,11 +97,50 @@ class AssociativeRecall:
         return Example(tokens, targets, scored)
 
 
+# Tokens too common to mark a needle: the lone space, '.', ',', end of sequence.
+NOT_NEEDLE_MARKERS = {SPACE, PERIOD, 29892, EOS}
+
+
+@dataclass
+class KvDrop:
+    """Simulated KV eviction at prefill end, so that the model answers from whatever a
+    press keeps rather than from attention spread over the haystack.
+
+    With probability `prob`, the decode rows of an example (every position after the
+    prompt's last token: the first answer token comes from the full prefill, as under
+    SnapKV) lose a random share of the prompt's key columns, keeping a fraction drawn
+    log-uniformly from [min_keep, max_keep]. Always kept, as a press keeps them: the
+    first token (the attention sink), the last `window` prompt tokens (the observation
+    window), and the needles, found as the prompt positions whose token occurs in the
+    answer, with `needle_before` tokens before them (the needle's key) and one after."""
+    prob: float = 0.6
+    min_keep: float = 0.005
+    max_keep: float = 0.5
+    window: int = 32
+    needle_before: int = 12
+
+    def evicted_columns(self, rng: random.Random, prompt: List[int], answer: List[int]) -> List[int]:
+        if rng.random() >= self.prob:
+            return []
+        n = len(prompt)
+        keep = [False] * n
+        keep[0] = True
+        for i in range(max(0, n - self.window), n):
+            keep[i] = True
+        markers = set(answer) - NOT_NEEDLE_MARKERS
+        for p, token in enumerate(prompt[: n - self.window]):
+            if token in markers:
+                for i in range(max(0, p - self.needle_before), min(n, p + 2)):
+                    keep[i] = True
+        fraction = math.exp(rng.uniform(math.log(self.min_keep), math.log(self.max_keep)))
+        return [i for i in range(n) if not keep[i] and rng.random() >= fraction]
+
+
 class RulerShards:
     """Samples from `deferkv make-data` JSONL files, loaded lazily shard by shard."""
 
-    def __init__(self, rng: random.Random, pattern: str, prompt_tail: int = 0):
-        self.rng, self.prompt_tail = rng, prompt_tail
+    def __init__(self, rng: random.Random, pattern: str, prompt_tail: int = 0, kv_drop: Optional[KvDrop] = None):
+        self.rng, self.prompt_tail, self.kv_drop = rng, prompt_tail, kv_drop
         self.paths = sorted(glob.glob(pattern))
         if not self.paths:
             raise SystemExit(f"no training shards match '{pattern}' (run tools/train/make_shards.sh)")
@@ -114,7 +157,8 @@ class RulerShards:
         tokens = prompt + answer[:-1]
         scored = list(range(len(prompt) - 1, len(tokens)))
         aux_scored = list(range(max(0, len(prompt) - 1 - self.prompt_tail), len(prompt) - 1))
-        return Example(tokens, answer, scored, [tokens[i + 1] for i in aux_scored], aux_scored)
+        evicted = self.kv_drop.evicted_columns(self.rng, prompt, answer) if self.kv_drop else []
+        return Example(tokens, answer, scored, [tokens[i + 1] for i in aux_scored], aux_scored, len(prompt), evicted)
 
 
 def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:
@@ -126,9 +170,22 @@ def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:
     return list(range(cut)) + list(range(cut + skip, n + skip))
 
 
+def eviction_mask(examples: List[Example], n: int) -> Optional[torch.Tensor]:
+    """Additive attention mask [batch, 1, n, n] with -inf where an example's decode rows
+    lose an evicted column; None when no example of the batch evicts anything."""
+    if not any(e.evicted for e in examples):
+        return None
+    mask = torch.zeros(len(examples), 1, n, n)
+    for b, e in enumerate(examples):
+        if e.evicted:
+            mask[b, 0, e.evicted_from:, torch.tensor(e.evicted)] = float("-inf")
+    return mask
+
+
 def collate(examples: List[Example], rng: random.Random, position_span: int):
     """Right-padded batch: tokens, positions, (batch, seq) indices of the scored positions
-    and their targets, then the same three for the auxiliary targets."""
+    and their targets, the same three for the auxiliary targets, then the eviction mask
+    (or None)."""
     n = max(len(e.tokens) for e in examples)
     tokens = torch.zeros(len(examples), n, dtype=torch.long)
     positions = torch.zeros(len(examples), n, dtype=torch.long)
@@ -147,4 +204,4 @@ def collate(examples: List[Example], rng: random.Random, position_span: int):
         aux_t += e.aux_targets
     index = lambda values: torch.tensor(values, dtype=torch.long)
     return (tokens, positions, index(b_index), index(s_index), index(targets),
-            index(aux_b), index(aux_s), index(aux_t))
+            index(aux_b), index(aux_s), index(aux_t), eviction_mask(examples, n))

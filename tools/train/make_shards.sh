@@ -5,9 +5,10 @@
 #
 #   tools/train/make_shards.sh [OUT_DIR]     (default /work/train-data; about 2 minutes)
 #
-# Five NIAH tasks, 400 samples per task and shard. A seed whose draw cannot fit a task in
-# the length (multi-value needles at 320 tokens, now and then) is skipped, as it was for
-# the committed model (seeds 2015 and 2028).
+# recipe.json (v1): five NIAH tasks, 400 samples per task and shard. A seed whose draw
+# cannot fit a task in the length (multi-value needles at 320 tokens, now and then) is
+# skipped, as it was for v1 (seeds 2015 and 2028). recipe-v2.json: one task per shard at
+# 1024 tokens, for the tasks v1 had not learned (VT, MK-NIAH-1, S-NIAH-3, MV-NIAH).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-/work/train-data}
@@ -15,11 +16,11 @@ mkdir -p "$out"
 vocab=tests/data/vocab/ggml-vocab-llama-spm.gguf
 tasks=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multivalue
 
-shards() {  # shards NAME LENGTH FIRST_SEED LAST_SEED
+shards() {  # shards NAME LENGTH FIRST_SEED LAST_SEED [TASKS]
   for seed in $(seq "$3" "$4"); do
     file="$out/$1-s$seed.jsonl"
     [ -f "$file" ] && continue
-    build/deferkv make-data -m "$vocab" --tasks "$tasks" --lengths "$2" --samples 400 --seed "$seed" \
+    build/deferkv make-data -m "$vocab" --tasks "${5:-$tasks}" --lengths "$2" --samples 400 --seed "$seed" \
       --word-split train -o "$file" > /dev/null || echo "skipped $1 seed $seed"
   done
 }
@@ -27,3 +28,8 @@ shards() {  # shards NAME LENGTH FIRST_SEED LAST_SEED
 shards ruler-320 320 2001 2030
 shards ruler-512 512 3001 3015
 shards niah-1k 1024 4001 4008
+
+shards vt-1k 1024 5001 5010 vt
+shards mk-1k 1024 5101 5110 niah_multikey_1
+shards s3-1k 1024 5201 5206 niah_single_3
+shards mv-1k 1024 5301 5306 niah_multivalue

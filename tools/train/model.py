@@ -110,11 +110,14 @@ class Llama(nn.Module):
                     std /= math.sqrt(2 * self.cfg.n_layer)
                 nn.init.normal_(p, 0.0, std)
 
-    def hidden(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """Final normed hidden states [batch, seq, n_embd] (causal attention)."""
+    def hidden(self, tokens: torch.Tensor, positions: torch.Tensor, extra_mask=None) -> torch.Tensor:
+        """Final normed hidden states [batch, seq, n_embd] (causal attention; `extra_mask`,
+        additive [batch, 1, seq, seq], hides more keys, e.g. a simulated eviction)."""
         t = tokens.shape[1]
         cos, sin = rope_tables(positions, self.cfg.head_dim, self.cfg.rope_base)
         mask = torch.full((t, t), float("-inf")).triu(1)
+        if extra_mask is not None:
+            mask = mask + extra_mask
         x = self.token_embd(tokens)
         for block in self.blocks:
             x = block(x, cos, sin, mask)

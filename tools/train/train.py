@@ -11,13 +11,14 @@ accuracy to reach within some minutes of training, else the run stops and says s
 """
 import argparse
 import json
+import math
 import os
 import random
 import time
 
 import torch
 
-from data import AssociativeRecall, RulerShards, collate
+from data import AssociativeRecall, KvDrop, RulerShards, collate
 from model import Llama, ModelConfig
 
 
@@ -28,7 +29,8 @@ def make_source(spec, rng):
     if spec["kind"] == "ruler":
         # Shard patterns may name ${TRAIN_DATA}: make_shards.sh's folder, /work/train-data by default.
         pattern = spec["shards"].replace("${TRAIN_DATA}", os.environ.get("TRAIN_DATA", "/work/train-data"))
-        return RulerShards(rng, pattern, spec.get("prompt_tail", 0))
+        kv_drop = KvDrop(**spec["kv_drop"]) if "kv_drop" in spec else None
+        return RulerShards(rng, pattern, spec.get("prompt_tail", 0), kv_drop)
     raise SystemExit(f"unknown source kind {spec['kind']!r} (known: recall, ruler)")
 
 
@@ -47,8 +49,8 @@ class Mixture:
 def loss_and_accuracy(model, batch, aux_weight):
     """Mean cross-entropy of the answers, plus aux_weight times that of the auxiliary
     (prompt-tail) targets; the accuracy is the answers' alone."""
-    tokens, positions, b_index, s_index, targets, aux_b, aux_s, aux_t = batch
-    hidden = model.hidden(tokens, positions)
+    tokens, positions, b_index, s_index, targets, aux_b, aux_s, aux_t, eviction = batch
+    hidden = model.hidden(tokens, positions, eviction)
     logits = model.logits_at(hidden, b_index, s_index)
     loss = torch.nn.functional.cross_entropy(logits, targets)
     if aux_weight and len(aux_t):
@@ -66,8 +68,8 @@ def evaluate(model, stage, seed, n_examples, span):
     total, exact, tokens_right, tokens_all = 0, 0, 0, 0
     for _ in range(n_examples):
         example = source.example()
-        tokens, positions, b_index, s_index, targets = collate([example], rng, span)[:5]
-        logits = model.logits_at(model.hidden(tokens, positions), b_index, s_index)
+        tokens, positions, b_index, s_index, targets, *_, eviction = collate([example], rng, span)
+        logits = model.logits_at(model.hidden(tokens, positions, eviction), b_index, s_index)
         right = logits.argmax(-1) == targets
         tokens_right += right.sum().item()
         tokens_all += right.numel()
@@ -83,6 +85,21 @@ def learning_rate(recipe, stage, step):
     return stage.get("lr", recipe["lr"]) * min(1.0, (step + 1) / warmup)
 
 
+def start_from_gguf(model, cfg, state, path):
+    """Copies a GGUF model's weights into the run's fresh model; its hyperparameters must be
+    the recipe's, except the RoPE base, which the run takes from the file."""
+    from gguf_weights import load_model
+
+    loaded = load_model(path)
+    mismatched = [f"{key}: recipe {value}, {path} {getattr(loaded.cfg, key)}" for key, value in cfg.to_dict().items()
+                  if key not in ("rope_base", "n_ctx") and not math.isclose(getattr(loaded.cfg, key), value, rel_tol=1e-6)]
+    if mismatched:
+        raise SystemExit("--init-from: the model is not the recipe's: " + "; ".join(mismatched))
+    model.load_state_dict(loaded.state_dict())
+    state["rope_base"] = loaded.cfg.rope_base
+    print(f"initialised from {path} (RoPE base {loaded.cfg.rope_base:g})")
+
+
 def save_checkpoint(path, model, optimizer, state):
     partial = path + ".partial"
     torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": state}, partial)
@@ -95,6 +112,8 @@ def main():
     parser.add_argument("--recipe", help="recipe JSON (required for a new run)")
     parser.add_argument("--minutes", type=float, default=0, help="stop after this much training time (0: no limit)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--init-from", metavar="MODEL.gguf",
+                        help="a new run starts from this model's weights and RoPE base (e.g. models/deferkv-retrieval-5m.gguf)")
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -115,6 +134,8 @@ def main():
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe["lr"], betas=(0.9, 0.95),
                                   weight_decay=recipe["weight_decay"])
     state = {"stage": 0, "step": 0, "stage_step": 0, "train_seconds": 0.0}
+    if args.init_from and not os.path.exists(checkpoint_path):
+        start_from_gguf(model, cfg, state, args.init_from)
     if os.path.exists(checkpoint_path):
         saved = torch.load(checkpoint_path)
         model.load_state_dict(saved["model"])

@@ -2,6 +2,7 @@
 // as TaskGenerator gives for the seed), each answer continues its prompt and ends the
 // sequence, the file does not depend on the thread count, and the word split keeps the
 // training keys and the held-out keys apart.
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -70,6 +71,37 @@ TEST(MakeDataCommand, SamplesAreTheEvaluationsWithTheirAnswers) {
   joint.pop_back();
   const std::string prompt = tokenizer->decode(niah["tokens"].get<std::vector<int32_t>>());
   EXPECT_EQ(tokenizer->decode(joint), prompt + " " + niah["references"][0].get<std::string>() + ".");
+}
+
+// Multi-value needles are shuffled by the run's seed; the answer lists the values in the
+// order the prompt gives them, which a model can learn, whatever the shuffle.
+TEST(MakeDataCommand, AnswersListTheValuesInThePromptsOrder) {
+  gguf_test::TempDir dir;
+  const auto tokenizer = Tokenizer::from_path(kVocab);
+  bool some_reordered = false;
+  for (const std::string seed : {"3", "4", "5"}) {
+    const auto rows = rows_of(make_data(dir, "mv" + seed + ".jsonl",
+                                        "--tasks niah_multivalue --lengths 600 --samples 2 --seed " + seed));
+    for (const auto& row : rows) {
+      const std::string prompt = tokenizer->decode(row["tokens"].get<std::vector<int32_t>>());
+      std::vector<int32_t> answer = row["answer_tokens"].get<std::vector<int32_t>>();
+      answer.pop_back();
+      const std::string text = tokenizer->decode(answer);
+      std::vector<std::pair<size_t, size_t>> at;  // (in the prompt, in the answer) per value
+      for (const std::string& value : row["references"].get<std::vector<std::string>>()) {
+        at.emplace_back(prompt.find(value), text.find(value));
+        ASSERT_NE(at.back().first, std::string::npos) << value;
+        ASSERT_NE(at.back().second, std::string::npos) << value << " in '" << text << "'";
+      }
+      ASSERT_EQ(at.size(), 4u);
+      const bool generator_order_is_answer_order = std::is_sorted(
+          at.begin(), at.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+      some_reordered |= !generator_order_is_answer_order;
+      std::sort(at.begin(), at.end());
+      for (size_t i = 1; i < at.size(); ++i) EXPECT_LT(at[i - 1].second, at[i].second) << text;
+    }
+  }
+  EXPECT_TRUE(some_reordered) << "every seed kept the generator's order: the test shows nothing";
 }
 
 TEST(MakeDataCommand, TheFileDoesNotDependOnTheThreads) {

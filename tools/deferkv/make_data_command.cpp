@@ -5,13 +5,15 @@
 //       --samples 1000 --seed 7 --word-split train -o train.jsonl
 //
 // Each line: {"task", "length", "index", "tokens" (the prompt's ids, BOS included),
-// "answer_tokens" (what the model should write next: the references joined by ", ",
-// then "." and end of sequence), "references"}. Prompts are plain text (no chat format).
+// "answer_tokens" (what the model should write next: the references in the order they
+// first appear in the prompt, joined by ", ", then "." and end of sequence), "references"
+// (the generator's order)}. Prompts are plain text (no chat format).
 // Samples are generated on several threads; the file's order is the order of (length,
 // task, index), so a seed always gives the same file.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -45,15 +47,27 @@ struct MakeDataArgs {
   std::string output;
 };
 
+// The references in the order the prompt first mentions them. RULER's multi-value
+// needles are shuffled by the run's seed, so the generator's order is a permutation that
+// differs between training seeds: a model cannot know which value comes first, while
+// the scorers (string_match_all) take the values in any order.
+std::vector<std::string> in_prompt_order(const eval::TaskSample& sample) {
+  std::vector<std::string> references = sample.references;
+  std::stable_sort(references.begin(), references.end(), [&](const std::string& a, const std::string& b) {
+    return sample.prompt.find(a) < sample.prompt.find(b);  // npos (not found) sorts last
+  });
+  return references;
+}
+
 // The ids the model should produce after the prompt: the references as one answer
-// (joined by ", ", then "."), then end of sequence. The answer is tokenized in context
+// (in prompt order, joined by ", ", then "."), then end of sequence. The answer is tokenized in context
 // (prompt + " " + answer) so that the seam tokenizes as in a continuous text. A prompt
 // that ends in a space (VT's "they are: ") ends in a lone space token, which the joint
 // encoding would merge into the answer's first piece; there the answer is encoded on its
 // own, and a SentencePiece vocabulary's space prefix then shows as a second space, which
 // the substring scorers ignore.
 std::vector<int32_t> answer_tokens(const Tokenizer& tokenizer, const eval::TaskSample& sample) {
-  const std::string answer = fmt::format("{}.", fmt::join(sample.references, ", "));
+  const std::string answer = fmt::format("{}.", fmt::join(in_prompt_order(sample), ", "));
   std::vector<int32_t> answer_ids;
   if (!sample.prompt.empty() && sample.prompt.back() == ' ') {
     answer_ids = tokenizer.encode(answer, false, false);

@@ -5,7 +5,7 @@
 #
 #   tools/train/card_evals.sh [OUT_DIR]     (default results/card; resumable: rerunning skips
 #                                            the samples already done)
-# Needs build/deferkv (scripts/build.sh). About 30 minutes on 2 cores.
+# Needs build/deferkv (scripts/build.sh). About 40 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-results/card}
@@ -13,6 +13,6 @@ tasks=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multivalue,
 run() { build/deferkv eval --bench ruler --tasks "$tasks" --word-split heldout -t 2 -o "$out" "$@"; }
 
 run --lengths 4k --samples 200
-run --lengths 8k --samples 50
-run --lengths 4k --samples 50 --press 'full;snapkv;deferkv;streaming_llm' --kv-budget 64,128,256
-run --lengths 1k --samples 200
+run --lengths 8k --samples 30
+run --lengths 4k --samples 30 --press 'full;snapkv;deferkv;deferkv:d=4;streaming_llm' --kv-budget 64,128,256
+run --lengths 1k --samples 100

@@ -24,9 +24,9 @@ from typing import List, Optional
 import torch
 
 BOS, EOS = 1, 2
-# Llama-2 SentencePiece ids of the digits 0-9, ':' , '.', and the lone space piece.
+# Llama-2 SentencePiece ids of the digits 0-9, ':' , '.', ',' and the lone space piece.
 DIGITS = [29900, 29896, 29906, 29941, 29946, 29945, 29953, 29955, 29947, 29929]
-COLON, PERIOD, SPACE = 29901, 29889, 29871
+COLON, PERIOD, COMMA, SPACE = 29901, 29889, 29892, 29871
 # Word pieces with a leading space ("▁the" ...) occupy most ids below 29871; keys and
 # filler are drawn from this range, away from the byte tokens (3-258).
 WORD_IDS = (300, 29800)
@@ -98,13 +98,13 @@ class AssociativeRecall:
 
 
 # Tokens too common to mark a needle: the lone space, '.', ',', end of sequence.
-NOT_NEEDLE_MARKERS = {SPACE, PERIOD, 29892, EOS}
+NOT_NEEDLE_MARKERS = {SPACE, PERIOD, COMMA, EOS}
 
 
 @dataclass
 class KvDrop:
-    """Simulated KV eviction at prefill end, so that the model answers from whatever a
-    press keeps rather than from attention spread over the haystack.
+    """Simulated KV eviction at prefill end, so that the answers stay a function of what
+    a press keeps (the needle, the window), not of the haystack around them.
 
     With probability `prob`, the decode rows of an example (every position after the
     prompt's last token: the first answer token comes from the full prefill, as under

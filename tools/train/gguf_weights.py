@@ -13,6 +13,7 @@ import struct
 import numpy as np
 import torch
 
+from export import gguf_names
 from model import Llama, ModelConfig
 
 # ggml type ids this reader decodes.
@@ -113,8 +114,6 @@ def config_from_metadata(metadata, path: str) -> ModelConfig:
 
 def load_model(path: str) -> Llama:
     """The GGUF model as a trainer Llama (its output projection must be tied: no output.weight)."""
-    from export import gguf_names  # export imports model only; kept local to avoid a cycle at import time
-
     metadata, tensors = read_gguf(path)
     model = Llama(config_from_metadata(metadata, path))
     if "output.weight" in tensors:

@@ -19,6 +19,7 @@ import time
 import torch
 
 from data import AssociativeRecall, KvDrop, RulerShards, collate
+from gguf_weights import load_model
 from model import Llama, ModelConfig
 
 
@@ -88,8 +89,6 @@ def learning_rate(recipe, stage, step):
 def start_from_gguf(model, cfg, state, path):
     """Copies a GGUF model's weights into the run's fresh model; its hyperparameters must be
     the recipe's, except the RoPE base, which the run takes from the file."""
-    from gguf_weights import load_model
-
     loaded = load_model(path)
     mismatched = [f"{key}: recipe {value}, {path} {getattr(loaded.cfg, key)}" for key, value in cfg.to_dict().items()
                   if key not in ("rope_base", "n_ctx") and not math.isclose(getattr(loaded.cfg, key), value, rel_tol=1e-6)]

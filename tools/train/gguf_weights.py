@@ -83,19 +83,24 @@ def read_gguf(path: str):
         infos.append((name, dims, r.take("<I"), r.take("<Q")))
     alignment = metadata.get("general.alignment", 32)
     base = -(-r.pos // alignment) * alignment
+    q8_0 = np.dtype([("d", "<f2"), ("q", "i1", Q8_0_BLOCK)])
     tensors = {}
     for name, dims, kind, offset in infos:
         count = int(np.prod(dims))
-        start = base + offset
-        if kind == GGML_F32:
-            values = np.frombuffer(data, np.float32, count, start)
-        elif kind == GGML_F16:
-            values = np.frombuffer(data, np.float16, count, start).astype(np.float32)
-        elif kind == GGML_Q8_0:
-            blocks = np.frombuffer(data, np.dtype([("d", "<f2"), ("q", "i1", Q8_0_BLOCK)]), count // Q8_0_BLOCK, start)
-            values = (blocks["d"].astype(np.float32)[:, None] * blocks["q"].astype(np.float32)).reshape(-1)
-        else:
+        if kind == GGML_Q8_0 and count % Q8_0_BLOCK:
+            raise GgufError(f"{path}: Q8_0 tensor {name} has {count} values, not a multiple of {Q8_0_BLOCK}")
+        element, items = {GGML_F32: (np.dtype("<f4"), count), GGML_F16: (np.dtype("<f2"), count),
+                          GGML_Q8_0: (q8_0, count // Q8_0_BLOCK)}.get(kind, (None, 0))
+        if element is None:
             raise GgufError(f"{path}: tensor {name} has ggml type {kind} (this reader knows F32, F16, Q8_0)")
+        start = base + offset
+        if start + items * element.itemsize > len(data):
+            raise GgufError(f"{path}: tensor {name} runs past the end of the file (truncated?)")
+        raw = np.frombuffer(data, element, items, start)
+        if kind == GGML_Q8_0:
+            values = (raw["d"].astype(np.float32)[:, None] * raw["q"].astype(np.float32)).reshape(-1)
+        else:
+            values = raw.astype(np.float32)
         tensors[name] = values.reshape(list(reversed(dims)))  # ggml lists the innermost dimension first
     return metadata, tensors
 

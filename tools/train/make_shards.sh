@@ -38,3 +38,10 @@ shards mv-1k 1024 5301 5306 niah_multivalue
 shards mk-320 320 6001 6010 niah_multikey_1
 shards s3-320 320 6101 6106 niah_single_3
 shards mv-320 320 6201 6206 niah_multivalue
+
+# recipe-v3.json: the same tasks at 2048 tokens, whose haystack puts the needles twice as
+# far apart as the 1K shards (v2 lost 10-17 points from 1K to 4K on S3, MK and MV).
+shards niah-2k 2048 7001 7004
+shards mk-2k 2048 7101 7110 niah_multikey_1
+shards s3-2k 2048 7201 7206 niah_single_3
+shards mv-2k 2048 7301 7306 niah_multivalue

@@ -80,23 +80,52 @@ def evaluate(model, stage, seed, n_examples, span):
     return {"token_accuracy": tokens_right / tokens_all, "exact": exact / total}
 
 
-def learning_rate(recipe, stage, step):
-    """Linear warm-up to the recipe's lr, then constant; a stage may set its own lr."""
+def learning_rate(recipe, stage, step, stage_step):
+    """Linear warm-up to the recipe's lr, then constant; a stage may set its own lr, and
+    an `lr_end` that the rate falls to linearly over the stage's steps (a cool-down)."""
     warmup = recipe["warmup_steps"]
-    return stage.get("lr", recipe["lr"]) * min(1.0, (step + 1) / warmup)
+    rate = stage.get("lr", recipe["lr"])
+    if "lr_end" in stage:
+        rate += (stage["lr_end"] - rate) * stage_step / max(1, stage["steps"] - 1)
+    return rate * min(1.0, (step + 1) / warmup)
 
 
-def start_from_gguf(model, cfg, state, path):
+def start_from_gguf(model, cfg, state, path, layer_sources=None):
     """Copies a GGUF model's weights into the run's fresh model; its hyperparameters must be
-    the recipe's, except the RoPE base, which the run takes from the file."""
+    the recipe's, except the RoPE base, which the run takes from the file, and the layer
+    count when the recipe's `layer_sources` grows the model (grow_layers)."""
     loaded = load_model(path)
+    ignored = ("rope_base", "n_ctx") + (("n_layer",) if layer_sources else ())
     mismatched = [f"{key}: recipe {value}, {path} {getattr(loaded.cfg, key)}" for key, value in cfg.to_dict().items()
-                  if key not in ("rope_base", "n_ctx") and not math.isclose(getattr(loaded.cfg, key), value, rel_tol=1e-6)]
+                  if key not in ignored and not math.isclose(getattr(loaded.cfg, key), value, rel_tol=1e-6)]
     if mismatched:
         raise SystemExit("--init-from: the model is not the recipe's: " + "; ".join(mismatched))
-    model.load_state_dict(loaded.state_dict())
+    if layer_sources:
+        grow_layers(model, loaded, layer_sources)
+    else:
+        model.load_state_dict(loaded.state_dict())
     state["rope_base"] = loaded.cfg.rope_base
     print(f"initialised from {path} (RoPE base {loaded.cfg.rope_base:g})")
+
+
+def grow_layers(model, loaded, layer_sources):
+    """Deepens a trained model without changing what it computes: layer i of `model` copies
+    layer layer_sources[i] of `loaded`, and a null entry is a new layer whose attention
+    output and feed-forward down projections start at zero, so that it adds nothing to
+    the residual stream until training gives it a job. The loaded layers keep their order."""
+    copied = [i for i in layer_sources if i is not None]
+    if len(layer_sources) != model.cfg.n_layer or copied != list(range(loaded.cfg.n_layer)):
+        raise SystemExit(f"layer_sources {layer_sources} must name each of the {loaded.cfg.n_layer} loaded layers once, "
+                         f"in order, among the recipe's {model.cfg.n_layer}")
+    with torch.no_grad():
+        model.token_embd.load_state_dict(loaded.token_embd.state_dict())
+        model.output_norm.load_state_dict(loaded.output_norm.state_dict())
+        for block, source in zip(model.blocks, layer_sources):
+            if source is None:
+                block.attn_output.weight.zero_()
+                block.ffn_down.weight.zero_()
+            else:
+                block.load_state_dict(loaded.blocks[source].state_dict())
 
 
 def save_checkpoint(path, model, optimizer, state):
@@ -134,7 +163,7 @@ def main():
                                   weight_decay=recipe["weight_decay"])
     state = {"stage": 0, "step": 0, "stage_step": 0, "train_seconds": 0.0}
     if args.init_from and not os.path.exists(checkpoint_path):
-        start_from_gguf(model, cfg, state, args.init_from)
+        start_from_gguf(model, cfg, state, args.init_from, recipe.get("layer_sources"))
     if os.path.exists(checkpoint_path):
         saved = torch.load(checkpoint_path)
         model.load_state_dict(saved["model"])
@@ -166,7 +195,7 @@ def main():
                 return
             started = time.time()
             for group in optimizer.param_groups:
-                group["lr"] = learning_rate(recipe, stage, state["step"])
+                group["lr"] = learning_rate(recipe, stage, state["step"], state["stage_step"])
             batch = collate([source.example() for _ in range(stage["batch"])], rng, span)
             loss, accuracy = loss_and_accuracy(model, batch, stage.get("aux_weight", 1.0))
             optimizer.zero_grad(set_to_none=True)

@@ -152,13 +152,18 @@ class RulerShards:
             with open(path) as f:
                 self.rows = [json.loads(line) for line in f]
             self.rng.shuffle(self.rows)
-        row = self.rows.pop()
-        prompt, answer = row["tokens"], row["answer_tokens"]
-        tokens = prompt + answer[:-1]
-        scored = list(range(len(prompt) - 1, len(tokens)))
-        aux_scored = list(range(max(0, len(prompt) - 1 - self.prompt_tail), len(prompt) - 1))
-        evicted = self.kv_drop.evicted_columns(self.rng, prompt, answer) if self.kv_drop else []
-        return Example(tokens, answer, scored, [tokens[i + 1] for i in aux_scored], aux_scored, len(prompt), evicted)
+        return ruler_example(self.rows.pop(), self.rng, self.prompt_tail, self.kv_drop)
+
+
+def ruler_example(row, rng: random.Random, prompt_tail: int = 0, kv_drop: Optional[KvDrop] = None) -> Example:
+    """A `make-data` row as an example: every answer token scored, and the prompt's last
+    `prompt_tail` tokens as auxiliary targets."""
+    prompt, answer = row["tokens"], row["answer_tokens"]
+    tokens = prompt + answer[:-1]
+    scored = list(range(len(prompt) - 1, len(tokens)))
+    aux_scored = list(range(max(0, len(prompt) - 1 - prompt_tail), len(prompt) - 1))
+    evicted = kv_drop.evicted_columns(rng, prompt, answer) if kv_drop else []
+    return Example(tokens, answer, scored, [tokens[i + 1] for i in aux_scored], aux_scored, len(prompt), evicted)
 
 
 def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:

@@ -48,6 +48,18 @@ def write_safetensors(path, tensors, metadata):
     os.replace(partial, path)
 
 
+def load_run(run: str):
+    """A run folder's latest checkpoint: (model, recipe, training state)."""
+    recipe = json.load(open(os.path.join(run, "recipe.json")))
+    saved = torch.load(os.path.join(run, "checkpoint.pt"))
+    state = saved["state"]
+    cfg = ModelConfig(**recipe["model"])
+    cfg.rope_base = state.get("rope_base", cfg.rope_base)  # a stage may have raised it
+    model = Llama(cfg)
+    model.load_state_dict(saved["model"])
+    return model, recipe, state
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", required=True, help="run folder with checkpoint.pt and recipe.json")
@@ -55,13 +67,8 @@ def main():
     parser.add_argument("--name", default="deferkv-retrieval")
     args = parser.parse_args()
 
-    recipe = json.load(open(os.path.join(args.run, "recipe.json")))
-    saved = torch.load(os.path.join(args.run, "checkpoint.pt"))
-    state = saved["state"]
-    cfg = ModelConfig(**recipe["model"])
-    cfg.rope_base = state.get("rope_base", cfg.rope_base)  # a stage may have raised it
-    model = Llama(cfg)
-    model.load_state_dict(saved["model"])
+    model, recipe, state = load_run(args.run)
+    cfg = model.cfg
     metadata = {key: str(value) for key, value in cfg.to_dict().items()}
     metadata.update(architecture="llama", name=args.name,
                     description=f"trained by tools/train (recipe seed {recipe['seed']}, step {state['step']}, "

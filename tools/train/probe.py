@@ -13,38 +13,21 @@ MODEL is a GGUF file or a run folder (its latest checkpoint). Positions are the 
 import argparse
 import json
 import os
-import random
 
 import torch
 
-from data import RulerShards, collate
+from data import ruler_example
+from export import load_run
 from gguf_weights import load_model
-from model import Llama, ModelConfig
+from train import teacher_forced
 
 
-def load_checkpoint(run: str) -> Llama:
-    recipe = json.load(open(os.path.join(run, "recipe.json")))
-    saved = torch.load(os.path.join(run, "checkpoint.pt"))
-    cfg = ModelConfig(**recipe["model"])
-    cfg.rope_base = saved["state"].get("rope_base", cfg.rope_base)
-    model = Llama(cfg)
-    model.load_state_dict(saved["model"])
-    print(f"{run}: step {saved['state']['step']}")
+def load(path: str):
+    if path.endswith(".gguf"):
+        return load_model(path)
+    model, _, state = load_run(path)
+    print(f"{path}: step {state['step']}")
     return model
-
-
-@torch.no_grad()
-def score(model: Llama, path: str, samples: int):
-    """(exact, token accuracy, samples scored) over the file's first `samples` rows."""
-    source = RulerShards(random.Random(0), path)
-    source.rows = [json.loads(line) for line in open(path)][:samples][::-1]  # in file order
-    exact, token_share, n = 0, 0.0, len(source.rows)
-    for _ in range(n):
-        tokens, positions, b_index, s_index, targets, *_ = collate([source.example()], None, 0)
-        right = model.logits_at(model.hidden(tokens, positions), b_index, s_index).argmax(-1) == targets
-        exact += int(right.all())
-        token_share += right.float().mean().item()
-    return exact / n, token_share / n, n
 
 
 def main():
@@ -55,11 +38,13 @@ def main():
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    model = load_model(args.model) if args.model.endswith(".gguf") else load_checkpoint(args.model)
-    model.eval()
+    model = load(args.model)
     for path in args.files:
-        exact, token, n = score(model, path, args.samples)
-        print(f"{os.path.basename(path)}: exact {exact:.2f}, token {token:.3f} ({n} samples)", flush=True)
+        rows = [json.loads(line) for line in open(path)][: args.samples]
+        # Plain positions (span 0) and no eviction: the prompt as the engine runs it.
+        scores = teacher_forced(model, (ruler_example(row, None) for row in rows), None, 0)
+        print(f"{os.path.basename(path)}: exact {scores['exact']:.2f}, token {scores['token_accuracy']:.3f} "
+              f"({len(rows)} samples)", flush=True)
 
 
 if __name__ == "__main__":

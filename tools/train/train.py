@@ -61,14 +61,13 @@ def loss_and_accuracy(model, batch, aux_weight):
 
 
 @torch.no_grad()
-def evaluate(model, stage, seed, n_examples, span):
-    """Teacher-forced token accuracy and exact-answer rate on fresh examples of the stage."""
-    rng = random.Random(seed)
-    source = Mixture(stage["sources"], rng)
+def teacher_forced(model, examples, rng, span):
+    """Token accuracy and exact-answer rate (every answer token the argmax) of the
+    examples, each run alone with its eviction mask, teacher-forced."""
+    was_training = model.training
     model.eval()
     total, exact, tokens_right, tokens_all = 0, 0, 0, 0
-    for _ in range(n_examples):
-        example = source.example()
+    for example in examples:
         tokens, positions, b_index, s_index, targets, *_, eviction = collate([example], rng, span)
         logits = model.logits_at(model.hidden(tokens, positions, eviction), b_index, s_index)
         right = logits.argmax(-1) == targets
@@ -76,8 +75,16 @@ def evaluate(model, stage, seed, n_examples, span):
         tokens_all += right.numel()
         exact += int(right.all().item())
         total += 1
-    model.train()
+    model.train(was_training)
     return {"token_accuracy": tokens_right / tokens_all, "exact": exact / total}
+
+
+def evaluate(model, stage, seed, n_examples, span):
+    """The teacher-forced scores on fresh examples of the stage."""
+    rng = random.Random(seed)
+    source = Mixture(stage["sources"], rng)
+    # A generator, so that drawing an example and its positions keep taking turns on rng.
+    return teacher_forced(model, (source.example() for _ in range(n_examples)), rng, span)
 
 
 def learning_rate(recipe, stage, step, stage_step):

@@ -139,8 +139,10 @@ class KvDrop:
 class RulerShards:
     """Samples from `deferkv make-data` JSONL files, loaded lazily shard by shard."""
 
-    def __init__(self, rng: random.Random, pattern: str, prompt_tail: int = 0, kv_drop: Optional[KvDrop] = None):
+    def __init__(self, rng: random.Random, pattern: str, prompt_tail: int = 0, kv_drop: Optional[KvDrop] = None,
+                 worked_example: bool = False):
         self.rng, self.prompt_tail, self.kv_drop = rng, prompt_tail, kv_drop
+        self.worked_example = worked_example  # VT rows: train on their worked example alone
         self.paths = sorted(glob.glob(pattern))
         if not self.paths:
             raise SystemExit(f"no training shards match '{pattern}' (run tools/train/make_shards.sh)")
@@ -152,7 +154,10 @@ class RulerShards:
             with open(path) as f:
                 self.rows = [json.loads(line) for line in f]
             self.rng.shuffle(self.rows)
-        return ruler_example(self.rows.pop(), self.rng, self.prompt_tail, self.kv_drop)
+        row = self.rows.pop()
+        if self.worked_example:
+            return vt_worked_example(row)
+        return ruler_example(row, self.rng, self.prompt_tail, self.kv_drop)
 
 
 def ruler_example(row, rng: random.Random, prompt_tail: int = 0, kv_drop: Optional[KvDrop] = None) -> Example:
@@ -164,6 +169,27 @@ def ruler_example(row, rng: random.Random, prompt_tail: int = 0, kv_drop: Option
     aux_scored = list(range(max(0, len(prompt) - 1 - prompt_tail), len(prompt) - 1))
     evicted = kv_drop.evicted_columns(rng, prompt, answer) if kv_drop else []
     return Example(tokens, answer, scored, [tokens[i + 1] for i in aux_scored], aux_scored, len(prompt), evicted)
+
+
+# Llama-2 ids of "▁they ▁are :", which ends VT's answer prefix, and of the newline byte.
+THEY_ARE = [896, 526, 29901]
+NEWLINE = 13
+
+
+def vt_worked_example(row) -> Example:
+    """VT's in-context worked example alone, cut from a VT `make-data` row: the prompt up
+    to the end of the example's answer ("... they are:  XWW TMH OHP RZP RVT\n"), scored on
+    that answer. RULER sizes the example to ~500 tokens with 3-letter names, so each row
+    gives a chain lookup at half the 1K length: a denser drill of the same text."""
+    prompt = row["tokens"]
+    starts = [i for i in range(len(prompt) - 2) if prompt[i:i + 3] == THEY_ARE]
+    if row.get("task") != "vt" or len(starts) < 2:
+        raise SystemExit(f"vt_worked_example needs VT rows (with a worked example), got task {row.get('task')!r}")
+    begin = starts[0] + len(THEY_ARE)
+    end = prompt.index(NEWLINE, begin)
+    tokens = prompt[: end + 1]
+    scored = list(range(begin - 1, end))
+    return Example(tokens, [tokens[i + 1] for i in scored], scored)
 
 
 def pose_positions(rng: random.Random, n: int, span: int) -> List[int]:

@@ -31,7 +31,7 @@ def make_source(spec, rng):
         # Shard patterns may name ${TRAIN_DATA}: make_shards.sh's folder, /work/train-data by default.
         pattern = spec["shards"].replace("${TRAIN_DATA}", os.environ.get("TRAIN_DATA", "/work/train-data"))
         kv_drop = KvDrop(**spec["kv_drop"]) if "kv_drop" in spec else None
-        return RulerShards(rng, pattern, spec.get("prompt_tail", 0), kv_drop)
+        return RulerShards(rng, pattern, spec.get("prompt_tail", 0), kv_drop, spec.get("worked_example", False))
     raise SystemExit(f"unknown source kind {spec['kind']!r} (known: recall, ruler)")
 
 

@@ -35,7 +35,7 @@ TEST(RetrievalModel, IsEvalsDefaultAndFindsHeldOutNeedlesAt1K) {
   // reports 72 at 1K over 100 samples (v5: 7 of these 10, v3 and v2 8, v1 3).
   EXPECT_GE(row["scores"]["niah_multikey_1"].get<double>(), 60.0) << row.dump();
   // Variable tracking, first learnt by v5: 58 on these 10 (the card: 50.8 over 100);
-  // v3 and every model before it wrote no variable of the chain (0).
+  // v3 scores 0 on them (no variable of the chain).
   EXPECT_GE(row["scores"]["vt"].get<double>(), 30.0) << row.dump();
 }
 

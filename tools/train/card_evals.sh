@@ -5,7 +5,7 @@
 #
 #   tools/train/card_evals.sh [OUT_DIR]     (default results/card; resumable: rerunning skips
 #                                            the samples already done)
-# Needs build/deferkv (scripts/build.sh). About 40 minutes on 2 cores.
+# Needs build/deferkv (scripts/build.sh). About 41 (v3) to 47 (v5) minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-results/card}

@@ -181,10 +181,13 @@ def vt_worked_example(row) -> Example:
     to the end of the example's answer ("... they are:  XWW TMH OHP RZP RVT\n"), scored on
     that answer. RULER sizes the example to ~500 tokens with 3-letter names, so each row
     gives a chain lookup at half the 1K length: a denser drill of the same text."""
+    if row.get("task") != "vt":
+        raise SystemExit(f"a worked_example source needs VT shards, got a {row.get('task')!r} row")
     prompt = row["tokens"]
+    # The example's answer prefix, then the question's own: the first of two.
     starts = [i for i in range(len(prompt) - 2) if prompt[i:i + 3] == THEY_ARE]
-    if row.get("task") != "vt" or len(starts) < 2:
-        raise SystemExit(f"vt_worked_example needs VT rows (with a worked example), got task {row.get('task')!r}")
+    if len(starts) < 2:
+        raise SystemExit("a VT row without its worked example (fewer than two 'they are:' answer prefixes)")
     begin = starts[0] + len(THEY_ARE)
     end = prompt.index(NEWLINE, begin)
     tokens = prompt[: end + 1]

@@ -6,7 +6,8 @@
 #   tools/train/card_evals.sh [OUT_DIR] [MODEL]   (default results/card and eval's default
 #                                                  model; resumable: rerunning skips the
 #                                                  samples already done)
-# Needs build/deferkv (scripts/build.sh). About 41 (v3), 49 (v6) and 58 (v7, 8 layers) minutes on 2 cores.
+# Needs build/deferkv (scripts/build.sh). About 41 (v3), 49 (v6) and 58 (v7, 8 layers)
+# minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=${1:-results/card}

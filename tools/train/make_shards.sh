@@ -3,7 +3,8 @@
 # the evaluation's own generators, with training seeds (the evaluation uses 42) and the
 # "train" half of the key-word lists (evaluations of the model use --word-split heldout).
 #
-#   tools/train/make_shards.sh [OUT_DIR]     (default /work/train-data; a few minutes, the 4096-token shards 77 s)
+#   tools/train/make_shards.sh [OUT_DIR]     (default /work/train-data; a few minutes,
+#                                             77 s of them the 4096-token shards)
 #
 # recipe.json (v1): five NIAH tasks, 400 samples per task and shard. A seed whose draw
 # cannot fit a task in the length (multi-value needles at 320 tokens, now and then) is
@@ -46,8 +47,8 @@ shards mk-2k 2048 7101 7110 niah_multikey_1
 shards s3-2k 2048 7201 7206 niah_single_3
 shards mv-2k 2048 7301 7306 niah_multivalue
 
-# The same tasks at 4096 tokens, the length of the card's targets (the trainer README's
-# recipe history, v7: what a model trained up to 2K gets right at 4K).
+# The same tasks at 4096 tokens, the length of the card's targets: the next model's data
+# (v8, in training when v7 was committed; no committed recipe reads them yet).
 shards niah-4k 4096 8001 8003
 shards mk-4k 4096 8101 8103 niah_multikey_1
 shards s3-4k 4096 8201 8203 niah_single_3

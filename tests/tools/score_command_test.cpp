@@ -1,5 +1,6 @@
 // `deferkv score`, run as the built CLI on predictions files it writes.
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -31,18 +32,39 @@ TEST(ScoreCommand, PrintsPerDatasetScoresAndAverageAsJson) {
   ASSERT_EQ(r.status, 0) << r.output;
   const auto out = nlohmann::ordered_json::parse(r.output);
   EXPECT_EQ(out["benchmark"], "longbench");
+  ASSERT_EQ(out["rows"].size(), 1u);
+  const auto& row = out["rows"][0];
+  EXPECT_TRUE(row["label"].is_null());
   // rouge-L of identical texts is 0.999999995 → 100.0; code_sim of "x = 1\r" is 91.
-  EXPECT_EQ(out["scores"].dump(), R"({"gov_report":100.0,"lcc":91.0})");
-  EXPECT_EQ(out["samples"].dump(), R"({"gov_report":1,"lcc":1})");
-  EXPECT_EQ(out["average"], 95.5);
+  EXPECT_EQ(row["scores"].dump(), R"({"gov_report":100.0,"lcc":91.0})");
+  EXPECT_EQ(row["samples"].dump(), R"({"gov_report":1,"lcc":1})");
+  EXPECT_EQ(row["average"], 95.5);
 }
 
 TEST(ScoreCommand, MarkdownAndExplicitBenchmark) {
   gguf_test::TempDir dir;
   const std::string path = write_file(dir, R"({"task": "vt", "pred": "X Y", "outputs": ["x", "z"]})");
-  const CliResult r = testing::run_cli("score '" + path + "' --benchmark ruler -o md 2>&1");
+  const CliResult r = testing::run_cli("score '" + path + "' --benchmark ruler --format md 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(r.output, "| vt | Avg. |\n| ---: | ---: |\n| 50.00 | 50.00 |\n");
+}
+
+// eval's samples.jsonl: a row per method label (the README's main job once printed one
+// pooled niah_single_1 score over all four methods), written to a file with -o.
+TEST(ScoreCommand, ASweepsSamplesAreScoredOneRowPerMethod) {
+  gguf_test::TempDir dir;
+  const std::string line = R"("length": 4096, "task": "niah_single_1", "outputs": ["1234567"], "pred": )";
+  const std::string path = write_file(dir, R"({"label": "full", )" + line + R"("1234567"})" + "\n" +
+                                               R"({"label": "snapkv@64", )" + line + R"("7"})" + "\n");
+  const std::string out = dir.file("scores.md");
+  const CliResult r = testing::run_cli("score '" + path + "' --format md -o '" + out + "' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output, "");
+  std::ifstream in(out);
+  const std::string table((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(table,
+            "| method | length | niah_single_1 | Avg. |\n| --- | ---: | ---: | ---: |\n"
+            "| full | 4096 | 100.00 | 100.00 |\n| snapkv@64 | 4096 | 0.00 | 0.00 |\n");
 }
 
 TEST(ScoreCommand, BadInputIsAClearErrorAndExitStatus1) {
@@ -57,9 +79,9 @@ TEST(ScoreCommand, BadInputIsAClearErrorAndExitStatus1) {
   EXPECT_EQ(invalid.status, 1);
   EXPECT_NE(invalid.output.find("error: " + broken + ":1: invalid JSON"), std::string::npos) << invalid.output;
 
-  const CliResult format = testing::run_cli("score '" + path + "' -o csv 2>&1");
+  const CliResult format = testing::run_cli("score '" + path + "' --format csv 2>&1");
   EXPECT_EQ(format.status, 1);
-  EXPECT_EQ(format.output, "error: -o must be md or json, got 'csv'\n");
+  EXPECT_EQ(format.output, "error: --format must be md or json, got 'csv'\n");
   EXPECT_EQ(testing::run_cli("score '" + path + "' --benchmark mmlu 2>&1").status, 1);
   EXPECT_EQ(testing::run_cli("score /no/such/file.jsonl 2>&1").output, "error: cannot read '/no/such/file.jsonl'\n");
 }

@@ -92,9 +92,15 @@ class Tokenizer {
 // split over several tokens are held until the character is complete, so every piece
 // returned is valid UTF-8. Bytes that can never form a character come out as U+FFFD.
 // When decode(ids) is valid UTF-8, the pushes and finish() together return exactly it.
+//
+// `start`: kNewText drops the space SentencePiece puts before the first word, as decode()
+// does (a prediction scored on its own); kContinuation keeps it, for tokens that continue
+// a prompt ("The little dog" + " was"), as llama.cpp prints them.
+enum class DecodeStart { kNewText, kContinuation };
+
 class StreamingDecoder {
  public:
-  explicit StreamingDecoder(const Tokenizer& tokenizer);
+  explicit StreamingDecoder(const Tokenizer& tokenizer, DecodeStart start = DecodeStart::kNewText);
   std::string push(int32_t id);
   // Whatever is still held (an unfinished character becomes U+FFFD); resets.
   std::string finish();
@@ -102,7 +108,8 @@ class StreamingDecoder {
  private:
   const Tokenizer& tokenizer_;
   std::string held_;
-  bool at_start_ = true;
+  DecodeStart start_;
+  bool at_start_;
 };
 
 }  // namespace deferkv

@@ -4,7 +4,8 @@
 
 namespace deferkv {
 
-StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+StreamingDecoder::StreamingDecoder(const Tokenizer& tokenizer, DecodeStart start)
+    : tokenizer_(tokenizer), start_(start), at_start_(start == DecodeStart::kNewText) {}
 
 std::string StreamingDecoder::push(int32_t id) {
   tokenizer_.impl_->append_piece(id, at_start_, held_);
@@ -24,7 +25,7 @@ std::string StreamingDecoder::push(int32_t id) {
 std::string StreamingDecoder::finish() {
   std::string out = held_.empty() ? "" : std::string(kReplacementChar);
   held_.clear();
-  at_start_ = true;
+  at_start_ = start_ == DecodeStart::kNewText;
   return out;
 }
 

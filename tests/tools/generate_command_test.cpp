@@ -33,6 +33,14 @@ TEST(GenerateCommand, SameSeedSameTextAtTemperature) {
   EXPECT_GT(a.output.size(), 40u);
 }
 
+// The continuation keeps its leading space, so prompt + output reads as one text:
+// llama.cpp continues "The little dog" greedily with " was a little girl" on this model.
+TEST(GenerateCommand, TheContinuationKeepsItsLeadingSpace) {
+  const auto result = run_cli("generate --temp 0 -n 6 -p 'The little dog' 2>/dev/null");
+  ASSERT_EQ(result.status, 0);
+  EXPECT_EQ(result.output, " was a little girl\n");
+}
+
 TEST(GenerateCommand, DumpLogitsWritesTheLastPromptLogits) {
   const std::string path = ::testing::TempDir() + "/deferkv-logits.bin";
   const auto result = run_cli("generate --temp 0 -n 1 -p 'Once upon a time' --dump-logits '" + path + "' 2>/dev/null");

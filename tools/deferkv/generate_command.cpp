@@ -27,6 +27,7 @@ struct GenerateArgs {
   int64_t n_batch = 512;
   bool no_bos = false;
   bool parse_special = false;
+  bool special = false;
   std::string dump_logits;
   bool chat = false;
   std::string chat_template;
@@ -86,8 +87,11 @@ void run_generate(const GenerateArgs& args) {
       write_logits(args.dump_logits, s.last_logits(), model->config().n_vocab);
     };
   }
-  StreamingDecoder decoder(tokenizer);
+  // The output continues the prompt: its first piece keeps its leading space.
+  StreamingDecoder decoder(tokenizer, DecodeStart::kContinuation);
   GenerateResult result = generate(session, prompt, gen, sampler, [&](int32_t token) {
+    // Control tokens (<s>, <|im_start|>) print only with --special, as in llama.cpp.
+    if (!args.special && tokenizer.token_kind(token) == TokenKind::kControl) return true;
     const std::string piece = decoder.push(token);
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
@@ -130,6 +134,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
   cmd->add_flag("--no-bos", args->no_bos, "Do not add the beginning-of-sequence token");
   cmd->add_flag("--parse-special", args->parse_special, "Parse special-token text such as <|eot_id|>");
+  cmd->add_flag("--special", args->special, "Print control tokens the model generates (<s>, <|im_start|>)");
   cmd->add_option("--dump-logits", args->dump_logits,
                   "Write the logits of the prompt's last position (raw float32 LE) to this file");
   cmd->add_flag("--chat", args->chat, "Wrap the prompt as a user turn in the model's chat format");

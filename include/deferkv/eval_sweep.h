@@ -70,11 +70,12 @@ int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const S
 int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
                   const std::string& dir, std::FILE* progress);
 
-// summary.md, summary.csv and summary.json (methods as rows, tasks or datasets as columns,
-// Avg.; cost per method), for NIAH a heat map per method (niah-<label>.svg), the cost bars
+// summary.md and summary.json (methods as rows, tasks or datasets as columns, Avg.; cost per
+// method), results.csv (tidy: one line per method, task and length), for NIAH a heat map per method (niah-<label>.svg), the cost bars
 // (cost-bars.svg) and, when the plan has two budgets or more, score-vs-budget.svg; each SVG
 // also as PNG when a converter is installed (see plots/png_export.h). From the plan's
 // samples in `dir`. summary.json records config.json and `run` (commit, threads, …).
-void write_reports(const SweepPlan& plan, const std::string& dir, const nlohmann::ordered_json& run);
+// Returns the score and cost tables as Markdown, for printing.
+std::string write_reports(const SweepPlan& plan, const std::string& dir, const nlohmann::ordered_json& run);
 
 }  // namespace deferkv::eval

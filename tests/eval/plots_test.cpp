@@ -54,8 +54,12 @@ TEST(Plots, ScoreVsBudgetDrawsALinePerPressAndTheFullCacheLevel) {
 }
 
 TEST(Plots, CostBarsShowEachMethodsValues) {
-  const std::string svg = cost_bars_svg(summary_of({row("full", "", 50, 2 * 1048576), row("snapkv", "64", 40, 1048576)}));
-  EXPECT_EQ(count_of(svg, "<rect"), 1u + 3u * 2u);
+  SummaryRow snapkv = row("snapkv", "64", 40, 1048576);
+  snapkv.cost.kv_bytes_after_eviction = 262144;
+  const std::string svg = cost_bars_svg(summary_of({row("full", "", 50, 2 * 1048576), snapkv}));
+  EXPECT_EQ(count_of(svg, "<rect"), 1u + 4u * 2u);
+  EXPECT_NE(svg.find(">0.25</text>"), std::string::npos);  // snapkv's KV after eviction MiB
+  EXPECT_EQ(count_of(svg, ">2.00</text>"), 2u);  // full's held KV is its peak, in both panels
   EXPECT_NE(svg.find(">2.00</text>"), std::string::npos);  // peak KV MiB
   EXPECT_NE(svg.find(">0.125</text>"), std::string::npos);  // prefill s
   EXPECT_NE(svg.find(">40.0</text>"), std::string::npos);   // decode tok/s

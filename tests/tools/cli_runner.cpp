@@ -7,8 +7,9 @@
 
 namespace deferkv::testing {
 
-CliResult run_cli(const std::string& arguments) {
-  const std::string command = std::string("'") + DEFERKV_CLI + "' " + arguments;
+CliResult run_cli(const std::string& arguments) { return run_shell(std::string("'") + DEFERKV_CLI + "' " + arguments); }
+
+CliResult run_shell(const std::string& command) {
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("cannot run " + command);
   CliResult result{0, ""};

@@ -11,5 +11,7 @@ struct CliResult {
 };
 
 CliResult run_cli(const std::string& arguments);
+// Any shell command line (/bin/sh), e.g. one that starts the CLI in the background.
+CliResult run_shell(const std::string& command);
 
 }  // namespace deferkv::testing

@@ -45,9 +45,12 @@ TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
   ASSERT_EQ(first.status, 0) << first.output;
   EXPECT_NE(first.output.find("[16/16] 100%"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("ETA"), std::string::npos);
+  // The score table is printed at the end, as summary.md has it.
+  EXPECT_NE(first.output.find("## 640 tokens\n\n| method | niah_single_1 | fwe | Avg. |"), std::string::npos)
+      << first.output;
   const std::filesystem::path out = results_folder(dir.path());
   EXPECT_EQ(out.filename().string().rfind("ruler-stories260K-", 0), 0u) << out;
-  for (const char* file : {"config.json", "samples.jsonl", "summary.md", "summary.csv", "summary.json"}) {
+  for (const char* file : {"config.json", "samples.jsonl", "summary.md", "results.csv", "summary.json"}) {
     EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
   }
   // 2 presses x 2 budgets x 2 tasks x 2 samples.
@@ -97,7 +100,7 @@ TEST(EvalCommand, NiahGridWritesAHeatMapPerMethod) {
                                                 dir.path().string() + "' 2>&1");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::filesystem::path out = results_folder(dir.path());
-  for (const char* file : {"summary.md", "summary.csv", "summary.json", "niah-full.svg", "niah-snapkv@32.svg"}) {
+  for (const char* file : {"summary.md", "results.csv", "summary.json", "niah-full.svg", "niah-snapkv@32.svg"}) {
     EXPECT_TRUE(std::filesystem::exists(out / file)) << file;
   }
   EXPECT_EQ(lines_of(out / "samples.jsonl"), 12u);

@@ -4,6 +4,12 @@
 
 namespace deferkv::cli {
 
+// Thrown by a command that ends with an exit status other than 0 or 1 without an error
+// message (eval interrupted by Ctrl-C: 130, as a shell reports SIGINT).
+struct ExitCode {
+  int status;
+};
+
 void add_generate_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_bench_command(CLI::App& app);

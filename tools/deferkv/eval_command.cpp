@@ -5,7 +5,9 @@
 // LongBench, resumable, with reports and plots.
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 
@@ -162,6 +164,17 @@ int64_t peak_rss_bytes() {
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
+// Ctrl-C stops the sweep after the sample in flight (its line is written), then the reports
+// of what is done are written and printed; a second Ctrl-C ends the process at once.
+std::atomic<bool> interrupted{false};
+
+struct Interrupted {};
+
+extern "C" void on_interrupt(int) {
+  interrupted = true;
+  std::signal(SIGINT, SIG_DFL);
+}
+
 eval::SweepPlan plan_of(const EvalArgs& args) {
   eval::SweepPlan plan;
   plan.benchmark = eval::benchmark_from_name(args.bench);
@@ -231,17 +244,35 @@ void run_eval(const EvalArgs& args) {
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
   const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch);
+  int64_t ran = 0;
+  const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
+    if (interrupted) throw Interrupted{};
+    eval::SampleRun run = runner(method, sample);
+    ++ran;
+    return run;
+  };
   const auto start = std::chrono::steady_clock::now();
-  const int64_t ran = longbench ? eval::run_sweep(plan, *longbench, std::cref(runner), dir, stderr)
-                                : eval::run_sweep(plan, *generator, std::cref(runner), dir, stderr);
+  std::signal(SIGINT, on_interrupt);
+  try {
+    if (longbench) {
+      eval::run_sweep(plan, *longbench, execute, dir, stderr);
+    } else {
+      eval::run_sweep(plan, *generator, execute, dir, stderr);
+    }
+  } catch (const Interrupted&) {
+    fmt::print(stderr, "\ninterrupted: writing the reports of the {} samples done this run\n", ran);
+  }
+  std::signal(SIGINT, SIG_DFL);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  eval::write_reports(plan, dir,
-                      {{"git_commit", git_commit()},
-                       {"threads", args.threads},
-                       {"samples_run", ran},
-                       {"seconds", seconds},
-                       {"peak_rss_bytes", peak_rss_bytes()}});
+  const std::string tables = eval::write_reports(plan, dir,
+                                                 {{"git_commit", git_commit()},
+                                                  {"threads", args.threads},
+                                                  {"samples_run", ran},
+                                                  {"seconds", seconds},
+                                                  {"peak_rss_bytes", peak_rss_bytes()}});
+  fmt::print("{}", tables);
   fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran, seconds, dir);
+  if (interrupted) throw ExitCode{130};
 }
 
 }  // namespace

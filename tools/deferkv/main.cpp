@@ -12,8 +12,12 @@ int main(int argc, char** argv) {
   CLI::App app{"deferkv: long-context LLM inference with KV-cache compression"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  // -v is taken before or after the subcommand's name: subcommands hand options they do not
+  // know to the top level.
+  app.fallthrough();
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "Log details to stderr");
+  app.set_version_flag("--version", "deferkv " DEFERKV_VERSION " (git " DEFERKV_GIT_COMMIT ")");
   deferkv::cli::add_generate_command(app);
   deferkv::cli::add_inspect_command(app);
   deferkv::cli::add_bench_command(app);
@@ -37,6 +41,8 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
+  } catch (const deferkv::cli::ExitCode& e) {
+    return e.status;
   } catch (const deferkv::Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());

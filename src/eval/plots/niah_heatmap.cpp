@@ -31,11 +31,13 @@ std::string niah_score_colour(double score) {
 
 std::string niah_heatmap_svg(const NiahGrid& grid) {
   const auto cols = static_cast<double>(grid.lengths.size()), rows = static_cast<double>(grid.depths.size());
-  const double width = kLeft + cols * kCell + kBarGap + kBarWidth + 50, height = kTop + rows * kCell + 60;
-  Svg svg(width, height);
   const std::string average = grid.average ? fmt::format("{:.2f}", *grid.average) : "n/a";
-  svg.text(kLeft + cols * kCell / 2, 22, fmt::format("{} — average score {}", grid.label, average), 14, "middle", 0,
-           "bold");
+  const std::string title = fmt::format("{} — average score {}", grid.label, average);
+  // Wide enough for the title too: bold 14 px text is at most about 9 px a character.
+  const double grid_width = kLeft + cols * kCell + kBarGap + kBarWidth + 50;
+  const double width = std::max(grid_width, 9.0 * static_cast<double>(title.size()) + 20), height = kTop + rows * kCell + 60;
+  Svg svg(width, height);
+  svg.text(width / 2, 22, title, 14, "middle", 0, "bold");
   for (size_t d = 0; d < grid.depths.size(); ++d) {
     const double y = kTop + static_cast<double>(d) * kCell;
     svg.text(kLeft - 6, y + kCell / 2 + 4, fmt::format("{:g}", grid.depths[d]), 10, "end");

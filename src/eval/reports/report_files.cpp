@@ -1,4 +1,5 @@
-// The report files of a sweep: summary.md (for reading), summary.csv (for spreadsheets),
+// The report files of a sweep: summary.md (for reading), results.csv (tidy, for pandas and
+// spreadsheets),
 // summary.json (for scripts, with the configuration), and the plots: NIAH heat maps, cost
 // bars, score vs budget.
 #include <filesystem>
@@ -38,26 +39,9 @@ std::string decoding_text(const ordered_json& d) {
                      d.value("top_k", 0), d.value("top_p", 1.0), d.value("min_p", 0.0));
 }
 
-std::string markdown(const Summary& summary, const ordered_json& config) {
+// Each table's scores and its cost table, "## title" first.
+std::string tables_markdown(const Summary& summary) {
   std::ostringstream md;
-  const bool niah = summary.benchmark == Benchmark::kNiah;
-  const bool longbench = summary.benchmark == Benchmark::kLongBench;
-  md << (niah ? "# Needle-in-a-Haystack results\n\n" : longbench ? "# LongBench results\n\n" : "# RULER results\n\n");
-  if (config.contains("model")) {
-    md << fmt::format("- model: `{}` (sha256 `{}`)\n", config["model"].value("path", ""),
-                      config["model"].value("sha256", ""));
-  }
-  md << fmt::format("- chat format: {}\n", config.value("chat_template", ordered_json()).is_string()
-                                               ? config["chat_template"].get<std::string>()
-                                               : std::string("none (plain prompts)"));
-  md << fmt::format("- decoding: {}; seed {}\n", decoding_text(config.value("decoding", ordered_json())),
-                    config.value("seed", 0));
-  for (const auto& m : config.value("methods", ordered_json::array())) {
-    md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
-  }
-  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
-         : longbench ? "\nScores: each dataset's official metric (eval.py), 0-100; Avg. is the unweighted mean over datasets.\n"
-                     : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
   for (const SummaryTable& table : summary.tables) {
     md << "\n## " << table.title << "\n\n| method |";
     for (const std::string& c : table.columns) md << ' ' << c << " |";
@@ -79,6 +63,30 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
                         mib(static_cast<double>(c.peak_kv_bytes)));
     }
   }
+  return md.str();
+}
+
+std::string markdown(const Summary& summary, const ordered_json& config) {
+  std::ostringstream md;
+  const bool niah = summary.benchmark == Benchmark::kNiah;
+  const bool longbench = summary.benchmark == Benchmark::kLongBench;
+  md << (niah ? "# Needle-in-a-Haystack results\n\n" : longbench ? "# LongBench results\n\n" : "# RULER results\n\n");
+  if (config.contains("model")) {
+    md << fmt::format("- model: `{}` (sha256 `{}`)\n", config["model"].value("path", ""),
+                      config["model"].value("sha256", ""));
+  }
+  md << fmt::format("- chat format: {}\n", config.value("chat_template", ordered_json()).is_string()
+                                               ? config["chat_template"].get<std::string>()
+                                               : std::string("none (plain prompts)"));
+  md << fmt::format("- decoding: {}; seed {}\n", decoding_text(config.value("decoding", ordered_json())),
+                    config.value("seed", 0));
+  for (const auto& m : config.value("methods", ordered_json::array())) {
+    md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
+  }
+  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
+         : longbench ? "\nScores: each dataset's official metric (eval.py), 0-100; Avg. is the unweighted mean over datasets.\n"
+                     : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
+  md << tables_markdown(summary);
   for (const NiahGrid& grid : summary.grids) {
     md << fmt::format("\n![{0}](niah-{1}.svg)\n", grid.label, file_label(grid.label));
   }
@@ -95,26 +103,45 @@ std::string csv_field(const std::string& text) {
   return quoted + "\"";
 }
 
-// One row per (table, method): the table's key, the scores, Avg. and the cost columns.
-std::string csv(const Summary& summary) {
+// "64" → 64 entries per head, "r0.5" → compression ratio 0.5 (SweepMethod::budget_label).
+struct BudgetNumbers {
+  std::optional<int64_t> per_head;
+  std::optional<double> ratio;
+};
+
+BudgetNumbers budget_numbers(const std::string& label) {
+  if (label.empty()) return {};
+  if (label.front() == 'r') return {std::nullopt, std::stod(label.substr(1))};
+  return {std::stoll(label), std::nullopt};
+}
+
+// results.csv: tidy, one line per (method, task, length), for pandas and spreadsheets:
+// RULER from the per-length tables, NIAH's lengths as its columns (task "niah"), LongBench's
+// datasets (no length). The cost columns are the row's: per method and length for RULER,
+// per method for NIAH and LongBench.
+std::string tidy_csv(const Summary& summary) {
   std::ostringstream out;
+  out << "label,method,kv_budget,kv_ratio,task,length,score,samples,prompt_tokens,prefill_seconds,"
+         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes\n";
+  const bool niah = summary.benchmark == Benchmark::kNiah;
   for (const SummaryTable& table : summary.tables) {
-    out << "table,method,budget,label";
-    for (const std::string& c : table.columns) out << ',' << csv_field(c);
-    out << ",avg,samples,prompt_tokens,prefill_seconds,decode_tokens_per_second,capture_seconds,eviction_seconds,"
-           "kv_bytes_after_eviction,peak_kv_bytes\n";
+    if (summary.benchmark == Benchmark::kRuler && !table.length) continue;  // averages of the others
     for (const SummaryRow& row : table.rows) {
-      out << csv_field(table.title) << ',' << csv_field(row.method) << ',' << csv_field(row.budget) << ','
-          << csv_field(row.label);
-      for (const auto& s : row.scores) out << ',' << (s ? fmt::format("{:.2f}", *s) : "");
+      const BudgetNumbers budget = budget_numbers(row.budget);
       const MethodCost& c = row.cost;
-      out << ',' << (row.average ? fmt::format("{:.2f}", *row.average) : "")
-          << fmt::format(",{},{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{}\n", c.samples, c.prompt_tokens, c.prefill_seconds,
-                         c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
-                         c.kv_bytes_after_eviction ? fmt::format("{:.0f}", *c.kv_bytes_after_eviction) : "",
-                         c.peak_kv_bytes);
+      for (size_t i = 0; i < table.columns.size(); ++i) {
+        const std::string task = niah ? "niah" : table.columns[i];
+        const std::string length = niah ? table.columns[i] : table.length ? std::to_string(*table.length) : "";
+        out << csv_field(row.label) << ',' << csv_field(row.method) << ','
+            << (budget.per_head ? std::to_string(*budget.per_head) : "") << ','
+            << (budget.ratio ? fmt::format("{}", *budget.ratio) : "") << ',' << csv_field(task) << ',' << length << ','
+            << (row.scores[i] ? fmt::format("{:.2f}", *row.scores[i]) : "") << ',' << row.counts[i]
+            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{}\n", c.prompt_tokens, c.prefill_seconds,
+                           c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
+                           c.kv_bytes_after_eviction ? fmt::format("{:.0f}", *c.kv_bytes_after_eviction) : "",
+                           c.peak_kv_bytes);
+      }
     }
-    out << '\n';
   }
   return out.str();
 }
@@ -129,9 +156,11 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
       ordered_json scores = ordered_json::object();
       for (size_t i = 0; i < table.columns.size(); ++i) scores[table.columns[i]] = optional_number(row.scores[i]);
       const MethodCost& c = row.cost;
+      const BudgetNumbers budget = budget_numbers(row.budget);
       rows.push_back({{"label", row.label},
                       {"method", row.method},
-                      {"budget", row.budget},
+                      {"kv_budget", budget.per_head ? ordered_json(*budget.per_head) : ordered_json(nullptr)},
+                      {"kv_ratio", budget.ratio ? ordered_json(*budget.ratio) : ordered_json(nullptr)},
                       {"scores", scores},
                       {"average", optional_number(row.average)},
                       {"cost",
@@ -194,14 +223,14 @@ void write_pngs(const std::vector<std::filesystem::path>& svgs) {
 
 }  // namespace
 
-void write_reports(const SweepPlan& plan, const std::string& dir, const ordered_json& run) {
+std::string write_reports(const SweepPlan& plan, const std::string& dir, const ordered_json& run) {
   const std::filesystem::path folder(dir);
   std::ifstream config_in(folder / "config.json", std::ios::binary);
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
   const Summary summary = summarize(plan, SampleLog::read((folder / "samples.jsonl").string()));
   write_file(folder / "summary.md", markdown(summary, config));
-  write_file(folder / "summary.csv", csv(summary));
+  write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
   std::vector<std::filesystem::path> plots;
   const auto plot = [&](const std::string& name, const std::string& svg) {
@@ -212,6 +241,7 @@ void write_reports(const SweepPlan& plan, const std::string& dir, const ordered_
   if (const auto svg = score_budget_svg(summary)) plot("score-vs-budget.svg", *svg);
   plot("cost-bars.svg", cost_bars_svg(summary));
   write_pngs(plots);
+  return tables_markdown(summary);
 }
 
 }  // namespace deferkv::eval

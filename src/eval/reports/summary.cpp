@@ -47,14 +47,16 @@ MethodCost cost_of(const std::vector<const nlohmann::json*>& samples) {
 
 SummaryRow row_of(const SweepMethod& m, const std::vector<std::string>& columns, const Tally& tally,
                   double (*column_score)(const std::vector<double>&)) {
-  SummaryRow row{m.label(), m.press, m.budget_label, {}, std::nullopt, cost_of(tally.samples)};
+  SummaryRow row{m.label(), m.press, m.budget_label, {}, {}, std::nullopt, cost_of(tally.samples)};
   std::vector<double> present;
   for (const std::string& column : columns) {
     const auto it = tally.scores.find(column);
     if (it == tally.scores.end()) {
       row.scores.emplace_back();
+      row.counts.push_back(0);
       continue;
     }
+    row.counts.push_back(static_cast<int64_t>(it->second.size()));
     row.scores.push_back(column_score(it->second));
     present.push_back(*row.scores.back());
   }
@@ -102,6 +104,7 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
     summary.tables.push_back(std::move(table));
     length_columns.push_back(std::to_string(length));
   }
+  if (plan.lengths.size() < 2) return summary;  // it would repeat the one length's table
   SummaryTable overall{"Average by length", std::nullopt, length_columns, {}};
   for (const SweepMethod& m : plan.methods) overall.rows.push_back(row_of(m, length_columns, by_length[m.label()], mean_2dp));
   summary.tables.push_back(std::move(overall));

@@ -28,6 +28,7 @@ struct MethodCost {
 struct SummaryRow {
   std::string label, method, budget;
   std::vector<std::optional<double>> scores;  // one per column; unset: no samples yet
+  std::vector<int64_t> counts;                // samples behind each column's score
   std::optional<double> average;              // over the columns that have a score
   MethodCost cost;
 };
@@ -56,7 +57,7 @@ struct Summary {
 
 // From the log's records, keeping those of the plan (its methods, tasks, lengths and
 // samples or depths). RULER: one table per length (task scores with RULER's rounding, their
-// mean as Avg.) and one of averages by length; NIAH: one table with the mean score per
+// mean as Avg.) and, for two lengths or more, one of averages by length; NIAH: one table with the mean score per
 // length and over all cells, and a grid per method; LongBench: one table, the datasets'
 // scores (eval.py's rounding) and their unweighted mean as Avg.
 Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records);

@@ -26,7 +26,7 @@ void Progress::sample_done(const std::string& what, double score) {
   if (out_ == nullptr) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double left = elapsed / static_cast<double>(run_) * static_cast<double>(total_ - done_);
-  const std::string line = fmt::format("[{}/{}] {:.0f}% {} score {:.2f} | {:.2f} s/sample | elapsed {} | ETA {}",
+  const std::string line = fmt::format("[{}/{}] {:.0f}% {} score {:.1f} | {:.2f} s/sample | elapsed {} | ETA {}",
                                        done_, total_, 100.0 * static_cast<double>(done_) / static_cast<double>(total_),
                                        what, score, elapsed / static_cast<double>(run_), duration(elapsed), duration(left));
   if (terminal_) {

@@ -13,6 +13,7 @@ class Progress {
  public:
   // `done`: samples already in the log when the run starts.
   Progress(std::FILE* out, int64_t total, int64_t done);
+  // `score` on the reports' scale.
   void sample_done(const std::string& what, double score);
   void finish();
 

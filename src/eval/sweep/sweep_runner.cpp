@@ -144,7 +144,8 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
       const double score = score_of(plan.benchmark, *sample, run);
       log.append(key, record_of(plan, method, *sample, run, score));
       ++ran;
-      progress.sample_done(slot_text(plan, method, slot), score);
+      // On the reports' scale: RULER and LongBench 0-100 (a sample's metric is 0-1), NIAH 0-10.
+      progress.sample_done(slot_text(plan, method, slot), plan.benchmark == Benchmark::kNiah ? score : 100 * score);
     }
   }
   progress.finish();

@@ -9,11 +9,11 @@
 //   DeferKV uses 1 - eta in place of eta                            -> DeferKV
 //   the window observes only its last w - 1 queries (off by one,
 //   one_shot_press.cpp's first observed position)                   -> SnapKV, PyramidKV, AdaKV,
-//                                                                      DeferKV (ChunkKV's four
-//                                                                      chunks did not change)
+//                                                                      ChunkKV, DeferKV
 //   PyramidKV floors the step (max - min) / (L - 1), as the
 //   reference code does                                             -> PyramidKV
 //   ChunkKV scores chunks by KV head 0 alone, not the heads' sum    -> ChunkKV
+// Expected Attention is compared with its formula in expected_attention_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>

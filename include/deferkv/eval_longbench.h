@@ -1,6 +1,6 @@
 #pragma once
-// LongBench v1 as THUDM/LongBench's pred.py feeds it to a model (../shared/methods.md
-// §12.1): the official JSONL files, the prompt of each dataset (dataset2prompt.json), its
+// LongBench v1 as THUDM/LongBench's pred.py feeds it to a model (docs/evaluation.md):
+// the official JSONL files, the prompt of each dataset (dataset2prompt.json), its
 // max new tokens (dataset2maxlen.json), middle truncation on tokens, and the chat format
 // for all datasets but the few-shot and code ones.
 #include <cstdint>

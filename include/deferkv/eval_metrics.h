@@ -1,7 +1,7 @@
 #pragma once
 // The official scores of LongBench v1, RULER and Needle-in-a-Haystack, ported so that
 // predictions from any engine get the numbers the reference Python scorers print
-// (quirks included; see ../shared/methods.md §12 and src/eval/metrics/).
+// (quirks included; see docs/evaluation.md and src/eval/metrics/).
 //
 // Text is UTF-8; invalid UTF-8 is an error. A sample score is in [0, 1] (NIAH: [0, 10]);
 // dataset and task scores are on the 0..100 scale, rounded as the official scripts do.

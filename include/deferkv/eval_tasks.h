@@ -1,7 +1,7 @@
 #pragma once
 // The samples of the evaluation benchmarks, generated for one model: RULER's 13
-// synthetic tasks (NVIDIA/RULER scripts/data/synthetic, see ../shared/methods.md §12.2)
-// and Needle-in-a-Haystack on Paul Graham's essays (§12.3). Lengths are counted in the
+// synthetic tasks (NVIDIA/RULER scripts/data/synthetic, see docs/evaluation.md)
+// and Needle-in-a-Haystack on Paul Graham's essays. Lengths are counted in the
 // model's own tokens, BOS and chat format included: the haystack of each sample is sized
 // by bisection so that the prompt (plus the tokens to generate, for RULER) fits the
 // target length as closely as the haystack's unit allows. Samples depend only on the

@@ -4,8 +4,8 @@
 //    "model": {"name": "...", "n_layer": L, "n_head": H},
 //    "retrieval_heads": [[h, h, ...], ...],   // per layer, query heads best first
 //    "layer_scores": [u_0, ..., u_{L-1}]}     // error sensitivity, L1-normalised
-// retrieval_heads are the semantic retrieval heads (methods.md §9.2), layer_scores the
-// error-aware layer scores (§9.3).
+// retrieval_heads are the semantic retrieval heads (docs/methods/compresskv.md, offline A), layer_scores the
+// error-aware layer scores (offline B).
 #include <cstdint>
 #include <string>
 #include <vector>

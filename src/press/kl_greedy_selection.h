@@ -1,5 +1,5 @@
 #pragma once
-// Which entries of one layer to delete [methods.md §10.2 step 5]: a candidate pool of
+// Which entries of one layer to delete [docs/methods/behavior_preserving.md, step 5]: a candidate pool of
 // the entries whose deletion alone costs the least (second-order singleton KL), then a
 // greedy on the exact marginal KL of the growing set (non-additive: the heads'
 // renormalisations 1 - A and the softmax couple the members), a block at a time.

@@ -1,6 +1,6 @@
 #pragma once
 // One layer's estimate of how deleting cache entries changes the next-token
-// distributions at the reference positions [methods.md §10.2 steps 1-4], without a
+// distributions at the reference positions [docs/methods/behavior_preserving.md, steps 1-4], without a
 // forward pass per candidate.
 //
 // For a reference position t and query head h (KV head g), with a_j the attention of t

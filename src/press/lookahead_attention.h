@@ -1,7 +1,7 @@
 #pragma once
 // The attention of lookahead rows (queries at positions >= the prompt's end, fed after
 // it) on the prompt's entries, reduced over the rows and over each GQA group, per layer
-// and KV head: LookaheadKV's importance scores [methods.md §7.3]. Each row's softmax runs
+// and KV head: LookaheadKV's importance scores [docs/methods/lookaheadkv.md]. Each row's softmax runs
 // over the prompt entries only (the rows' own keys are left out, as LAQ does for its
 // pseudo queries), so every row contributes a distribution over the prompt.
 #include <cstdint>

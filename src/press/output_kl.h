@@ -2,7 +2,7 @@
 // The KL divergence between a reference position's next-token distribution p (full
 // cache) and the distribution after its logits move by delta_z (compressed cache), over
 // the K most probable tokens plus one "rest" bucket holding every other token
-// [methods.md §10.2 step 4]. The rest bucket's logit is held fixed (delta 0): only the
+// [docs/methods/behavior_preserving.md, step 4]. The rest bucket's logit is held fixed (delta 0): only the
 // K rows of the LM head are ever read. Both q and p are normalised over all V tokens:
 //   q_k = p_k e^{dz_k} / Z (k in top-K),  q_rest = p_rest / Z,  Z = sum_K p_k e^{dz_k} + p_rest.
 #include <cstdint>

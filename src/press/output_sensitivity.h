@@ -1,6 +1,6 @@
 #pragma once
 // How a reference position's next-token distribution responds to a change of its final
-// residual [methods.md §10.2 step 3]: the distribution p = softmax(W_U n(x)) truncated
+// residual [docs/methods/behavior_preserving.md, step 3]: the distribution p = softmax(W_U n(x)) truncated
 // to its top K, and the first-order map from a residual change dr to the top-K logit
 // change, dz = W_U[K] J dr, through the Jacobian of the final RMSNorm at x
 //   J = diag(gamma) / rho (I - x x^T / (D rho^2)),  rho = sqrt(mean(x^2) + eps).

@@ -1,5 +1,5 @@
 #pragma once
-// The reference positions of output-aware scoring [methods.md §10.2]: the newest m
+// The reference positions of output-aware scoring [docs/methods/behavior_preserving.md]: the newest m
 // positions the model has read (the prompt's tail after a prefill, the latest generated
 // tokens during decoding), with what the estimator needs of each: its queries in every
 // layer (after RoPE, as the attention read them) and its final residual (the input of

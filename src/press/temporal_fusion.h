@@ -1,5 +1,5 @@
 #pragma once
-// DeferKV's temporal weighting [methods.md §1.3 step 4]: how the prompt window's and
+// DeferKV's temporal weighting [docs/methods/deferkv.md, step 3]: how the prompt window's and
 // the first d decode queries' attention combine into one score per entry.
 #include <cstdint>
 #include <vector>

@@ -2,7 +2,7 @@
 // The SnapKV family's scoring and selection, shared by snapkv, pyramidkv, adakv,
 // chunkkv and deferkv: attention of the last w prompt queries, mean over the window and
 // the GQA group, pooled along the tokens, then kept per head by an allocation rule
-// [methods.md §0.2, §2–4].
+// [docs/methods/README.md, snapkv.md, pyramidkv.md, adakv.md].
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -1,5 +1,5 @@
 // LongBench's metrics on hand-computed cases, one test per quirk of the official
-// scorers (../shared/methods.md §12.1, "Quirks of the official scorers").
+// scorers (docs/evaluation.md, "Quirks of the official scorers").
 #include <string>
 #include <vector>
 

@@ -235,6 +235,11 @@ ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<i
   return run_reference(gguf_path, tokens, {}, rows);
 }
 
+ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
+                               const KeyVisibility& visible) {
+  return run_reference(gguf_path, tokens, visible, {});
+}
+
 std::vector<std::vector<double>> reference_final_residuals(const std::string& gguf_path,
                                                            const std::vector<int32_t>& tokens,
                                                            const KeyVisibility& visible) {

@@ -46,6 +46,9 @@ struct ReferenceTrace {
 // The tokens from position 0, then the rows.
 ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
                                const ReferenceRows& rows);
+// The tokens from position 0, each query seeing only the keys `visible` allows.
+ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
+                               const KeyVisibility& visible);
 // The final residual stream (the input of the final RMSNorm) of every position:
 // [tokens.size()][n_embd]; visible as for reference_logits (may be empty: all).
 std::vector<std::vector<double>> reference_final_residuals(const std::string& gguf_path,

@@ -1,5 +1,5 @@
 // Behavior-preserving estimator, hand-computed cases: the per-head deletion effect
-// (methods.md §10.2 step 1) and the KL over top-K + rest with its second-order form.
+// (docs/methods/behavior_preserving.md, step 1) and the KL over top-K + rest with its second-order form.
 #include <gtest/gtest.h>
 
 #include <cmath>

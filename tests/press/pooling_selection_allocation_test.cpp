@@ -58,7 +58,7 @@ TEST(Allocation, PyramidFallsLinearlyAndKeepsTheTotal) {
   EXPECT_EQ(pyramid_layer_budgets(96, 1000, 3, 20), (std::vector<int64_t>{188, 96, 4}));
   // Max capped by the 150 candidates: min = 2*96 - 150 = 42 -> 150, 96, 42.
   EXPECT_EQ(pyramid_layer_budgets(96, 150, 3, 20), (std::vector<int64_t>{150, 96, 42}));
-  // 32 layers, b = 128, w = 8 (methods.md's example): the reference keeps 4016, we keep 32 * 120.
+  // 32 layers, b = 128, w = 8 (docs/methods/pyramidkv.md's example): the reference keeps 4016, we keep 32 * 120.
   const auto b = pyramid_layer_budgets(120, 100000, 32, 20);
   int64_t total = 0;
   for (int64_t x : b) total += x;

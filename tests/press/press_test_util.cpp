@@ -52,7 +52,14 @@ std::string with_test_files(std::string spec) {
 
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
                    int64_t n_decode) {
-  static const auto model = Model::load(press_test_model_path());
+  return run_press(spec, budget, prompt, n_decode, press_test_model_path());
+}
+
+PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
+                   int64_t n_decode, const std::string& model_path) {
+  static std::map<std::string, std::shared_ptr<const Model>> models;
+  auto& model = models[model_path];
+  if (!model) model = Model::load(model_path);
   PressRun run;
   SessionOptions options;
   options.n_ctx = 512;

@@ -33,6 +33,9 @@ struct PressRun {
 // "{lookahead_weights}" in a spec stands for press_test_lookahead_weights_path().
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
                    int64_t n_decode);
+// The same on the model at model_path.
+PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
+                   int64_t n_decode, const std::string& model_path);
 
 // How many (layer, KV head) pairs keep different positions in the two runs.
 int64_t differing_heads(const PressRun& a, const PressRun& b);

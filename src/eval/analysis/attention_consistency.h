@@ -1,5 +1,5 @@
 #pragma once
-// The attention-consistency diagnostics of DeferKV's motivation [methods.md §11]: how
+// The attention-consistency diagnostics of DeferKV's motivation [docs/evaluation.md]: how
 // well the attention of one query position (a prompt position near the end, or an
 // early decode step) predicts the attention of later decode steps. For each probe and
 // each (layer, query head), the probe's attention row restricted to the prompt keys

@@ -1,5 +1,5 @@
 #pragma once
-// CompressKV's offline calibration [methods.md §9.2–9.3] on Needle-in-a-Haystack probes:
+// CompressKV's offline calibration [docs/methods/compresskv.md, offline] on Needle-in-a-Haystack probes:
 //  A. semantic retrieval heads: while the model copies the needle, every query head's
 //     attention mass on the needle span is summed over the copying steps; heads are
 //     ranked by their mean over the probes answered (ROUGE-1 recall above a threshold);

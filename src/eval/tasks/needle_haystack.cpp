@@ -18,7 +18,7 @@ namespace {
 constexpr std::string_view kNeedle =
     "\nThe best thing to do in San Francisco is eat a sandwich and sit in Dolores Park on a sunny day.\n";
 constexpr std::string_view kQuestion = "The best thing to do in San Francisco is: ";
-// KVCache-Factory's prompt without its leading "<|im_start|> " (see ../shared/methods.md §12.3).
+// KVCache-Factory's prompt without its leading "<|im_start|> " (docs/evaluation.md).
 constexpr std::string_view kPrompt =
     "This is a very long story book: <book> {context} </book>.\n Based on the content of the book, Question: "
     "{question}\nAnswer:";

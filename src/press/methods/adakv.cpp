@@ -1,4 +1,4 @@
-// AdaKV [methods.md §4]: SnapKV's scores, with the layer's G*(b - w) entries shared
+// AdaKV [docs/methods/adakv.md]: SnapKV's scores, with the layer's G*(b - w) entries shared
 // among its KV heads by a flattened top-k (heads with flat attention get more), each
 // head guaranteed a floor alpha of the average.
 #include "press/registry.h"

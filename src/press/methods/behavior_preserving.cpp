@@ -1,4 +1,4 @@
-// Behavior-Preserving KV cache compression [methods.md §10]: keep the entries whose
+// Behavior-Preserving KV cache compression [docs/methods/behavior_preserving.md]: keep the entries whose
 // deletion would change the model's next-token distribution most. The KL between the
 // full-cache distribution and the compressed-cache one at the reference positions (the
 // newest `queries` positions) is estimated from the forward pass's own statistics: a
@@ -159,7 +159,8 @@ PressMethod behavior_preserving_method() {
            "keeps the entries whose deletion would move the next-token distribution most: estimated KL(full || "
            "compressed) through pass-through residuals, the final-norm Jacobian and the LM head's top-K rows; "
            "singleton pool, then greedy on the exact marginal KL",
-           "Behavior-Preserving KV Cache Compression, arXiv 2610.06479 (estimator: our formulation, methods.md §10.2)",
+           "Behavior-Preserving KV Cache Compression, arXiv 2610.06479 (estimator: our formulation, "
+           "docs/methods/behavior_preserving.md)",
            {{"queries", "1", "reference positions: the newest m read (the prompt's tail; the latest generated tokens)"},
             {"top_k", "256", "vocabulary tokens scored one by one (the rest form one bucket whose logit is held fixed)"},
             {"pool", "2", "candidate pool per KV head (flexible: per layer) = pool x the entries to delete"},

@@ -1,4 +1,4 @@
-// ChunkKV [methods.md §5]: SnapKV's pooled scores summed over the KV heads, averaged
+// ChunkKV [docs/methods/chunkkv.md]: SnapKV's pooled scores summed over the KV heads, averaged
 // over chunks of c consecutive candidates; the best floor((b - w) / c) chunks (at least
 // one) are kept whole, the same for every head, plus the window. Layer-wise index
 // reuse: in each block of `reuse` layers, the first layer's choice serves the others.

@@ -1,4 +1,4 @@
-// CompressKV [methods.md §9.4]: only a few semantic retrieval heads per layer observe
+// CompressKV [docs/methods/compresskv.md]: only a few semantic retrieval heads per layer observe
 // (found offline, read from a profile file), and layer budgets follow offline error
 // sensitivity. Per layer, at the end of the prefill: the window attention of the last w
 // prompt queries, summed over the window, averaged over the layer's first_k retrieval

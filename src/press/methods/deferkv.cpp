@@ -1,4 +1,4 @@
-// DeferKV [methods.md §1]: the one-shot eviction of SnapKV / PyramidKV / AdaKV is
+// DeferKV [docs/methods/deferkv.md]: the one-shot eviction of SnapKV / PyramidKV / AdaKV is
 // deferred to decode step d. The first d decode steps run on the full cache; their
 // queries join the prompt window as observers, weighted by a discount eta per step of
 // age, and the base method then pools, allocates and selects as usual. The decode

@@ -1,4 +1,4 @@
-// Expected Attention [methods.md §6.4] (kvpress): each key is scored by the attention
+// Expected Attention [docs/methods/expected_attention.md] (kvpress): each key is scored by the attention
 // it would receive in expectation from future queries. Future queries are modelled as
 // Gaussian with the prompt's (pre-RoPE) query mean mu and covariance Sigma, rotated by
 // the average RoPE rotation R over the next n_future positions:

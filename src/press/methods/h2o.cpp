@@ -1,4 +1,4 @@
-// H2O [methods.md §6.1]: heavy hitters, the entries that have drawn the most attention
+// H2O [docs/methods/h2o.md]: heavy hitters, the entries that have drawn the most attention
 // from every query so far, plus the most recent tokens.
 //
 // per_step=false (default; the one-shot form the KV-compression papers compare with):

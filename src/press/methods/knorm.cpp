@@ -1,4 +1,4 @@
-// KNorm [methods.md §6.5]: keys with a small L2 norm draw attention, so each KV head
+// KNorm [docs/methods/knorm.md]: keys with a small L2 norm draw attention, so each KV head
 // keeps the b entries with the smallest key norms. No window; layers below skip_layers
 // are left whole (KVCache-Factory skips layers 0 and 1; kvpress skips none).
 #include <cmath>

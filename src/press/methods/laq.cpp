@@ -1,4 +1,4 @@
-// LAQ, Lookahead Q-Cache [methods.md §7.1]: prompt queries are a poor proxy for the
+// LAQ, Lookahead Q-Cache [docs/methods/laq.md]: prompt queries are a poor proxy for the
 // queries of the answer, so LAQ generates a few pseudo answer tokens first and scores
 // the full prompt with their queries.
 //  1. Stage 1: SnapKV (window 32, max-pool) compresses a working copy of the cache.

@@ -1,4 +1,4 @@
-// LookaheadKV [methods.md §7.3; the inference path is OUR FORMULATION]: learned lookahead
+// LookaheadKV [docs/methods/lookaheadkv.md; the inference path is OUR FORMULATION]: learned lookahead
 // token embeddings, with LoRA deltas trained for them, read from a weights file
 // (docs/lookaheadkv_weights.md), are fed after the prompt at positions T, T+1, ...; the
 // deltas apply at those rows only, so the prompt's keys, values and logits are untouched.

@@ -1,4 +1,4 @@
-// Moment-KV [methods.md §8]: decode-time compression of the generated tokens only.
+// Moment-KV [docs/methods/moment_kv.md]: decode-time compression of the generated tokens only.
 // Prompt entries are never evicted (compose with a prefill press to compress them, e.g.
 // "snapkv+moment_kv"). Each generated entry carries an importance
 //   I(t) = alpha * I(t - 1) + a(t),

@@ -1,4 +1,4 @@
-// PyramidKV [methods.md §3]: SnapKV's scores with layer budgets falling linearly from
+// PyramidKV [docs/methods/pyramidkv.md]: SnapKV's scores with layer budgets falling linearly from
 // the bottom layer to the top (steepness beta), averaging b per head.
 #include "press/registry.h"
 #include "press/window_scored_press.h"

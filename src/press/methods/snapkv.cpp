@@ -1,4 +1,4 @@
-// SnapKV [methods.md §2]: the last w prompt queries score the older prompt entries;
+// SnapKV [docs/methods/snapkv.md]: the last w prompt queries score the older prompt entries;
 // each KV head keeps its top b - w (max-pooled) plus the window, at the end of prefill.
 #include "press/registry.h"
 #include "press/window_scored_press.h"

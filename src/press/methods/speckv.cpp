@@ -1,4 +1,4 @@
-// SpecKV [methods.md §7.2]: a small draft model of the same family continues the prompt
+// SpecKV [docs/methods/speckv.md]: a small draft model of the same family continues the prompt
 // by n_draft tokens; the model prefills prompt + draft, and the last w + 1 prompt
 // queries together with the draft queries score the older prompt entries, by the max
 // over the group's query heads and those queries; max-pooled, each KV head keeps its

@@ -1,4 +1,4 @@
-// StreamingLLM [methods.md §6.2]: keep the first `sinks` tokens (attention sinks) and
+// StreamingLLM [docs/methods/streaming_llm.md]: keep the first `sinks` tokens (attention sinks) and
 // the most recent ones; original positions are kept (no re-rotation).
 // per_step=false (default; the one-shot form the compression papers run): at the end
 // of the prefill each head keeps the first `sinks` prompt tokens and the last b - sinks.

@@ -1,4 +1,4 @@
-// TOVA [methods.md §6.3]: the newest query's attention, averaged over every query
+// TOVA [docs/methods/tova.md]: the newest query's attention, averaged over every query
 // head, ranks the entries; all KV heads keep the same b entries. At the end of the
 // prefill the last prompt token's row cuts the cache to b; with per_step (the original
 // method) every decode step then drops the entry its own query attends to least, so the

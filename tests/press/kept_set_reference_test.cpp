@@ -1,0 +1,337 @@
+// Which entries each scorer method keeps, per layer and KV head, compared exactly with
+// the method's rule evaluated in double precision on the reference forward's queries and
+// keys (press/kept_set_reference.h; ties: the lower index wins, on both sides).
+// The model is a random 4-layer GQA model (4 query heads, 2 KV heads): four layers, so
+// that PyramidKV's step (max - min) / (L - 1) is not an integer and its rounding shows.
+//
+// Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
+//   KNorm keeps the largest norms (sign of its score flipped)      -> KNorm
+//   DeferKV uses 1 - eta in place of eta                            -> DeferKV
+//   the window observes only its last w - 1 queries (off by one,
+//   one_shot_press.cpp's first observed position)                   -> SnapKV, PyramidKV, AdaKV,
+//                                                                      ChunkKV, DeferKV
+//   PyramidKV floors the step (max - min) / (L - 1), as the
+//   reference code does                                             -> PyramidKV
+//   ChunkKV scores chunks by KV head 0 alone, not the heads' sum    -> ChunkKV
+// Expected Attention is compared with its formula in expected_attention_test.cpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "model/reference_forward.h"
+#include "model/test_models.h"
+#include "press/kept_set_reference.h"
+#include "press/press_test_util.h"
+
+namespace deferkv {
+namespace {
+
+using testing::AttentionShape;
+using testing::ReferenceTrace;
+using testing::best;
+using testing::first;
+using testing::group_attention;
+using testing::max_pool;
+using testing::Positions;
+using testing::Scores;
+using testing::span;
+using testing::united;
+
+constexpr int64_t kPrompt = 160, kBudget = 72, kLayers = 4;
+constexpr int64_t kWindow = 32, kKernel = 7;  // the window-scored methods' defaults
+constexpr double kEta = 0.7;
+const AttentionShape kShape{4, 2, 16};
+
+using Kept = std::vector<std::vector<Positions>>;  // [layer][KV head]: positions, ascending
+
+std::string model_path() {
+  RandomModelSpec spec;
+  spec.n_embd = 64;
+  spec.n_layer = kLayers;
+  spec.n_head = kShape.n_head;
+  spec.n_head_kv = kShape.n_head_kv;
+  spec.n_ff = 128;
+  spec.seed = 29;
+  return testing::random_model_path(spec);
+}
+
+// Distinct random token ids: a token seen twice would give layer 0 two keys of the same
+// norm (RoPE is a rotation), a KNorm tie that rounding, not position, would break. With
+// this seed the closest cut between different scores (SnapKV, DeferKV, H2O, TOVA, KNorm)
+// is 7e-4 apart relatively, far above the engine's single-precision error.
+std::vector<int32_t> distinct_prompt() {
+  std::vector<int32_t> tokens(498);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
+  return std::vector<int32_t>(tokens.begin(), tokens.begin() + kPrompt);
+}
+
+// The prompt, the full-cache greedy tokens y_1, y_2, and the trace of prompt + y_1 + y_2.
+struct FullCache {
+  std::vector<int32_t> prompt;
+  std::vector<int32_t> generated;
+  ReferenceTrace trace;
+};
+
+const FullCache& full_cache() {
+  static const FullCache f = [] {
+    FullCache out;
+    out.prompt = distinct_prompt();
+    out.generated = testing::run_press("full", {}, out.prompt, 2, model_path()).generated;
+    std::vector<int32_t> tokens = out.prompt;
+    tokens.insert(tokens.end(), out.generated.begin(), out.generated.begin() + 2);
+    out.trace = testing::reference_trace(model_path(), tokens, testing::KeyVisibility{});
+    return out;
+  }();
+  return f;
+}
+
+// The mean over KV head g's query heads of the attention of the queries at `positions`,
+// each weighted by `weight`, on the prompt keys.
+Scores observed(int64_t l, int64_t g, int64_t from, int64_t to, double weight) {
+  std::vector<int64_t> queries;
+  for (int64_t t = from; t < to; ++t) queries.push_back(t);
+  return group_attention(full_cache().trace, kShape, l, g, queries, std::vector<double>(queries.size(), weight), kPrompt);
+}
+
+// SnapKV's score: the window's mean attention, max-pooled over the candidates.
+Scores window_scores(int64_t l, int64_t g) {
+  return max_pool(first(observed(l, g, kPrompt - kWindow, kPrompt, 1.0 / kWindow), kPrompt - kWindow), kKernel);
+}
+
+// Per layer and head: the chosen candidates plus the window.
+Kept with_window(const Kept& chosen, int64_t window) {
+  Kept out = chosen;
+  for (auto& layer : out) {
+    for (auto& head : layer) head = united(head, span(kPrompt - window, kPrompt));
+  }
+  return out;
+}
+
+// Per layer, the heads' candidate scores -> per head the candidates kept.
+using LayerRule = std::function<std::vector<Positions>(int64_t layer, const std::vector<Scores>& scores)>;
+
+Kept kept_by(const std::function<Scores(int64_t, int64_t)>& score, const LayerRule& rule) {
+  Kept out;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    std::vector<Scores> heads;
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) heads.push_back(score(l, g));
+    out.push_back(rule(l, heads));
+  }
+  return out;
+}
+
+LayerRule top_per_head(int64_t k) {
+  return [k](int64_t, const std::vector<Scores>& heads) {
+    std::vector<Positions> out;
+    for (const Scores& s : heads) out.push_back(best(s, k));
+    return out;
+  };
+}
+
+LayerRule adakv_rule(int64_t base, double alpha) {
+  return [=](int64_t, const std::vector<Scores>& heads) {
+    const std::vector<int64_t> budgets = testing::adakv_budgets(heads, base, alpha);
+    std::vector<Positions> out;
+    for (size_t g = 0; g < heads.size(); ++g) out.push_back(best(heads[g], budgets[g]));
+    return out;
+  };
+}
+
+// Runs the engine's press and compares what it keeps with `expected` (prompt positions);
+// the n_decode generated entries are expected too unless `decode_in_expected`.
+void expect_kept(const std::string& spec, const Kept& expected, int64_t n_decode, bool decode_in_expected = false) {
+  SCOPED_TRACE(spec);
+  const auto run = testing::run_press(spec, KvBudget::per_head(kBudget), full_cache().prompt, n_decode, model_path());
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      const Positions want =
+          decode_in_expected ? expected[l][g] : united(expected[l][g], span(kPrompt, kPrompt + n_decode));
+      EXPECT_EQ(run.positions[l][g], want) << "layer " << l << " KV head " << g;
+    }
+  }
+}
+
+TEST(KeptSetReference, SnapKV) {
+  expect_kept("snapkv", with_window(kept_by(window_scores, top_per_head(kBudget - kWindow)), kWindow), 1);
+}
+
+TEST(KeptSetReference, PyramidKV) {
+  // b - w = 40, beta 20: min 2, max 78, exact shares 78, 52.67, 27.33, 2 -> 78, 53, 27, 2
+  // (the reference code's floored step would keep 78, 53, 28, 3).
+  const auto budgets = testing::pyramid_budgets(kBudget - kWindow, kPrompt - kWindow, kLayers, 20);
+  ASSERT_EQ(budgets, (std::vector<int64_t>{78, 53, 27, 2}));
+  const LayerRule rule = [&](int64_t l, const std::vector<Scores>& heads) { return top_per_head(budgets[l])(l, heads); };
+  expect_kept("pyramidkv", with_window(kept_by(window_scores, rule), kWindow), 1);
+}
+
+TEST(KeptSetReference, AdaKV) {
+  const Kept kept = with_window(kept_by(window_scores, adakv_rule(kBudget - kWindow, 0.2)), kWindow);
+  // The allocation is adaptive: some layer's heads keep different counts.
+  bool uneven = false;
+  for (const auto& layer : kept) uneven |= layer[0].size() != layer[1].size();
+  EXPECT_TRUE(uneven);
+  expect_kept("adakv", kept, 1);
+}
+
+TEST(KeptSetReference, ChunkKV) {
+  constexpr int64_t kChunk = 10;
+  for (int64_t reuse : {1, 2}) {
+    // The heads' pooled scores summed; the best (b - w) / c chunks, shared by every head;
+    // with reuse, the first layer of each block of `reuse` chooses for the block.
+    Positions leader;
+    const LayerRule rule = [&](int64_t l, const std::vector<Scores>& heads) {
+      if (l % reuse == 0) {
+        Scores sum(heads[0].size(), 0.0);
+        for (const Scores& s : heads) {
+          for (size_t j = 0; j < s.size(); ++j) sum[j] += s[j];
+        }
+        leader = testing::best_chunks(sum, kChunk, (kBudget - kWindow) / kChunk);
+      }
+      return std::vector<Positions>(heads.size(), leader);
+    };
+    expect_kept("chunkkv:reuse=" + std::to_string(reuse), with_window(kept_by(window_scores, rule), kWindow), 1);
+  }
+}
+
+TEST(KeptSetReference, H2OOneShot) {
+  // Every prompt query's attention summed (mean over the group), no pooling, window 8.
+  constexpr int64_t kRecent = 8;
+  const auto score = [](int64_t l, int64_t g) { return first(observed(l, g, 0, kPrompt, 1.0), kPrompt - kRecent); };
+  expect_kept("h2o", with_window(kept_by(score, top_per_head(kBudget - kRecent)), kRecent), 1);
+}
+
+// TOVA's score of a layer: the attention of query position t averaged over every query
+// head, on `keys` (empty: every key up to t).
+Scores tova_scores(const ReferenceTrace& trace, int64_t l, int64_t t, const Positions& keys) {
+  Scores mean;
+  for (int64_t h = 0; h < kShape.n_head; ++h) {
+    const Scores row = testing::attention_row(trace, kShape, l, h, t, keys);
+    mean.resize(row.size(), 0.0);
+    for (size_t j = 0; j < row.size(); ++j) mean[j] += row[j] / static_cast<double>(kShape.n_head);
+  }
+  return mean;
+}
+
+TEST(KeptSetReference, TovaOneShot) {
+  Kept kept;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const Positions chosen = best(first(tova_scores(full_cache().trace, l, kPrompt - 1, {}), kPrompt), kBudget);
+    kept.emplace_back(kShape.n_head_kv, chosen);
+  }
+  expect_kept("tova:per_step=false", kept, 1);
+}
+
+TEST(KeptSetReference, TovaPerStep) {
+  // After the prefill the last prompt query cuts every layer to b; each decode step's
+  // query then sees only what was kept (plus itself) and drops its least attended entry,
+  // so the reference forward is rerun with that visibility after every step.
+  constexpr int64_t kSteps = 3;
+  const auto run = testing::run_press("tova", KvBudget::per_head(kBudget), full_cache().prompt, kSteps, model_path());
+  std::vector<std::vector<Positions>> kept_after(kSteps + 1);  // [step][layer]
+  for (int64_t l = 0; l < kLayers; ++l) {
+    kept_after[0].push_back(best(first(tova_scores(full_cache().trace, l, kPrompt - 1, {}), kPrompt), kBudget));
+  }
+  std::vector<int32_t> tokens = full_cache().prompt;
+  for (int64_t s = 1; s <= kSteps; ++s) {
+    tokens.push_back(run.generated[s - 1]);
+    const testing::KeyVisibility visible = [&](int64_t l, int64_t, int64_t key, int64_t query) {
+      if (query < kPrompt || key == query) return true;
+      const Positions& kept = kept_after[query - kPrompt][l];
+      return std::binary_search(kept.begin(), kept.end(), static_cast<int32_t>(key));
+    };
+    const ReferenceTrace trace = testing::reference_trace(model_path(), tokens, visible);
+    const int64_t t = kPrompt + s - 1;
+    for (int64_t l = 0; l < kLayers; ++l) {
+      const Positions entries = united(kept_after[s - 1][l], {static_cast<int32_t>(t)});
+      Positions kept;
+      for (int32_t i : best(tova_scores(trace, l, t, entries), kBudget)) kept.push_back(entries[i]);
+      kept_after[s].push_back(kept);
+    }
+  }
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      EXPECT_EQ(run.positions[l][g], kept_after[kSteps][l]) << "layer " << l << " KV head " << g;
+    }
+  }
+}
+
+TEST(KeptSetReference, KNorm) {
+  for (int64_t skip : {0, 2}) {
+    Kept kept;
+    for (int64_t l = 0; l < kLayers; ++l) {
+      kept.emplace_back();
+      for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+        Scores negative_norm;
+        for (int64_t j = 0; j < kPrompt; ++j) {
+          negative_norm.push_back(-testing::key_norm(full_cache().trace, kShape, l, g, j));
+        }
+        kept.back().push_back(l < skip ? span(0, kPrompt) : best(negative_norm, kBudget));
+      }
+    }
+    expect_kept("knorm:skip_layers=" + std::to_string(skip), kept, 1);
+  }
+}
+
+TEST(KeptSetReference, StreamingLLM) {
+  constexpr int64_t kSinks = 4, kSteps = 3;
+  const Positions one_shot = united(span(0, kSinks), span(kPrompt - (kBudget - kSinks), kPrompt));
+  expect_kept("streaming_llm", Kept(kLayers, std::vector<Positions>(kShape.n_head_kv, one_shot)), kSteps);
+  // Sliding: the sinks and the newest b - sinks of prompt + generated tokens.
+  const Positions sliding = united(span(0, kSinks), span(kPrompt + kSteps - (kBudget - kSinks), kPrompt + kSteps));
+  expect_kept("streaming_llm:per_step=true", Kept(kLayers, std::vector<Positions>(kShape.n_head_kv, sliding)), kSteps,
+              true);
+}
+
+// DeferKV's fused score over the candidates, max-pooled (fuse, then pool):
+//   block:     F = (eta^d S_P + sum_s eta^(d-s) S_s) / (eta^d + sum_s eta^(d-s)),
+//              S_P the window's mean attention, S_s decode step s's;
+//   per_query: F = sum_u eta^age(u) P_u / sum_u eta^age(u) over the w window queries and
+//              the d decode queries, age(u) = observation queries after u.
+Scores deferkv_scores(int64_t l, int64_t g, int64_t d, bool per_query) {
+  Scores fused(kPrompt, 0.0);
+  double z = 0;
+  auto add = [&](const Scores& s, double weight) {
+    for (int64_t j = 0; j < kPrompt; ++j) fused[j] += weight * s[j];
+    z += weight;
+  };
+  for (int64_t s = 1; s <= d; ++s) add(observed(l, g, kPrompt + s - 1, kPrompt + s, 1.0), std::pow(kEta, d - s));
+  if (per_query) {
+    for (int64_t i = 0; i < kWindow; ++i) {
+      add(observed(l, g, kPrompt - kWindow + i, kPrompt - kWindow + i + 1, 1.0), std::pow(kEta, d + kWindow - 1 - i));
+    }
+  } else {
+    add(observed(l, g, kPrompt - kWindow, kPrompt, 1.0 / kWindow), std::pow(kEta, d));
+  }
+  for (double& f : fused) f /= z;
+  return max_pool(first(fused, kPrompt - kWindow), kKernel);
+}
+
+TEST(KeptSetReference, DeferKV) {
+  for (int64_t d : {1, 2}) {
+    for (const std::string mode : {"block", "per_query"}) {
+      for (const std::string base : {"snapkv", "adakv"}) {
+        const auto score = [&](int64_t l, int64_t g) { return deferkv_scores(l, g, d, mode == "per_query"); };
+        const LayerRule rule =
+            base == "snapkv" ? top_per_head(kBudget - kWindow) : adakv_rule(kBudget - kWindow, 0.2);
+        const std::string spec = "deferkv:d=" + std::to_string(d) + ",temporal_mode=" + mode + ",base=" + base;
+        expect_kept(spec, with_window(kept_by(score, rule), kWindow), d);
+      }
+    }
+  }
+}
+
+TEST(KeptSetReference, DeferKvDecodesOnTheFullCacheUntilItEvicts) {
+  // The reference trace's decode queries are those of the full-cache tokens y_1, y_2.
+  const auto run = testing::run_press("deferkv:d=2", KvBudget::per_head(kBudget), full_cache().prompt, 2, model_path());
+  EXPECT_EQ(run.generated, full_cache().generated);
+}
+
+}  // namespace
+}  // namespace deferkv

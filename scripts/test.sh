@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds deferkv and runs the whole test suite.
+# Builds deferkv with its tests and benchmarks and runs the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
-ctest --test-dir build --output-on-failure -j "$(nproc)"
+cmake --build build -j "$(nproc)"
+ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"

@@ -3,13 +3,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/resource_dir.h"
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 
 namespace deferkv::cli {
 
-std::string default_model_path() { return DEFERKV_DEFAULT_MODEL; }
-std::string default_eval_model_path() { return DEFERKV_DEFAULT_EVAL_MODEL; }
+std::string default_model_path() { return resource_dir() + "/models/stories260K.gguf"; }
+std::string default_eval_model_path() { return resource_dir() + "/models/deferkv-retrieval-5m.gguf"; }
 
 void add_model_option(CLI::App& cmd, std::string& path, const std::string& default_path,
                       const std::string& default_name) {

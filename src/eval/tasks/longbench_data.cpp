@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/resource_dir.h"
 #include "deferkv/error.h"
 #include "deferkv/eval_longbench.h"
 
@@ -137,7 +138,7 @@ LongBenchConfig LongBenchConfig::load(const std::string& dir) {
   return config;
 }
 
-std::string LongBenchConfig::default_dir() { return std::string(DEFERKV_SOURCE_DIR) + "/data/longbench"; }
+std::string LongBenchConfig::default_dir() { return resource_dir() + "/data/longbench"; }
 
 const std::string& LongBenchConfig::prompt_template(std::string_view dataset) const {
   const auto it = prompts_.find(dataset);

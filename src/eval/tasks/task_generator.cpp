@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/resource_dir.h"
 #include "deferkv/error.h"
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_tasks.h"
@@ -58,7 +59,7 @@ WordSplit word_split_from_name(std::string_view name) {
   fail("unknown word split '{}' (known: all, train, heldout)", name);
 }
 
-std::string TaskOptions::default_data_dir() { return std::string(DEFERKV_SOURCE_DIR) + "/data"; }
+std::string TaskOptions::default_data_dir() { return resource_dir() + "/data"; }
 
 int64_t ruler_tokens_to_generate(std::string_view task) {
   check_task(task);

@@ -27,8 +27,8 @@ for preset in $presets; do
     model="$models/llama-$preset-$type.gguf"
     [ -f "$model" ] || "$deferkv" make-model --preset "$preset" --type "$type" --vocab "$vocab" -o "$model" >/dev/null
     name="llama-$preset-$type"
-    "$deferkv" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" -o json > "$out/$name.ours.json"
-    "$deferkv" bench -m "$model" -p 0 -n 128 -d 4096 -t "$threads" -r "$reps" -o json > "$out/$name.ours-depth.json"
+    "$deferkv" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" --format json > "$out/$name.ours.json"
+    "$deferkv" bench -m "$model" -p 0 -n 128 -d 4096 -t "$threads" -r "$reps" --format json > "$out/$name.ours-depth.json"
     "$LLAMA_BIN/llama-bench" -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" -o json > "$out/$name.llama.json" 2>/dev/null
     : > "$out/$name.llama-depth.jsonl"
     for t in ${threads//,/ }; do

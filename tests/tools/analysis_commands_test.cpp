@@ -16,7 +16,7 @@ TEST(AnalyzeCommand, ConsistencyAsJson) {
   for (int i = 0; i < 6; ++i) prompt += "Lily went to the park with her mom and saw a big red ball. ";
   const std::string svg = ::testing::TempDir() + "/consistency.svg";
   const auto r = run_cli("analyze consistency -p '" + prompt +
-                         "' --budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 -o json --svg '" +
+                         "' --kv-budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 --format json --svg '" +
                          svg + "'");
   ASSERT_EQ(r.status, 0) << r.output;
   const std::string figure = testing::read_file(svg);

@@ -78,7 +78,7 @@ TEST(GenerateCommand, MakeModelThenBenchRunsOnIt) {
   const std::string path = ::testing::TempDir() + "/deferkv-bench-model.gguf";
   ASSERT_EQ(run_cli("make-model --arch qwen2 --type q8_0 --n-embd 64 --n-ff 128 --n-layer 1 -o '" + path +
                     "' >/dev/null").status, 0);
-  const auto r = run_cli("bench -m '" + path + "' -p 16 -n 4 -d 0,8 -t 1 -r 2 -o json");
+  const auto r = run_cli("bench -m '" + path + "' -p 16 -n 4 -d 0,8 -t 1 -r 2 --format json");
   ASSERT_EQ(r.status, 0);
   const auto json = nlohmann::json::parse(r.output);
   ASSERT_EQ(json.size(), 4u);  // pp16, tg4 at depths 0 and 8

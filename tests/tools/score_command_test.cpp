@@ -81,7 +81,7 @@ TEST(ScoreCommand, BadInputIsAClearErrorAndExitStatus1) {
 
   const CliResult format = testing::run_cli("score '" + path + "' --format csv 2>&1");
   EXPECT_EQ(format.status, 1);
-  EXPECT_EQ(format.output, "error: --format must be md or json, got 'csv'\n");
+  EXPECT_EQ(format.output, "error: --format must be one of json, md, got 'csv'\n");
   EXPECT_EQ(testing::run_cli("score '" + path + "' --benchmark mmlu 2>&1").status, 1);
   EXPECT_EQ(testing::run_cli("score /no/such/file.jsonl 2>&1").output, "error: cannot read '/no/such/file.jsonl'\n");
 }

@@ -15,20 +15,22 @@
 namespace deferkv::cli {
 namespace {
 
+const std::vector<std::string> kAnalyzeFormats = {"md", "json"};
+
 struct AnalyzeArgs {
   std::string model;
   std::vector<std::string> files;
   std::vector<std::string> prompts;
   int threads = 1;
   int64_t n_ctx = 0;
-  std::string output = "md";
+  ReportOutput output;
   std::string svg;
   eval::ConsistencyOptions options;
 };
 
 void run_consistency(const AnalyzeArgs& args) {
   if (args.files.empty() && args.prompts.empty()) fail("give prompts with -f FILE or -p TEXT");
-  if (args.output != "md" && args.output != "json") fail("-o must be md or json, got '{}'", args.output);
+  validate_report_output(args.output, kAnalyzeFormats);
   auto model = Model::load(args.model);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& f : args.files) prompts.push_back(model->tokenizer().encode(read_text_file(f), true, false));
@@ -42,18 +44,21 @@ void run_consistency(const AnalyzeArgs& args) {
     out << eval::consistency_plot_svg(report);
     if (!out) fail("cannot write '{}'", args.svg);
   }
-  if (args.output == "json") {
+  if (args.output.format == "json") {
     nlohmann::json points = nlohmann::json::array();
     for (const auto& p : report.points) points.push_back({{"probe", p.probe}, {"jsd_similarity", p.jsd_similarity}, {"recall", p.recall}});
-    fmt::print("{}\n", nlohmann::json{{"samples", report.samples}, {"prompt_tokens", report.prompt_tokens},
-                                      {"reference_rows", report.reference_rows}, {"budget", args.options.budget},
-                                      {"window", args.options.window}, {"points", points}}.dump(2));
+    write_report(args.output, nlohmann::json{{"samples", report.samples}, {"prompt_tokens", report.prompt_tokens},
+                                             {"reference_rows", report.reference_rows}, {"budget", args.options.budget},
+                                             {"window", args.options.window}, {"points", points}}
+                                      .dump(2) + "\n");
     return;
   }
-  fmt::print("{} prompts ({} tokens), reference: {} later decode steps; recall at B = {} - {}\n\n", report.samples,
-             report.prompt_tokens, report.reference_rows, args.options.budget, args.options.window);
-  fmt::print("| probe | JSD similarity | top-B recall |\n| --- | ---: | ---: |\n");
-  for (const auto& p : report.points) fmt::print("| {} | {:.4f} | {:.4f} |\n", p.probe, p.jsd_similarity, p.recall);
+  std::string text = fmt::format("{} prompts ({} tokens), reference: {} later decode steps; recall at B = {} - {}\n\n",
+                                 report.samples, report.prompt_tokens, report.reference_rows, args.options.budget,
+                                 args.options.window);
+  text += "| probe | JSD similarity | top-B recall |\n| --- | ---: | ---: |\n";
+  for (const auto& p : report.points) text += fmt::format("| {} | {:.4f} | {:.4f} |\n", p.probe, p.jsd_similarity, p.recall);
+  write_report(args.output, text);
 }
 
 }  // namespace
@@ -73,10 +78,11 @@ void add_analyze_command(CLI::App& app) {
   consistency->add_option("--decode-probes", args->options.decode_probes, "Decode steps probed")->capture_default_str();
   consistency->add_option("--reference-steps", args->options.reference_steps, "Later decode steps forming the reference")
       ->capture_default_str();
-  consistency->add_option("--budget", args->options.budget, "b for top-B recall (B = b - window)")->capture_default_str();
+  consistency->add_option("--kv-budget,--budget", args->options.budget, "b for top-B recall (B = b - window)")
+      ->capture_default_str();
   consistency->add_option("--window", args->options.window, "Observation window")->capture_default_str();
   consistency->add_option("--eta", args->options.eta, "DeferKV discount for the fused row")->capture_default_str();
-  consistency->add_option("-o,--output", args->output, "md or json")->capture_default_str();
+  add_report_output_options(*consistency, args->output, kAnalyzeFormats);
   consistency->add_option("--svg", args->svg, "Also draw the figure (SVG) to this file");
   consistency->callback([args] { run_consistency(*args); });
 }

@@ -20,6 +20,8 @@
 namespace deferkv::cli {
 namespace {
 
+const std::vector<std::string> kBenchFormats = {"md", "json"};
+
 struct BenchArgs {
   std::string model;
   std::vector<int64_t> prompt_sizes = {512};
@@ -28,7 +30,7 @@ struct BenchArgs {
   std::vector<int> threads;
   int repetitions = 5;
   int64_t n_batch = 512;
-  std::string output = "md";
+  ReportOutput output;
 };
 
 struct Result {
@@ -92,7 +94,7 @@ Result measure(const std::shared_ptr<const Model>& model, int threads, int64_t d
 }
 
 void run_bench(const BenchArgs& args) {
-  if (args.output != "md" && args.output != "json") fail("-o must be md or json, got '{}'", args.output);
+  validate_report_output(args.output, kBenchFormats);
   if (args.repetitions < 1) fail("-r must be at least 1");
   auto model = Model::load(args.model);
   const ModelConfig& c = model->config();
@@ -113,21 +115,22 @@ void run_bench(const BenchArgs& args) {
 
   const std::string name = std::filesystem::path(args.model).filename().string();
   const double size_mib = static_cast<double>(model->gguf().file_size()) / (1024.0 * 1024.0);
-  if (args.output == "json") {
+  if (args.output.format == "json") {
     nlohmann::json out = nlohmann::json::array();
     for (const Result& r : results) {
       out.push_back({{"model", name}, {"arch", c.arch_name}, {"model_size", model->gguf().file_size()},
                      {"n_threads", r.threads}, {"test", r.test}, {"depth", r.depth},
                      {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second}});
     }
-    fmt::print("{}\n", out.dump(2));
+    write_report(args.output, out.dump(2) + "\n");
     return;
   }
-  fmt::print("| model | size | threads | test | t/s |\n| --- | ---: | ---: | ---: | ---: |\n");
+  std::string table = "| model | size | threads | test | t/s |\n| --- | ---: | ---: | ---: | ---: |\n";
   for (const Result& r : results) {
-    fmt::print("| {} {} | {:.2f} MiB | {} | {} | {:.2f} ± {:.2f} |\n", name, c.arch_name, size_mib,
-               r.threads, r.test, r.mean(), r.stddev());
+    table += fmt::format("| {} {} | {:.2f} MiB | {} | {} | {:.2f} ± {:.2f} |\n", name, c.arch_name, size_mib,
+                         r.threads, r.test, r.mean(), r.stddev());
   }
+  write_report(args.output, table);
 }
 
 }  // namespace
@@ -145,7 +148,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-t,--threads", args->threads, "Thread counts (default: all cores)")->delimiter(',');
   cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions of each test")->capture_default_str();
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
-  cmd->add_option("-o,--output", args->output, "Output format: md or json")->capture_default_str();
+  add_report_output_options(*cmd, args->output, kBenchFormats);
   cmd->callback([args] { run_bench(*args); });
 }
 

@@ -1,7 +1,11 @@
 #include "common_options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/resource_dir.h"
 #include "base/thread_pool.h"
@@ -16,6 +20,31 @@ void add_model_option(CLI::App& cmd, std::string& path, const std::string& defau
                       const std::string& default_name) {
   path = default_path;
   cmd.add_option("-m,--model", path, "GGUF model file (default: " + default_name + ")");
+}
+
+void add_report_output_options(CLI::App& cmd, ReportOutput& output, const std::vector<std::string>& formats) {
+  output.format = formats.front();
+  cmd.add_option("--format", output.format, fmt::format("Output format: {}", fmt::join(formats, ", ")))
+      ->capture_default_str();
+  cmd.add_option("-o,--output", output.file, "Write the report to this file (default: standard output)");
+}
+
+void validate_report_output(const ReportOutput& output, const std::vector<std::string>& formats) {
+  if (std::find(formats.begin(), formats.end(), output.format) == formats.end()) {
+    fail("--format must be one of {}, got '{}'", fmt::join(formats, ", "), output.format);
+  }
+  if (std::find(formats.begin(), formats.end(), output.file) != formats.end()) {
+    fail("-o names the output file; for the {} format give --format {}", output.file, output.file);
+  }
+}
+
+void write_report(const ReportOutput& output, const std::string& text) {
+  if (output.file.empty()) {
+    fmt::print("{}", text);
+    return;
+  }
+  std::ofstream out(output.file, std::ios::binary);
+  if (!(out << text)) fail("cannot write '{}'", output.file);
 }
 
 void add_threads_option(CLI::App& cmd, int& threads) {

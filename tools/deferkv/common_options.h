@@ -3,6 +3,7 @@
 // spelled as in llama.cpp's tools.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -29,6 +30,20 @@ void add_sampling_options(CLI::App& cmd, SamplerParams& params);
 
 std::shared_ptr<ThreadPool> make_thread_pool(int threads);
 std::string read_text_file(const std::string& path);
+
+// A report's destination, the same in every command: --format names the format, -o/--output
+// the file ("" for standard output). Folders of reports (eval) take -o as a folder instead.
+struct ReportOutput {
+  std::string format;
+  std::string file;
+};
+// --format (one of `formats`, the first the default) and -o/--output FILE.
+void add_report_output_options(CLI::App& cmd, ReportOutput& output, const std::vector<std::string>& formats);
+// Checks --format against `formats` and refuses an -o that names a format ("-o json" as
+// llama-bench spells it), saying to use --format.
+void validate_report_output(const ReportOutput& output, const std::vector<std::string>& formats);
+// Writes `text` to the file, or prints it.
+void write_report(const ReportOutput& output, const std::string& text);
 
 // KV-cache compression: --press SPEC with --kv-budget N or --kv-ratio R.
 struct PressOptions {

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "common_options.h"
+#include "escapes.h"
 #include "deferkv/chat_template.h"
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
@@ -28,6 +29,7 @@ struct GenerateArgs {
   bool no_bos = false;
   bool parse_special = false;
   bool special = false;
+  bool no_escape = false;
   std::string dump_logits;
   bool chat = false;
   std::string chat_template;
@@ -45,7 +47,7 @@ std::vector<int32_t> prompt_tokens(const GenerateArgs& args, const std::string& 
   if (!args.chat) return tokenizer.encode(text, !args.no_bos, args.parse_special);
   const ChatTemplate chat = ChatTemplate::detect(tokenizer, args.chat_template);
   std::vector<ChatMessage> messages;
-  if (!args.system.empty()) messages.push_back({"system", args.system});
+  if (!args.system.empty()) messages.push_back({"system", args.no_escape ? args.system : process_escapes(args.system)});
   messages.push_back({"user", text});
   return tokenizer.encode(chat.apply(messages, true), !args.no_bos, true);
 }
@@ -60,7 +62,10 @@ void write_logits(const std::string& path, const float* logits, int64_t n) {
 
 void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty() == args.prompt_file.empty()) fail("give the prompt with -p or -f (one of them)");
-  const std::string text = args.prompt_file.empty() ? args.prompt : read_text_file(args.prompt_file);
+  // -p takes llama.cpp's escapes (\n, \t, \xHH ...) unless --no-escape; a file is read as it is.
+  const std::string text = !args.prompt_file.empty() ? read_text_file(args.prompt_file)
+                           : args.no_escape          ? args.prompt
+                                                     : process_escapes(args.prompt);
   auto model = Model::load(args.model);
   const Tokenizer& tokenizer = model->tokenizer();
   const std::vector<int32_t> prompt = prompt_tokens(args, text, tokenizer);
@@ -125,7 +130,8 @@ void add_generate_command(CLI::App& app) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a prompt, streaming the text");
   add_model_option(*cmd, args->model);
-  cmd->add_option("-p,--prompt", args->prompt, "Prompt text");
+  cmd->add_option("-p,--prompt", args->prompt, "Prompt text (escapes such as \\n are processed)");
+  cmd->add_flag("--no-escape", args->no_escape, "Take -p and --system as they are, without processing \\n, \\t, \\xHH ...");
   cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate; -1 = until end of text")
       ->capture_default_str();

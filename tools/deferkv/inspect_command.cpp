@@ -11,6 +11,7 @@
 
 #include "base/utf8.h"
 #include "commands.h"
+#include "deferkv/error.h"
 #include "common_options.h"
 #include "tensor/gguf_file.h"
 
@@ -25,6 +26,7 @@ using Json = nlohmann::ordered_json;
 
 struct InspectArgs {
   std::string model;
+  std::string file;  // the positional argument
   bool json = false;
   bool all_values = false;
 };
@@ -250,10 +252,13 @@ void add_inspect_command(CLI::App& app) {
   auto args = std::make_shared<InspectArgs>();
   CLI::App* cmd = app.add_subcommand("inspect", "Print a GGUF file's header, metadata and tensors");
   add_model_option(*cmd, args->model);
+  // As gguf-dump takes it: `deferkv inspect model.gguf`.
+  cmd->add_option("file", args->file, "GGUF file (instead of -m)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_flag("--all-values", args->all_values, "Print long strings and arrays in full");
-  cmd->callback([args] {
-    GgufFile file(args->model);
+  cmd->callback([args, cmd] {
+    if (!args->file.empty() && cmd->count("--model") > 0) fail("give the file once: as an argument or with -m");
+    GgufFile file(args->file.empty() ? args->model : args->file);
     if (args->json) {
       // Strings in GGUF need not be UTF-8; JSON must be.
       std::cout << inspect_json(file, args->all_values)

@@ -29,6 +29,8 @@ struct PressBenchArgs {
   std::vector<int64_t> prompt_sizes = {4096};
   std::vector<std::string> presses = {"full", "snapkv", "deferkv"};
   int64_t budget = 256;
+  double ratio = -1;  // --kv-ratio instead of --kv-budget when given
+  KvBudget kv_budget() const { return ratio >= 0 ? KvBudget::ratio(ratio) : KvBudget::per_head(budget); }
   int64_t n_gen = 32;
   int64_t short_context = 512;
   int repetitions = 2;
@@ -89,7 +91,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   options.n_ctx = prompt_tokens + args.n_gen + 1;
   Session session(model, pool, options);
   if (draft) session.set_draft_model(draft);
-  if (press != "full") session.set_press(make_press(press, KvBudget::per_head(args.budget)));
+  if (press != "full") session.set_press(make_press(press, args.kv_budget()));
   session.prefill(prompt);
   std::vector<double> step_seconds;
   for (int32_t token : gen) {
@@ -151,8 +153,8 @@ void run_press_bench(const PressBenchArgs& args) {
   std::vector<Measurement> short_runs;
   for (int rep = 0; rep < args.repetitions; ++rep) short_runs.push_back(measure(model, nullptr, "full", args.short_context, args, pool));
   const double short_decode = median_of(short_runs).steady_decode_rate;
-  fmt::print("model {}, {} threads, budget {} per head ({}L), {} decode tokens, medians of {} repetitions\n\n", args.model,
-             args.threads, args.budget, args.budget, args.n_gen, args.repetitions);
+  fmt::print("model {}, {} threads, budget {}, {} decode tokens, medians of {} repetitions\n\n", args.model,
+             args.threads, args.kv_budget().describe(), args.n_gen, args.repetitions);
   fmt::print("| prompt | press | prefill s | capture ms | eviction ms | of which lookahead ms | "
              "(capture+eviction) / full prefill | "
              "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
@@ -194,7 +196,11 @@ void add_press_bench_command(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", args->prompt_sizes, "Prompt lengths")->delimiter(',')->capture_default_str();
   cmd->add_option("--press", args->presses, "Presses to compare (full = no compression)")
       ->delimiter(';')->capture_default_str();
-  cmd->add_option("--kv-budget", args->budget, "Prompt KV entries kept per KV head per layer")->capture_default_str();
+  auto* budget = cmd->add_option("--kv-budget", args->budget, "Prompt KV entries kept per KV head per layer")
+                     ->capture_default_str();
+  auto* ratio = cmd->add_option("--kv-ratio", args->ratio, "Or the share of the prompt evicted (kvpress's ratio)")
+                    ->check(CLI::Range(0.0, 1.0));
+  budget->excludes(ratio);
   cmd->add_option("-n,--n-gen", args->n_gen, "Decode steps after the prompt")->capture_default_str();
   cmd->add_option("--short-context", args->short_context, "Context of the full-cache decode baseline")
       ->capture_default_str();

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/score_predictions.h"
 
@@ -26,9 +27,10 @@ struct ScoreArgs {
   std::string path;
   std::string benchmark;
   std::string task;
-  std::string format = "json";
-  std::string output;  // a file; "" for standard output
+  ReportOutput output;
 };
+
+const std::vector<std::string> kFormats = {"json", "md"};
 
 std::string to_json(const eval::PredictionScores& result) {
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
@@ -79,17 +81,11 @@ std::string to_markdown(const eval::PredictionScores& result) {
 }
 
 void run_score(const ScoreArgs& args) {
-  if (args.format != "md" && args.format != "json") fail("--format must be md or json, got '{}'", args.format);
+  validate_report_output(args.output, kFormats);
   std::optional<eval::Benchmark> benchmark;
   if (!args.benchmark.empty()) benchmark = eval::benchmark_from_name(args.benchmark);
   const eval::PredictionScores result = eval::score_predictions_path(args.path, benchmark, args.task);
-  const std::string text = args.format == "json" ? to_json(result) : to_markdown(result);
-  if (args.output.empty()) {
-    fmt::print("{}", text);
-    return;
-  }
-  std::ofstream out(args.output, std::ios::binary);
-  if (!(out << text)) fail("cannot write '{}'", args.output);
+  write_report(args.output, args.output.format == "json" ? to_json(result) : to_markdown(result));
 }
 
 }  // namespace
@@ -109,8 +105,7 @@ void add_score_command(CLI::App& app) {
                   "longbench, ruler or niah (default: taken from the first line's fields or file name)");
   cmd->add_option("--task", args->task,
                   "The dataset or task of lines that do not name one (default: the file name)");
-  cmd->add_option("--format", args->format, "Output format: json or md")->capture_default_str();
-  cmd->add_option("-o,--output", args->output, "Write the scores to this file instead of standard output");
+  add_report_output_options(*cmd, args->output, kFormats);
   cmd->callback([args] { run_score(*args); });
 }
 

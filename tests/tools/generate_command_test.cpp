@@ -41,6 +41,14 @@ TEST(GenerateCommand, TheContinuationKeepsItsLeadingSpace) {
   EXPECT_EQ(result.output, " was a little girl\n");
 }
 
+// A full context stops generation: 64 - 5 prompt tokens are generated, and the stop says why.
+TEST(GenerateCommand, AFullContextStopsWithItsReason) {
+  const auto result = run_cli("generate --temp 0 -n 500 -c 64 -p 'Once upon a time' 2>&1 >/dev/null");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("generated: 59 tokens"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("stop: context_full"), std::string::npos) << result.output;
+}
+
 TEST(GenerateCommand, DumpLogitsWritesTheLastPromptLogits) {
   const std::string path = ::testing::TempDir() + "/deferkv-logits.bin";
   const auto result = run_cli("generate --temp 0 -n 1 -p 'Once upon a time' --dump-logits '" + path + "' 2>/dev/null");

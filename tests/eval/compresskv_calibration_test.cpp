@@ -9,6 +9,7 @@
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "model/test_models.h"
+#include "tensor/gguf_test_util.h"
 
 namespace deferkv::eval {
 namespace {
@@ -57,7 +58,8 @@ TEST(CompressKvCalibration, ProfileRoundTripsAndDrivesThePress) {
   }
   EXPECT_NEAR(std::accumulate(p.layer_scores.begin(), p.layer_scores.end(), 0.0), 1.0, 1e-9);
 
-  const std::string path = ::testing::TempDir() + "/stories-compresskv.json";
+  gguf_test::TempDir dir;  // fresh, so no earlier run's file can stand in for this one's
+  const std::string path = dir.file("stories-compresskv.json");
   save_compresskv_profile(path, p);
   const CompressKvProfile loaded = load_compresskv_profile(path);
   EXPECT_EQ(loaded.retrieval_heads, p.retrieval_heads);

@@ -5,6 +5,7 @@
 
 #include "support/read_file.h"
 #include "tools/cli_runner.h"
+#include "tensor/gguf_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -14,7 +15,8 @@ using testing::run_cli;
 TEST(AnalyzeCommand, ConsistencyAsJson) {
   std::string prompt;
   for (int i = 0; i < 6; ++i) prompt += "Lily went to the park with her mom and saw a big red ball. ";
-  const std::string svg = ::testing::TempDir() + "/consistency.svg";
+  gguf_test::TempDir dir;  // fresh, so no earlier run's file can stand in for this one's
+  const std::string svg = dir.file("consistency.svg");
   const auto r = run_cli("analyze consistency -p '" + prompt +
                          "' --kv-budget 48 --window 16 --prompt-probes 2 --decode-probes 2 --reference-steps 6 --format json --svg '" +
                          svg + "'");
@@ -37,7 +39,8 @@ TEST(AnalyzeCommand, TooShortPromptIsAClearError) {
 }
 
 TEST(CalibrateCommand, NonRetrievingModelWritesNothing) {
-  const std::string path = ::testing::TempDir() + "/never-written.json";
+  gguf_test::TempDir dir;
+  const std::string path = dir.file("never-written.json");
   const auto r = run_cli("calibrate compresskv -o '" + path + "' --lengths 300 --depths 50 2>&1; test -e '" + path +
                          "' && echo EXISTS");
   EXPECT_NE(r.output.find("none of the 1 probes was answered"), std::string::npos) << r.output;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/cli_runner.h"
+#include "tensor/gguf_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -50,7 +51,8 @@ TEST(GenerateCommand, AFullContextStopsWithItsReason) {
 }
 
 TEST(GenerateCommand, DumpLogitsWritesTheLastPromptLogits) {
-  const std::string path = ::testing::TempDir() + "/deferkv-logits.bin";
+  gguf_test::TempDir dir;  // fresh, so no earlier run's file can stand in for this one's
+  const std::string path = dir.file("logits.bin");
   const auto result = run_cli("generate --temp 0 -n 1 -p 'Once upon a time' --dump-logits '" + path + "' 2>/dev/null");
   ASSERT_EQ(result.status, 0);
   std::ifstream dumped(path, std::ios::binary);
@@ -83,7 +85,8 @@ TEST(GenerateCommand, BadInputGivesAClearErrorAndExitCodeOne) {
 }
 
 TEST(GenerateCommand, MakeModelThenBenchRunsOnIt) {
-  const std::string path = ::testing::TempDir() + "/deferkv-bench-model.gguf";
+  gguf_test::TempDir dir;
+  const std::string path = dir.file("bench-model.gguf");
   ASSERT_EQ(run_cli("make-model --arch qwen2 --type q8_0 --n-embd 64 --n-ff 128 --n-layer 1 -o '" + path +
                     "' >/dev/null").status, 0);
   const auto r = run_cli("bench -m '" + path + "' -p 16 -n 4 -d 0,8 -t 1 -r 2 --format json");

@@ -168,7 +168,7 @@ TEST(MakeDataCommand, BadOptionsAreNamed) {
     return testing::run_cli("make-data -m '" + kVocab + "' " + options + " -o '" + dir.file("x.jsonl") + "' 2>&1");
   };
   auto unknown = error_of("--tasks niah_single_9");
-  EXPECT_NE(unknown.status, 0);
+  EXPECT_EQ(unknown.status, 1);
   EXPECT_NE(unknown.output.find("unknown RULER task 'niah_single_9'"), std::string::npos) << unknown.output;
   auto split = error_of("--word-split half");
   EXPECT_NE(split.output.find("unknown word split 'half'"), std::string::npos) << split.output;

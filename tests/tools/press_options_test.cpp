@@ -51,7 +51,7 @@ TEST(PressOptions, BadPressInputIsAClearError) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("eta=2 is out of range"), std::string::npos) << r.output;
   r = run_cli("generate -n 1 -p 'Hi' --press snapkv --kv-budget 64 --kv-ratio 0.5 2>&1");
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 1);
   r = run_cli("generate -n 1 -p 'Hi' --kv-budget 64 2>&1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("need a --press"), std::string::npos) << r.output;

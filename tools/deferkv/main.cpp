@@ -40,7 +40,9 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every usage error exits 1, as every other error does
+    // (CLI11's own codes, 105-115, would read as a crash to scripts that test for 1).
+    return app.exit(e) == 0 ? 0 : 1;
   } catch (const deferkv::cli::ExitCode& e) {
     return e.status;
   } catch (const deferkv::Error& e) {

@@ -49,7 +49,7 @@ void write_report(const ReportOutput& output, const std::string& text) {
 
 void add_threads_option(CLI::App& cmd, int& threads) {
   threads = ThreadPool::default_threads();
-  cmd.add_option("-t,--threads", threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));
+  cmd.add_option("-t,--threads", threads, "Threads (default: the cores this process may use: its affinity mask and cgroup quota)")->check(CLI::Range(1, 1024));
 }
 
 void add_sampling_options(CLI::App& cmd, SamplerParams& p) {

@@ -1,9 +1,12 @@
 #pragma once
 // An evaluation sweep: methods × budgets × tasks × lengths (× samples for RULER, × depths
-// for NIAH), or methods × budgets × LongBench datasets × rows, run in one results folder, one JSON line per sample as soon as it is done, so
-// a rerun of the same configuration skips what is there and goes on. Running a sample on
+// for NIAH), or methods × budgets × LongBench datasets × rows. Its results folder holds the
+// rows of one context (everything in config.json but the grid, config["sweep"]), one JSON
+// line per row as soon as it is done, so a rerun, a grown sweep (more samples, another press,
+// budget, task or length) or another shard skips the rows already there. Running a sample on
 // a model is the caller's (deferkv eval builds a Session for it); this side generates the
-// samples, scores the predictions, keeps the log and writes the reports.
+// samples, scores the predictions, keeps the logs, splits shards, merges them and writes the
+// reports.
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -28,6 +31,10 @@ struct SweepMethod {
   std::string budget_label;        // how the budget was given: "64", "r0.5"; "" for "full"
   // "full", "snapkv@64", "snapkv@r0.5": the row's name in logs and reports.
   std::string label() const;
+  // The press's full parameter string (every default spelled out) @ the budget: a row's
+  // method in its identity, so "deferkv" and "deferkv:d=1" share rows when they are the same
+  // press, and a changed default never reuses rows computed under the old one.
+  std::string identity() const;
 };
 
 struct SweepPlan {
@@ -36,7 +43,23 @@ struct SweepPlan {
   std::vector<int64_t> lengths;             // tokens (RULER, NIAH)
   std::vector<double> depths;               // NIAH depths, percent
   int64_t samples = 1;                      // RULER: per task and length; LongBench: per dataset, < 0 all
+  std::vector<int64_t> rows;                // LongBench: the rows of each dataset (LongBenchSet::rows)
   std::vector<SweepMethod> methods;
+};
+
+// config["sweep"]: the plan's grid (tasks, lengths, depths, samples, rows, methods with their
+// full parameter strings); plan_from_config reads it back (eval merge).
+nlohmann::ordered_json sweep_config(const SweepPlan& plan);
+SweepPlan plan_from_config(const nlohmann::ordered_json& config);
+
+// Shard `index` of `count` (1-based): a deterministic, balanced slice of the flattened grid.
+struct Shard {
+  int64_t index = 1, count = 1;
+  // "2/4"; anything else is an error naming the text.
+  static Shard parse(const std::string& text);
+  bool whole() const { return count == 1; }
+  // The shard's samples file: samples.jsonl, or samples.shard-2-of-4.jsonl.
+  std::string log_name() const;
 };
 
 // What running one sample on the model gave.
@@ -55,26 +78,41 @@ struct SampleRun {
 
 using SampleExecutor = std::function<SampleRun(const SweepMethod& method, const TaskSample& sample)>;
 
-// `parent`/`stem`-<first 8 hex digits of the sha256 of config>, created with config.json the
-// first time. When the folder exists its config.json must be this one (a rerun resumes);
-// anything else there is an error, so results are never overwritten.
-std::string prepare_results_dir(const std::string& parent, const std::string& stem,
+// A row's context: `config` without its grid (config["sweep"]) and the model's path (a moved
+// model file is the same model: its sha256 stays). Every other field, present or added later,
+// is part of every row's identity.
+nlohmann::ordered_json row_context(const nlohmann::ordered_json& config);
+
+// `parent`/`name`, or `parent`/`stem`-<first 8 hex digits of the sha256 of the row context>
+// when `name` is empty, with `config` written to its config.json; `parent`/latest links to
+// it. When the folder exists, its config.json must have the same row context (a rerun or a
+// grown sweep reuses its rows); another context is an error naming the fields that differ,
+// so rows are never mixed.
+std::string prepare_results_dir(const std::string& parent, const std::string& name, const std::string& stem,
                                 const nlohmann::ordered_json& config);
 
-// Runs every sample of the plan not yet in `dir`/samples.jsonl, appending it there as
-// soon as it is scored, and shows progress with an ETA on `progress`. Returns how many
-// samples it ran.
+// Runs every row of the plan (of `shard`'s slice) not yet in any samples file of `dir`,
+// appending it to the shard's own file as soon as it is scored (under an exclusive lock:
+// another process appending to that file is an error naming it), and shows progress with
+// an ETA on `progress`. Returns how many samples it ran.
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress);
+                  const std::string& dir, std::FILE* progress, Shard shard = {});
 // The same for a LongBench plan, every row of `set` (which applies the plan's sample limit).
 int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress);
+                  const std::string& dir, std::FILE* progress, Shard shard = {});
+
+// Joins the shards' results folders `dirs` into `out` (config.json, samples.jsonl) and
+// returns the plan: every folder must hold the same configuration, and every row of the plan
+// must be in exactly one of their samples files; otherwise an error names the folder or
+// shard and the row. `out` must not hold results yet.
+SweepPlan merge_results(const std::vector<std::string>& dirs, const std::string& out);
 
 // summary.md and summary.json (methods as rows, tasks or datasets as columns, Avg.; cost per
 // method), results.csv (tidy: one line per method, task and length), for NIAH a heat map per method (niah-<label>.svg), the cost bars
 // (cost-bars.svg) and, when the plan has two budgets or more, score-vs-budget.svg; each SVG
 // also as PNG when a converter is installed (see plots/png_export.h). From the plan's
-// samples in `dir`. summary.json records config.json and `run` (commit, threads, …).
+// rows in `dir` (from all its samples files). summary.json records config.json and `run`
+// (commit, threads, …).
 // Returns the score and cost tables as Markdown, for printing.
 std::string write_reports(const SweepPlan& plan, const std::string& dir, const nlohmann::ordered_json& run);
 

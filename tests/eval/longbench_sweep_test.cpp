@@ -54,15 +54,18 @@ TEST(LongBenchSweep, TwoPressesTwoBudgetsGiveTheTableAndPlots) {
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("[16/16] 100%"), std::string::npos) << result.output;
   std::vector<std::filesystem::path> found;
-  for (const auto& e : std::filesystem::directory_iterator(out_parent)) found.push_back(e.path());
+  for (const auto& e : std::filesystem::directory_iterator(out_parent)) {
+    if (e.path().filename() != "latest") found.push_back(e.path());
+  }
   ASSERT_EQ(found.size(), 1u);
   const std::filesystem::path out = found[0];
   EXPECT_EQ(out.filename().string().rfind("longbench-stories260K-", 0), 0u) << out;
 
   const auto config = nlohmann::json::parse(read(out / "config.json"));
-  EXPECT_EQ(config["datasets"].dump(), R"(["multifieldqa_en","trec"])");
-  EXPECT_EQ(config["max_length"]["trec"], 256);
-  EXPECT_EQ(config["samples"], "all");
+  EXPECT_EQ(config["sweep"]["datasets"].dump(), R"(["multifieldqa_en","trec"])");
+  EXPECT_EQ(config["sweep"]["max_length"]["trec"], 256);
+  EXPECT_EQ(config["sweep"]["rows"].dump(), "[2,2]");
+  EXPECT_EQ(config["sweep"]["samples"], "all");
 
   // 2 presses x 2 budgets x 2 datasets x 2 rows; the records hold what `deferkv score` reads.
   std::istringstream lines(read(out / "samples.jsonl"));

@@ -1,8 +1,12 @@
 // The sweep without a model: an executor that answers from the references (or not at
 // all) shows the samples scored with the official metrics, the log resumed, the results
 // folder tied to its configuration and the reports in the papers' layout.
+#include <unistd.h>
+
 #include <algorithm>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <fstream>
 #include <sstream>
 
@@ -15,6 +19,7 @@
 #include "support/read_file.h"
 #include "eval/plots/niah_heatmap.h"
 #include "eval/sweep/sample_log.h"
+#include "eval/sweep/shards.h"
 #include "tensor/gguf_test_util.h"
 
 namespace deferkv::eval {
@@ -99,7 +104,7 @@ TEST(Sweep, ReportsPutMethodsInRowsAndTasksInColumns) {
   gguf_test::TempDir dir;
   const SweepPlan plan = ruler_plan();
   const ordered_json config = {{"benchmark", "ruler"}, {"seed", 42}};
-  const std::string out = prepare_results_dir(dir.path().string(), "ruler-test", config);
+  const std::string out = prepare_results_dir(dir.path().string(), "", "ruler-test", config);
   run_sweep(plan, llama_generator(), answer, out, nullptr);
   write_reports(plan, out, {{"git_commit", "abc"}});
   // fwe has three answers: snapkv's first-only answer scores 1/3 on it; Avg. is Python's round(66.665, 2).
@@ -129,16 +134,219 @@ TEST(Sweep, ReportsPutMethodsInRowsAndTasksInColumns) {
   EXPECT_EQ(summary["tables"].size(), 1u);
 }
 
-TEST(Sweep, ResultsFolderIsNamedFromTheConfigAndNeverTakenOver) {
+TEST(Sweep, ResultsFolderIsNamedFromTheRowContextAndNeverTakenOver) {
   gguf_test::TempDir dir;
-  const ordered_json a = {{"seed", 1}}, b = {{"seed", 2}};
-  const std::string da = prepare_results_dir(dir.path().string(), "ruler-m", a);
-  EXPECT_EQ(prepare_results_dir(dir.path().string(), "ruler-m", a), da);  // the same config resumes
-  const std::string db = prepare_results_dir(dir.path().string(), "ruler-m", b);
-  EXPECT_NE(db, da);
+  const std::string parent = dir.path().string();
+  const ordered_json a = {{"seed", 1}, {"model", {{"path", "/a/m.gguf"}, {"sha256", "ab"}}}, {"sweep", {{"samples", 2}}}};
+  const std::string da = prepare_results_dir(parent, "", "ruler-m", a);
   EXPECT_EQ(std::filesystem::path(da).filename().string().rfind("ruler-m-", 0), 0u);
-  std::ofstream(da + "/config.json", std::ios::trunc) << "{\"seed\": 3}\n";
-  EXPECT_THROW(prepare_results_dir(dir.path().string(), "ruler-m", a), Error);
+  EXPECT_EQ(std::filesystem::read_symlink(dir.file("latest")), std::filesystem::path(da).filename());
+  // A grown grid, or the same model elsewhere: the same folder, its config.json the new one.
+  ordered_json grown = a;
+  grown["sweep"]["samples"] = 4;
+  grown["model"]["path"] = "/b/m.gguf";
+  EXPECT_EQ(prepare_results_dir(parent, "", "ruler-m", grown), da);
+  EXPECT_EQ(nlohmann::json::parse(read(da + "/config.json"))["sweep"]["samples"], 4);
+  // Any other field (one added tomorrow included) is another context: another folder.
+  ordered_json other = a;
+  other["cache_type_k"] = "q8_0";
+  const std::string db = prepare_results_dir(parent, "", "ruler-m", other);
+  EXPECT_NE(db, da);
+  EXPECT_EQ(std::filesystem::read_symlink(dir.file("latest")), std::filesystem::path(db).filename());
+  // --name: a readable folder, never given to another context.
+  EXPECT_EQ(prepare_results_dir(parent, "mine", "ruler-m", a), parent + "/mine");
+  try {
+    prepare_results_dir(parent, "mine", "ruler-m", other);
+    ADD_FAILURE() << "another context took the folder";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differs in: cache_type_k"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(prepare_results_dir(parent, "latest", "ruler-m", a), Error);
+  EXPECT_THROW(prepare_results_dir(parent, "a/b", "ruler-m", a), Error);
+}
+
+// The rows of `dir`, by key, as (prediction, score).
+std::map<std::string, std::pair<std::string, double>> rows_of(const std::string& dir) {
+  std::map<std::string, std::pair<std::string, double>> rows;
+  for (const std::string& file : SampleLog::files_in(dir)) {
+    for (const auto& r : SampleLog::read(file)) {
+      EXPECT_TRUE(rows.emplace(SampleLog::key_of(r), std::pair(r["pred"].get<std::string>(), r["score"].get<double>())).second);
+    }
+  }
+  return rows;
+}
+
+// The reports of `plan` on the rows in `dir`, as written (the answer() executor's costs are
+// constants, so two folders with the same rows give the same bytes).
+std::string reports_of(const SweepPlan& plan, const std::string& dir) {
+  write_reports(plan, dir, {});
+  return read(dir + "/summary.md") + read(dir + "/results.csv") +
+         nlohmann::json::parse(read(dir + "/summary.json"))["tables"].dump();
+}
+
+TEST(Sweep, AGrownSweepRunsOnlyItsNewRowsAndReportsAsAFreshRun) {
+  gguf_test::TempDir dir;
+  int calls = 0;
+  const SampleExecutor counted = [&](const SweepMethod& m, const TaskSample& s) {
+    ++calls;
+    return answer(m, s);
+  };
+  const ordered_json config = {{"benchmark", "ruler"}, {"seed", 42}};
+  const std::string out = prepare_results_dir(dir.path().string(), "grown", "ruler-t", config);
+  SweepPlan plan = ruler_plan();  // 2 tasks x 2 samples x (full, snapkv@64)
+  EXPECT_EQ(run_sweep(plan, llama_generator(), counted, out, nullptr), 8);
+  plan.samples = 4;
+  EXPECT_EQ(run_sweep(plan, llama_generator(), counted, out, nullptr), 8);  // samples 2 and 3 only
+  // Another press, and snapkv spelled with its defaults: the same press, so its rows are reused.
+  plan.methods = {{"full", std::nullopt, ""},
+                  {"snapkv:window=32,kernel=7,pooling=max,gqa=mean", KvBudget::per_head(64), "64"},
+                  {"streaming_llm", KvBudget::per_head(64), "64"}};
+  ASSERT_EQ(plan.methods[1].identity(), ruler_plan().methods[1].identity());
+  EXPECT_EQ(run_sweep(plan, llama_generator(), counted, out, nullptr), 8);  // streaming_llm's 2 x 4
+  EXPECT_EQ(calls, 24);
+  EXPECT_EQ(run_sweep(plan, llama_generator(), counted, out, nullptr), 0);
+
+  const std::string fresh = prepare_results_dir(dir.path().string(), "fresh", "ruler-t", config);
+  EXPECT_EQ(run_sweep(plan, llama_generator(), answer, fresh, nullptr), 24);
+  EXPECT_EQ(rows_of(out), rows_of(fresh));
+  // The reports cover exactly the sweep asked for: a smaller one leaves the other rows out.
+  const std::string grown_reports = reports_of(plan, out);
+  EXPECT_EQ(grown_reports, reports_of(plan, fresh));
+  EXPECT_NE(grown_reports.find("| streaming_llm@64 |"), std::string::npos);
+  SweepPlan small = ruler_plan();
+  EXPECT_NE(reports_of(small, out), grown_reports);
+  EXPECT_EQ(nlohmann::json::parse(read(out + "/summary.json"))["tables"][0]["rows"][0]["cost"]["samples"], 4);
+}
+
+TEST(Sweep, ShardsAreDisjointBalancedMixLengthsAndResume) {
+  // Hand-dealt: rows 3-5 (cost 2) first, then 0-2; turn 1,2 | 2,1 | 1,2.
+  EXPECT_EQ(shard_of_rows({1, 1, 1, 2, 2, 2}, 2), (std::vector<int64_t>{1, 1, 2, 1, 2, 2}));
+  EXPECT_EQ(shard_of_rows({5, 5, 5}, 1), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(Shard::parse("2/4").log_name(), "samples.shard-2-of-4.jsonl");
+  EXPECT_EQ(Shard::parse("1/1").log_name(), "samples.jsonl");
+  for (const char* bad : {"0/2", "3/2", "2", "a/b", "1/0"}) EXPECT_THROW(Shard::parse(bad), Error) << bad;
+
+  gguf_test::TempDir dir;
+  SweepPlan plan;
+  plan.benchmark = Benchmark::kNiah;
+  plan.lengths = {600, 900};
+  plan.depths = {0, 50, 100};
+  plan.methods = {{"full", std::nullopt, ""}, {"snapkv", KvBudget::per_head(64), "64"}};
+  std::map<int64_t, std::map<int64_t, int>> by_shard;  // shard → length → rows run
+  std::map<int64_t, std::map<std::string, int>> methods_by_shard;
+  const std::string out = dir.path().string();
+  for (int64_t i = 1; i <= 2; ++i) {
+    const SampleExecutor counted = [&, i](const SweepMethod& m, const TaskSample& s) {
+      ++by_shard[i][s.target_length];
+      ++methods_by_shard[i][m.label()];
+      return answer(m, s);
+    };
+    EXPECT_EQ(run_sweep(plan, llama_generator(), counted, out, nullptr, Shard{i, 2}), 6);
+  }
+  // 12 rows: each shard 3 of each length and 3 of each method.
+  for (int64_t i = 1; i <= 2; ++i) {
+    EXPECT_EQ(by_shard[i][600], 3) << i;
+    EXPECT_EQ(by_shard[i][900], 3) << i;
+    EXPECT_EQ(methods_by_shard[i]["full"], 3) << i;
+  }
+  EXPECT_EQ(lines_of(out + "/samples.shard-1-of-2.jsonl"), 6u);
+  EXPECT_EQ(rows_of(out).size(), 12u);  // rows_of fails on a row in two files
+  // Everything is done: an unsharded run, or another split, runs nothing.
+  EXPECT_EQ(run_sweep(plan, llama_generator(), answer, out, nullptr), 0);
+  EXPECT_EQ(run_sweep(plan, llama_generator(), answer, out, nullptr, Shard{2, 3}), 0);
+  // A shard killed mid-line loses that line only, and goes on from there.
+  const std::string log = out + "/samples.shard-2-of-2.jsonl";
+  const std::string text = read(log);
+  std::ofstream(log, std::ios::binary | std::ios::trunc) << text.substr(0, text.rfind('\n', text.size() - 2) + 1)
+                                                        << R"({"label":"fu)";
+  EXPECT_EQ(run_sweep(plan, llama_generator(), answer, out, nullptr, Shard{2, 2}), 1);
+  EXPECT_EQ(read(log), text);
+}
+
+// A sharded sweep in one folder, and its unsharded twin.
+struct ShardedSweep {
+  gguf_test::TempDir dir;
+  SweepPlan plan = ruler_plan();
+  ordered_json config = {{"benchmark", "ruler"},
+                         {"model", {{"path", "/here/m.gguf"}, {"sha256", "ab"}}},
+                         {"seed", 42},
+                         {"sweep", sweep_config(plan)}};
+  std::string shared = prepare_results_dir(dir.path().string(), "shared", "ruler-t", config);
+  ShardedSweep() {
+    for (int64_t i = 1; i <= 2; ++i) run_sweep(plan, llama_generator(), answer, shared, nullptr, Shard{i, 2});
+  }
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(Sweep, MergedShardsEqualTheUnshardedRun) {
+  ShardedSweep s;
+  const std::string single = prepare_results_dir(s.dir.path().string(), "single", "ruler-t", s.config);
+  EXPECT_EQ(run_sweep(s.plan, llama_generator(), answer, single, nullptr), 8);
+  const std::string merged = s.dir.file("merged");
+  const SweepPlan plan = merge_results({s.shared}, merged);
+  EXPECT_EQ(sweep_config(plan), sweep_config(s.plan));
+  EXPECT_EQ(lines_of(merged + "/samples.jsonl"), 8u);
+  EXPECT_EQ(rows_of(merged), rows_of(single));
+  EXPECT_EQ(reports_of(plan, merged), reports_of(s.plan, single));
+  // Shards in folders of their own (another machine's model path) merge the same way.
+  ordered_json elsewhere = s.config;
+  elsewhere["model"]["path"] = "/elsewhere/m.gguf";
+  const std::string second = prepare_results_dir(s.dir.path().string(), "second", "ruler-t", elsewhere);
+  std::filesystem::rename(s.shared + "/samples.shard-2-of-2.jsonl", second + "/samples.shard-2-of-2.jsonl");
+  merge_results({s.shared, second}, s.dir.file("merged2"));
+  EXPECT_EQ(rows_of(s.dir.file("merged2")), rows_of(single));
+  EXPECT_NE(error_of([&] { merge_results({s.shared, second}, merged); }).find("already holds results"), std::string::npos);
+}
+
+TEST(Sweep, MergeNamesTheMissingOrDuplicatedSampleAndTheStrayShard) {
+  ShardedSweep s;
+  const std::string shard2 = s.shared + "/samples.shard-2-of-2.jsonl";
+  const std::string text = read(shard2);
+  // A sample missing: its shard is named.
+  std::ofstream(shard2, std::ios::binary | std::ios::trunc) << text.substr(text.find('\n') + 1);
+  const std::string missing = error_of([&] { merge_results({s.shared}, s.dir.file("m1")); });
+  EXPECT_NE(missing.find("(shard 2/2's) is in none of"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("sample "), std::string::npos) << missing;
+  // A sample twice: both shards are named.
+  std::ofstream(shard2, std::ios::binary | std::ios::trunc) << text << read(s.shared + "/samples.shard-1-of-2.jsonl");
+  const std::string twice = error_of([&] { merge_results({s.shared}, s.dir.file("m2")); });
+  EXPECT_NE(twice.find("is in two shards: shard 1/2"), std::string::npos) << twice;
+  EXPECT_NE(twice.find("and shard 2/2"), std::string::npos) << twice;
+  // A shard of another configuration.
+  ordered_json other = s.config;
+  other["seed"] = 7;
+  const std::string stray = prepare_results_dir(s.dir.path().string(), "stray", "ruler-t", other);
+  const std::string mixed = error_of([&] { merge_results({s.shared, stray}, s.dir.file("m3")); });
+  EXPECT_NE(mixed.find("'" + stray + "' holds another configuration"), std::string::npos) << mixed;
+  EXPECT_NE(error_of([&] { merge_results({s.dir.file("nothing")}, s.dir.file("m4")); }).find("has no config.json"),
+            std::string::npos);
+}
+
+TEST(Sweep, TwoProcessesNeverAppendToOneFile) {
+  gguf_test::TempDir dir;
+  const std::string out = dir.path().string();
+  {
+    // flock locks belong to an open file: a second open, here as in another process, is refused.
+    SampleLog first(out + "/samples.jsonl");
+    const std::string refused = error_of([&] { run_sweep(ruler_plan(), llama_generator(), answer, out, nullptr); });
+    EXPECT_NE(refused.find("'" + out + "' is in use: another process (pid " + std::to_string(::getpid())),
+              std::string::npos) << refused;
+    EXPECT_NE(refused.find("is appending to samples.jsonl"), std::string::npos) << refused;
+    EXPECT_EQ(read(out + "/samples.jsonl"), "");
+    // Another shard has a file of its own.
+    EXPECT_EQ(run_sweep(ruler_plan(), llama_generator(), answer, out, nullptr, Shard{2, 2}), 4);
+  }
+  // Released when the first one is done.
+  EXPECT_EQ(run_sweep(ruler_plan(), llama_generator(), answer, out, nullptr), 4);
+  EXPECT_FALSE(std::filesystem::exists(out + "/samples.jsonl.owner"));
 }
 
 TEST(Sweep, NiahGridAndHeatMap) {
@@ -154,7 +362,7 @@ TEST(Sweep, NiahGridAndHeatMap) {
     if (s.depth_percent == 100) run.prediction = s.references[0];
     return run;
   };
-  const std::string out = prepare_results_dir(dir.path().string(), "niah-test", ordered_json{{"x", 1}});
+  const std::string out = prepare_results_dir(dir.path().string(), "", "niah-test", ordered_json{{"x", 1}});
   EXPECT_EQ(run_sweep(plan, llama_generator(), late, out, nullptr), 4);
   write_reports(plan, out, {});
   const auto summary = nlohmann::json::parse(read(out + "/summary.json"));
@@ -199,7 +407,7 @@ TEST(Sweep, LongBenchRowsAreScoredWithEachDatasetsMetricAndResumed) {
     if (!m.budget) run.prediction = "\n" + s.references[0] + "\nmore";
     return run;
   };
-  const std::string out = prepare_results_dir(dir.path().string(), "longbench-test", {{"benchmark", "longbench"}});
+  const std::string out = prepare_results_dir(dir.path().string(), "", "longbench-test", {{"benchmark", "longbench"}});
   EXPECT_EQ(run_sweep(plan, set, executor, out, nullptr), 8);  // 2 methods x 2 datasets x 2 rows
   EXPECT_EQ(run_sweep(plan, set, executor, out, nullptr), 0);
   EXPECT_THROW(run_sweep(plan, llama_generator(), executor, out, nullptr), Error);

@@ -23,7 +23,7 @@ using testing::run_cli;
 
 const std::vector<std::string> kCommands = {
     "generate", "tokenize", "inspect", "bench", "make-model", "make-lookahead-weights", "make-data", "import-weights",
-    "presses", "bench-press", "analyze consistency", "calibrate compresskv", "score", "eval"};
+    "presses", "bench-press", "analyze consistency", "calibrate compresskv", "score", "eval", "eval merge"};
 
 // Each short flag's one long name. llama-bench's -p/-n (prompt and generation sizes) hold in
 // the two benchmark commands, as in llama.cpp.

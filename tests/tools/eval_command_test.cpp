@@ -3,6 +3,8 @@
 // configuration, and resume.
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -22,10 +24,12 @@ size_t lines_of(const std::filesystem::path& path) {
   return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
 }
 
-// The one results folder under `parent`.
+// The one results folder under `parent` (beside the `latest` link to it).
 std::filesystem::path results_folder(const std::filesystem::path& parent) {
   std::vector<std::filesystem::path> found;
-  for (const auto& entry : std::filesystem::directory_iterator(parent)) found.push_back(entry.path());
+  for (const auto& entry : std::filesystem::directory_iterator(parent)) {
+    if (entry.path().filename() != "latest") found.push_back(entry.path());
+  }
   EXPECT_EQ(found.size(), 1u);
   return found.empty() ? parent : found[0];
 }
@@ -58,9 +62,13 @@ TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
   const auto config = nlohmann::json::parse(read(out / "config.json"));
   EXPECT_EQ(config["model"]["sha256"], "270cba1bd5109f42d03350f60406024560464db173c0e387d91f0426d3bd256d");
   EXPECT_EQ(config["seed"], 42);
-  ASSERT_EQ(config["methods"].size(), 4u);
-  EXPECT_EQ(config["methods"][2]["label"], "deferkv:d=1,eta=0.7@32");
-  EXPECT_EQ(config["methods"][2]["description"].get<std::string>().rfind("deferkv:d=1,eta=0.7,", 0), 0u);
+  EXPECT_EQ(config["n_batch"], 512);
+  const auto& methods = config["sweep"]["methods"];
+  ASSERT_EQ(methods.size(), 4u);
+  EXPECT_EQ(methods[2]["label"], "deferkv:d=1,eta=0.7@32");
+  EXPECT_EQ(methods[2]["description"].get<std::string>().rfind("deferkv:d=1,eta=0.7,", 0), 0u);
+  EXPECT_EQ(methods[2]["params"].get<std::string>().rfind("deferkv:d=1,eta=0.7,", 0), 0u);
+  EXPECT_EQ(std::filesystem::read_symlink(dir.path() / "latest"), out.filename());
   const auto summary = nlohmann::json::parse(read(out / "summary.json"));
   EXPECT_EQ(summary["run"]["git_commit"].get<std::string>().size() % 40, 0u);  // a commit, or "" outside git
   ASSERT_EQ(summary["tables"][0]["rows"].size(), 4u);
@@ -85,12 +93,93 @@ TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
   EXPECT_NE(again.output.find("resuming: 16 of 16 samples already done"), std::string::npos) << again.output;
   EXPECT_NE(again.output.find("0 samples run"), std::string::npos);
   EXPECT_EQ(lines_of(out / "samples.jsonl"), 16u);
-  // Another configuration (a third budget) gets its own folder.
-  const testing::CliResult other = testing::run_cli(
-      "eval" + kStories + " --bench ruler --tasks fwe --lengths 640 --press snapkv --kv-budget 48 --samples 1 -t 2 -o '" +
+  // A grown sweep (a third budget, a subset of the rest) goes to the same folder and runs its new rows only.
+  const testing::CliResult grown = testing::run_cli(
+      "eval" + kStories + " --bench ruler --tasks fwe --lengths 640 --press snapkv --kv-budget 32,48 --samples 1 -t 2 -o '" +
       dir.path().string() + "' 2>&1");
+  ASSERT_EQ(grown.status, 0) << grown.output;
+  EXPECT_NE(grown.output.find("resuming: 1 of 2 samples already done"), std::string::npos) << grown.output;
+  EXPECT_EQ(results_folder(dir.path()), out);
+  EXPECT_EQ(lines_of(out / "samples.jsonl"), 17u);
+  // Its reports cover exactly that sweep.
+  const auto grown_summary = nlohmann::json::parse(read(out / "summary.json"));
+  ASSERT_EQ(grown_summary["tables"][0]["rows"].size(), 2u);
+  EXPECT_EQ(grown_summary["tables"][0]["rows"][1]["label"], "snapkv@48");
+  EXPECT_EQ(grown_summary["tables"][0]["columns"].dump(), R"(["fwe"])");
+  // Another seed is another context: its own folder, named here, and `latest` follows.
+  const testing::CliResult other = testing::run_cli("eval" + kStories +
+                                                    " --tasks fwe --lengths 640 --samples 1 -t 2 -s 7 --name seed7 -o '" +
+                                                    dir.path().string() + "' 2>&1");
   ASSERT_EQ(other.status, 0) << other.output;
-  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()), 2);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "seed7" / "summary.md"));
+  EXPECT_EQ(std::filesystem::read_symlink(dir.path() / "latest"), "seed7");
+}
+
+// The rows of a results folder's samples.jsonl by label, task and index: prediction and score.
+std::map<std::string, std::string> predictions(const std::filesystem::path& log) {
+  std::map<std::string, std::string> rows;
+  std::istringstream lines(read(log));
+  for (std::string line; std::getline(lines, line);) {
+    const auto r = nlohmann::json::parse(line);
+    rows[r["label"].get<std::string>() + " " + r["task"].get<std::string>() + " " + r["index"].dump()] =
+        r["pred"].get<std::string>() + " | " + r["score"].dump();
+  }
+  return rows;
+}
+
+TEST(EvalCommand, TwoShardsMergedEqualTheUnshardedRun) {
+  gguf_test::TempDir dir;
+  const std::string sweep = "eval" + kStories + " --tasks niah_single_1,fwe --lengths 640 --press 'full;snapkv' "
+                            "--kv-budget 32 --samples 2 -t 2 -o '" + dir.path().string() + "'";
+  const testing::CliResult single = testing::run_cli(sweep + " --name single 2>&1");
+  ASSERT_EQ(single.status, 0) << single.output;
+  for (const char* shard : {"1/2", "2/2"}) {
+    const testing::CliResult r = testing::run_cli(sweep + " --name sharded --shard " + shard + " 2>&1");
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find("[4/4] 100%"), std::string::npos) << r.output;  // 8 rows, half each
+    EXPECT_NE(r.output.find("deferkv eval merge"), std::string::npos) << r.output;
+  }
+  const std::filesystem::path sharded = dir.path() / "sharded", merged = dir.path() / "merged";
+  EXPECT_EQ(lines_of(sharded / "samples.shard-1-of-2.jsonl"), 4u);
+  EXPECT_FALSE(std::filesystem::exists(sharded / "summary.md"));  // a shard alone has no reports
+  const testing::CliResult merge = testing::run_cli("eval merge '" + sharded.string() + "' -o '" + merged.string() + "' 2>&1");
+  ASSERT_EQ(merge.status, 0) << merge.output;
+  EXPECT_NE(merge.output.find("## 640 tokens\n\n| method | niah_single_1 | fwe | Avg. |"), std::string::npos) << merge.output;
+  const auto single_rows = predictions(dir.path() / "single" / "samples.jsonl");
+  EXPECT_EQ(single_rows.size(), 8u);
+  EXPECT_EQ(predictions(merged / "samples.jsonl"), single_rows);
+  for (const char* file : {"summary.md", "results.csv", "cost-bars.svg"}) EXPECT_TRUE(std::filesystem::exists(merged / file)) << file;
+  const auto a = nlohmann::json::parse(read(dir.path() / "single" / "summary.json"));
+  const auto b = nlohmann::json::parse(read(merged / "summary.json"));
+  for (size_t row = 0; row < 2; ++row) {
+    EXPECT_EQ(b["tables"][0]["rows"][row]["scores"], a["tables"][0]["rows"][row]["scores"]) << row;
+    EXPECT_EQ(b["tables"][0]["rows"][row]["cost"]["samples"], 4) << row;
+  }
+  const testing::CliResult bad = testing::run_cli(sweep + " --shard 3/2 2>&1");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.output.find("--shard: '3/2' names no shard"), std::string::npos) << bad.output;
+}
+
+// A second run of the same sweep into the same folder while the first appends: refused, naming
+// the folder and the first process; the first goes on alone, no line twice.
+TEST(EvalCommand, ASecondRunIntoTheSameFolderIsRefused) {
+  gguf_test::TempDir dir;
+  const std::string out = dir.path().string();
+  const std::string eval = std::string(DEFERKV_CLI) + " eval" + kStories + " --tasks niah_single_1 --lengths 640 " +
+                           "--samples 400 -t 1 -o '" + out + "'";
+  const auto r = testing::run_shell("( " + eval + " > /dev/null 2>&1 & pid=$!; " +
+                                    "for i in $(seq 600); do [ -e '" + out + "'/latest/samples.jsonl.owner ] && break; sleep 0.1; done; " +
+                                    eval + " 2>&1; echo \"second $?\"; kill -INT $pid; wait $pid )");
+  EXPECT_NE(r.output.find("second 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("is in use: another process (pid "), std::string::npos) << r.output;
+  const std::filesystem::path folder = results_folder(dir.path());
+  EXPECT_NE(r.output.find("'" + folder.string() + "' is in use"), std::string::npos) << r.output;
+  std::set<std::string> indices;
+  std::istringstream lines(read(folder / "samples.jsonl"));
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_TRUE(indices.insert(nlohmann::json::parse(line)["index"].dump()).second) << line;
+  }
+  EXPECT_FALSE(indices.empty());
 }
 
 TEST(EvalCommand, NiahGridWritesAHeatMapPerMethod) {

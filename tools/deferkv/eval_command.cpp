@@ -44,6 +44,8 @@ struct EvalArgs {
   int threads = 1;
   int64_t n_batch = 512;
   std::string output = "results";
+  std::string name;          // the results folder's name; "" derives it from the configuration
+  std::string shard = "1/1";
   std::string chat_template;
   bool no_chat_template = false;
   std::string data_dir = eval::TaskOptions::default_data_dir();
@@ -107,23 +109,18 @@ std::vector<eval::SweepMethod> sweep_methods(const EvalArgs& args) {
   return methods;
 }
 
+// Everything a row's result depends on, and the sweep's grid under "sweep". A field added here
+// is part of every row's identity (eval::row_context) without more ado.
 nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& plan, const std::string& chat,
                                  const nlohmann::ordered_json& max_lengths) {
   nlohmann::ordered_json c;
   c["benchmark"] = args.bench;
   c["model"] = {{"path", std::filesystem::absolute(args.model).string()}, {"sha256", sha256_file(args.model)}};
-  if (plan.benchmark == eval::Benchmark::kNiah) {
-    c["depths"] = plan.depths;
-  } else if (plan.benchmark == eval::Benchmark::kLongBench) {
-    c["datasets"] = plan.tasks;
-    c["samples"] = plan.samples < 0 ? nlohmann::ordered_json("all") : nlohmann::ordered_json(plan.samples);
+  if (plan.benchmark == eval::Benchmark::kLongBench) {
     c["longbench_dir"] = std::filesystem::absolute(args.longbench_dir).string();
-  } else {
-    c["tasks"] = plan.tasks;
-    c["samples"] = plan.samples;
+    // As given: the limits it resolves to per dataset follow from the model and the dataset.
+    c["max_length"] = args.max_length > 0 ? nlohmann::ordered_json(args.max_length) : nlohmann::ordered_json("model context");
   }
-  if (plan.benchmark != eval::Benchmark::kLongBench) c["lengths"] = plan.lengths;
-  if (!max_lengths.is_null()) c["max_length"] = max_lengths;
   c["seed"] = args.seed;
   if (args.word_split != "all") c["word_split"] = args.word_split;
   c["decoding"] = args.sampling.temperature <= 0
@@ -133,16 +130,15 @@ nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& pl
                                                {"top_p", args.sampling.top_p},
                                                {"min_p", args.sampling.min_p}};
   c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
-  nlohmann::ordered_json methods = nlohmann::ordered_json::array();
-  for (const eval::SweepMethod& m : plan.methods) {
-    const std::string description = m.budget ? make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe()
-                                             : std::string("full cache, no compression");
-    methods.push_back({{"label", m.label()}, {"press", m.press}, {"budget", m.budget_label}, {"description", description}});
-  }
-  c["methods"] = methods;
+  // The prompt's tokens per forward pass pick the matmul route (matvec below a per-type count,
+  // tiled GEMM above), whose sums round differently: greedy answers can change with it.
+  c["n_batch"] = args.n_batch;
+  c["threads"] = args.threads;
   if (args.data_dir != eval::TaskOptions::default_data_dir()) c["data_dir"] = args.data_dir;
   if (!args.squad.empty()) c["squad"] = std::filesystem::absolute(args.squad).string();
   if (!args.hotpotqa.empty()) c["hotpotqa"] = std::filesystem::absolute(args.hotpotqa).string();
+  c["sweep"] = eval::sweep_config(plan);
+  if (!max_lengths.is_null()) c["sweep"]["max_length"] = max_lengths;
   return c;
 }
 
@@ -201,8 +197,37 @@ eval::SweepPlan plan_of(const EvalArgs& args) {
   return plan;
 }
 
+nlohmann::ordered_json run_info(const nlohmann::ordered_json& more) {
+  nlohmann::ordered_json run = {{"git_commit", git_commit()}};
+  run.update(more);
+  run["peak_rss_bytes"] = peak_rss_bytes();
+  return run;
+}
+
+// `deferkv eval merge DIR… -o OUT`: a subcommand of eval (not an --merge flag) so that its
+// help lists its two arguments only and its -o names the merged folder itself.
+CLI::App* add_eval_merge_command(CLI::App& eval) {
+  struct MergeArgs {
+    std::vector<std::string> dirs;
+    std::string output;
+  };
+  auto args = std::make_shared<MergeArgs>();
+  CLI::App* cmd = eval.add_subcommand("merge", "Join the results folders of a sharded sweep (eval --shard i/N) into one, "
+                                               "with the reports of a single run");
+  cmd->add_option("dirs", args->dirs, "The shards' results folders (one when they share it)")->required();
+  cmd->add_option("-o,--output", args->output, "The merged results folder (new)")->required();
+  cmd->callback([args] {
+    const eval::SweepPlan plan = eval::merge_results(args->dirs, args->output);
+    const std::string tables = eval::write_reports(plan, args->output, run_info({{"merged_from", args->dirs}}));
+    fmt::print("{}", tables);
+    fmt::print(stderr, "merged {} folder(s); reports in {}/summary.md\n", args->dirs.size(), args->output);
+  });
+  return cmd;
+}
+
 void run_eval(const EvalArgs& args) {
-  const eval::SweepPlan plan = plan_of(args);
+  eval::SweepPlan plan = plan_of(args);
+  const eval::Shard shard = eval::Shard::parse(args.shard);
   args.sampling.validate();
 
   const auto model = Model::load(args.model);
@@ -218,7 +243,10 @@ void run_eval(const EvalArgs& args) {
     options.max_length = args.max_length;
     options.prompt = prompt;
     longbench = std::make_unique<eval::LongBenchSet>(model->tokenizer(), model->config().n_ctx_train, options);
-    for (const std::string& d : plan.tasks) max_lengths[d] = longbench->max_length(d);
+    for (const std::string& d : plan.tasks) {
+      max_lengths[d] = longbench->max_length(d);
+      plan.rows.push_back(longbench->rows(d));
+    }
   } else {
     eval::TaskOptions task_options;
     task_options.data_dir = args.data_dir;
@@ -238,8 +266,9 @@ void run_eval(const EvalArgs& args) {
 
   const std::string stem = fmt::format("{}-{}", args.bench, std::filesystem::path(args.model).stem().string());
   const std::string chat = longbench ? longbench->chat_template_name() : generator->chat_template_name();
-  const std::string dir = eval::prepare_results_dir(args.output, stem, config_of(args, plan, chat, max_lengths));
-  fmt::print(stderr, "results: {}\n", dir);
+  const std::string dir =
+      eval::prepare_results_dir(args.output, args.name, stem, config_of(args, plan, chat, max_lengths));
+  fmt::print(stderr, "results: {}{}\n", dir, shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count));
 
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
@@ -255,21 +284,24 @@ void run_eval(const EvalArgs& args) {
   std::signal(SIGINT, on_interrupt);
   try {
     if (longbench) {
-      eval::run_sweep(plan, *longbench, execute, dir, stderr);
+      eval::run_sweep(plan, *longbench, execute, dir, stderr, shard);
     } else {
-      eval::run_sweep(plan, *generator, execute, dir, stderr);
+      eval::run_sweep(plan, *generator, execute, dir, stderr, shard);
     }
   } catch (const Interrupted&) {
     fmt::print(stderr, "\ninterrupted: writing the reports of the {} samples done this run\n", ran);
   }
   std::signal(SIGINT, SIG_DFL);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::string tables = eval::write_reports(plan, dir,
-                                                 {{"git_commit", git_commit()},
-                                                  {"threads", args.threads},
-                                                  {"samples_run", ran},
-                                                  {"seconds", seconds},
-                                                  {"peak_rss_bytes", peak_rss_bytes()}});
+  if (!shard.whole()) {
+    // The reports need every shard's rows: `eval merge` writes them.
+    fmt::print(stderr, "shard {}/{}: {} samples run in {:.1f} s; once every shard is done: deferkv eval merge '{}' -o OUT\n",
+               shard.index, shard.count, ran, seconds, dir);
+    if (interrupted) throw ExitCode{130};
+    return;
+  }
+  const std::string tables = eval::write_reports(
+      plan, dir, run_info({{"threads", args.threads}, {"samples_run", ran}, {"seconds", seconds}}));
   fmt::print("{}", tables);
   fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran, seconds, dir);
   if (interrupted) throw ExitCode{130};
@@ -306,7 +338,14 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--min-p", args->sampling.min_p, "Min-p for sampled decoding")->capture_default_str();
   add_threads_option(*cmd, args->threads);
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
-  cmd->add_option("-o,--output", args->output, "Folder the results folder is made in")->capture_default_str();
+  cmd->add_option("-o,--output", args->output, "Folder the results folder is made in (with a 'latest' link to it)")
+      ->capture_default_str();
+  cmd->add_option("--name", args->name,
+                  "The results folder's name (default <bench>-<model>-<hash of everything but the grid>; a grown "
+                  "sweep goes to the same folder and reuses its rows)");
+  cmd->add_option("--shard", args->shard,
+                  "Run shard i of N (i/N) of the grid into the same folder, in its own samples file; then eval merge")
+      ->capture_default_str();
   cmd->add_option("--chat-template", args->chat_template,
                   "Chat format instead of the model's: " + fmt::format("{}", fmt::join(ChatTemplate::known_names(), ", ")));
   cmd->add_flag("--no-chat-template", args->no_chat_template, "Plain prompts even if the model has a chat format");
@@ -322,7 +361,9 @@ void add_eval_command(CLI::App& app) {
                   "RULER needle keys from all word-list lines, the even ones (train) or the odd ones (heldout)")
       ->capture_default_str();
   cmd->add_option("--hotpotqa", args->hotpotqa, "HotpotQA dev distractor JSON (hotpot_dev_distractor_v1.json), for qa_2");
-  cmd->callback([args] {
+  CLI::App* merge = add_eval_merge_command(*cmd);
+  cmd->callback([args, merge] {
+    if (merge->parsed()) return;  // `eval merge` ran instead
     if (args->no_chat_template && !args->chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");
     run_eval(*args);
   });

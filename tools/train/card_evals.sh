@@ -15,7 +15,8 @@ model=${2:-}
 tasks=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multivalue,vt
 run() { build/deferkv eval ${model:+-m "$model"} --bench ruler --tasks "$tasks" --word-split heldout -t 2 -o "$out" "$@"; }
 
-run --lengths 4k --samples 200
-run --lengths 8k --samples 30
-run --lengths 4k --samples 30 --press 'full;snapkv;deferkv;deferkv:d=4;streaming_llm' --kv-budget 64,128,256
-run --lengths 1k --samples 100
+# One folder each (--name), so that each keeps its own reports.
+run --lengths 4k --samples 200 --name full-4k
+run --lengths 8k --samples 30 --name full-8k
+run --lengths 4k --samples 30 --press 'full;snapkv;deferkv;deferkv:d=4;streaming_llm' --kv-budget 64,128,256 --name presses-4k
+run --lengths 1k --samples 100 --name full-1k

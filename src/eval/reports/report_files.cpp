@@ -4,6 +4,7 @@
 // bars, score vs budget.
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -80,7 +81,7 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
                                                : std::string("none (plain prompts)"));
   md << fmt::format("- decoding: {}; seed {}\n", decoding_text(config.value("decoding", ordered_json())),
                     config.value("seed", 0));
-  for (const auto& m : config.value("methods", ordered_json::array())) {
+  for (const auto& m : config.value("sweep", ordered_json::object()).value("methods", ordered_json::array())) {
     md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
   }
   md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
@@ -196,6 +197,19 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
   return out;
 }
 
+// The records of every samples file in `dir`, the first of each key (a row two processes ran
+// into different files at once counts once).
+std::vector<nlohmann::json> folder_records(const std::string& dir) {
+  std::vector<nlohmann::json> records;
+  std::set<std::string> keys;
+  for (const std::string& file : SampleLog::files_in(dir)) {
+    for (nlohmann::json& record : SampleLog::read(file)) {
+      if (keys.insert(SampleLog::key_of(record)).second) records.push_back(std::move(record));
+    }
+  }
+  return records;
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path temporary = path.string() + ".tmp";
   {
@@ -228,7 +242,7 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   std::ifstream config_in(folder / "config.json", std::ios::binary);
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
-  const Summary summary = summarize(plan, SampleLog::read((folder / "samples.jsonl").string()));
+  const Summary summary = summarize(plan, folder_records(dir));
   write_file(folder / "summary.md", markdown(summary, config));
   write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");

@@ -85,7 +85,7 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
   std::map<std::pair<std::string, int64_t>, Tally> tallies;
   for (const nlohmann::json& r : records) {
     if (!r.contains("task") || !wanted_ruler(plan, r)) continue;
-    Tally& t = tallies[{r["label"].get<std::string>(), r["length"].get<int64_t>()}];
+    Tally& t = tallies[{r["method_params"].get<std::string>(), r["length"].get<int64_t>()}];
     t.scores[r["task"].get<std::string>()].push_back(r["score"].get<double>());
     t.samples.push_back(&r);
   }
@@ -95,7 +95,7 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
   for (int64_t length : plan.lengths) {
     SummaryTable table{fmt::format("{} tokens", length), length, plan.tasks, {}};
     for (const SweepMethod& m : plan.methods) {
-      const Tally& t = tallies[{m.label(), length}];
+      const Tally& t = tallies[{m.identity(), length}];
       table.rows.push_back(row_of(m, plan.tasks, t, ruler_column));
       Tally& overall = by_length[m.label()];
       if (table.rows.back().average) overall.scores[std::to_string(length)].push_back(*table.rows.back().average);
@@ -122,22 +122,22 @@ Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>&
         std::find(plan.depths.begin(), plan.depths.end(), depth) == plan.depths.end()) {
       continue;
     }
-    const std::string label = r["label"].get<std::string>();
-    cells[{label, length, depth}] = r["score"].get<double>();
-    tallies[label].scores[std::to_string(length)].push_back(r["score"].get<double>());
-    tallies[label].samples.push_back(&r);
+    const std::string method = r["method_params"].get<std::string>();
+    cells[{method, length, depth}] = r["score"].get<double>();
+    tallies[method].scores[std::to_string(length)].push_back(r["score"].get<double>());
+    tallies[method].samples.push_back(&r);
   }
   Summary summary{Benchmark::kNiah, {}, {}};
   SummaryTable table{"Needle-in-a-Haystack (ROUGE-1 F x 10, mean over depths)", std::nullopt, {}, {}};
   for (int64_t length : plan.lengths) table.columns.push_back(std::to_string(length));
   for (const SweepMethod& m : plan.methods) {
-    SummaryRow row = row_of(m, table.columns, tallies[m.label()], mean_2dp);
+    SummaryRow row = row_of(m, table.columns, tallies[m.identity()], mean_2dp);
     NiahGrid grid{m.label(), plan.lengths, plan.depths, {}, std::nullopt};
     std::vector<double> all;
     for (double depth : plan.depths) {
       grid.cells.emplace_back();
       for (int64_t length : plan.lengths) {
-        const auto it = cells.find({m.label(), length, depth});
+        const auto it = cells.find({m.identity(), length, depth});
         grid.cells.back().push_back(it == cells.end() ? std::nullopt : std::optional<double>(it->second));
         if (it != cells.end()) all.push_back(it->second);
       }
@@ -161,13 +161,13 @@ Summary summarize_longbench(const SweepPlan& plan, const std::vector<nlohmann::j
     const std::string dataset = r["dataset"].get<std::string>();
     if (std::find(plan.tasks.begin(), plan.tasks.end(), dataset) == plan.tasks.end()) continue;
     if (plan.samples >= 0 && r["index"].get<int64_t>() >= plan.samples) continue;
-    Tally& t = tallies[r["label"].get<std::string>()];
+    Tally& t = tallies[r["method_params"].get<std::string>()];
     t.scores[dataset].push_back(r["score"].get<double>());
     t.samples.push_back(&r);
   }
   Summary summary{Benchmark::kLongBench, {}, {}};
   SummaryTable table{"LongBench", std::nullopt, plan.tasks, {}};
-  for (const SweepMethod& m : plan.methods) table.rows.push_back(row_of(m, plan.tasks, tallies[m.label()], longbench_column));
+  for (const SweepMethod& m : plan.methods) table.rows.push_back(row_of(m, plan.tasks, tallies[m.identity()], longbench_column));
   summary.tables.push_back(std::move(table));
   return summary;
 }

@@ -55,8 +55,8 @@ struct Summary {
   std::vector<NiahGrid> grids;  // NIAH only
 };
 
-// From the log's records, keeping those of the plan (its methods, tasks, lengths and
-// samples or depths). RULER: one table per length (task scores with RULER's rounding, their
+// From the folder's records (one per key), keeping those of the plan (its methods, matched
+// by SweepMethod::identity, tasks, lengths and samples or depths). RULER: one table per length (task scores with RULER's rounding, their
 // mean as Avg.) and, for two lengths or more, one of averages by length; NIAH: one table with the mean score per
 // length and over all cells, and a grid per method; LongBench: one table, the datasets'
 // scores (eval.py's rounding) and their unweighted mean as Avg.

@@ -1,10 +1,12 @@
 #pragma once
-// samples.jsonl: one JSON object a line, one line a sample, appended and flushed as each
-// sample is done. Opening it reads what is there so a rerun skips it; a last line cut
-// short by a crash is dropped from the file.
+// A results folder's samples files: one JSON object a line, one line a row, appended and
+// flushed as each row is done. A process appends to one file only (samples.jsonl, or its
+// shard's samples.shard-<i>-of-<N>.jsonl), under an exclusive flock, so two processes never
+// interleave lines in one file, also on a shared filesystem; every process reads all of the
+// folder's files, so a row done anywhere is never run again. A last line cut short by a
+// crash is dropped: by readers, and from the file by the next process that appends to it.
 #include <cstdint>
 #include <cstdio>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -14,28 +16,30 @@ namespace deferkv::eval {
 
 class SampleLog {
  public:
+  // Opens `path` for appending; another process appending to it is an error naming the file
+  // and that process.
   explicit SampleLog(std::string path);
   ~SampleLog();
   SampleLog(const SampleLog&) = delete;
   SampleLog& operator=(const SampleLog&) = delete;
 
-  bool contains(const std::string& key) const { return keys_.contains(key); }
-  void append(const std::string& key, const nlohmann::ordered_json& record);
-  size_t size() const { return keys_.size(); }
+  void append(const nlohmann::ordered_json& record);
 
-  // Every record in the file at `path` (none when it does not exist).
+  // Every complete record in the file at `path` (none when it does not exist).
   static std::vector<nlohmann::json> read(const std::string& path);
-  // A sample's key: method label, task, length and sample number (RULER) or depth (NIAH).
-  static std::string ruler_key(const std::string& label, const std::string& task, int64_t length, int64_t index);
-  static std::string niah_key(const std::string& label, int64_t length, double depth);
-  static std::string longbench_key(const std::string& label, const std::string& dataset, int64_t index);
+  // The samples files of the folder `dir`, sorted: samples.jsonl and samples.shard-*.jsonl.
+  static std::vector<std::string> files_in(const std::string& dir);
+  // A row's key: the method's identity (SweepMethod::identity), then task, length and sample
+  // number (RULER), length and depth (NIAH), or dataset and row (LongBench).
+  static std::string ruler_key(const std::string& method, const std::string& task, int64_t length, int64_t index);
+  static std::string niah_key(const std::string& method, int64_t length, double depth);
+  static std::string longbench_key(const std::string& method, const std::string& dataset, int64_t index);
   // The key of a record: LongBench records have "dataset" and "index", RULER ones "task"
   // and "index", NIAH ones "depth".
   static std::string key_of(const nlohmann::json& record);
 
  private:
-  std::string path_;
-  std::set<std::string> keys_;
+  std::string path_, owner_path_;
   std::FILE* file_ = nullptr;
 };
 

@@ -1,6 +1,7 @@
-// The sweep loop: each sample is generated once and run with every method, scored with
-// the official metric and logged at once.
+// The sweep loop: each sample is generated once and run with every method of the shard's
+// slice that the folder does not hold yet, scored with the official metric and logged at once.
 #include <functional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -10,59 +11,18 @@
 #include "deferkv/eval_sweep.h"
 #include "eval/sweep/progress.h"
 #include "eval/sweep/sample_log.h"
+#include "eval/sweep/shards.h"
+#include "eval/sweep/slots.h"
 
 namespace deferkv::eval {
 namespace {
 
-// One (task, length, sample), (length, depth) or (dataset, row) of the plan, before any
-// method runs it.
-struct SampleSlot {
-  std::string task;  // "niah" for NIAH, the dataset for LongBench
-  int64_t length;    // RULER, NIAH
-  int64_t index;     // RULER, LongBench
-  double depth;      // NIAH
-};
-
-std::vector<SampleSlot> slots_of(const SweepPlan& plan) {
-  std::vector<SampleSlot> slots;
-  if (plan.benchmark == Benchmark::kNiah) {
-    for (int64_t length : plan.lengths) {
-      for (double depth : plan.depths) slots.push_back({"niah", length, 0, depth});
-    }
-    return slots;
-  }
-  for (const std::string& task : plan.tasks) {
-    for (int64_t length : plan.lengths) {
-      for (int64_t i = 0; i < plan.samples; ++i) slots.push_back({task, length, i, -1});
-    }
-  }
-  return slots;
-}
-
-std::vector<SampleSlot> slots_of(const LongBenchSet& set) {
+std::vector<SampleSlot> longbench_slots(const LongBenchSet& set) {
   std::vector<SampleSlot> slots;
   for (const std::string& dataset : set.datasets()) {
     for (int64_t i = 0; i < set.rows(dataset); ++i) slots.push_back({dataset, 0, i, -1});
   }
   return slots;
-}
-
-std::string key_of(const SweepPlan& plan, const SweepMethod& method, const SampleSlot& slot) {
-  switch (plan.benchmark) {
-    case Benchmark::kNiah: return SampleLog::niah_key(method.label(), slot.length, slot.depth);
-    case Benchmark::kLongBench: return SampleLog::longbench_key(method.label(), slot.task, slot.index);
-    case Benchmark::kRuler: break;
-  }
-  return SampleLog::ruler_key(method.label(), slot.task, slot.length, slot.index);
-}
-
-std::string slot_text(const SweepPlan& plan, const SweepMethod& method, const SampleSlot& slot) {
-  switch (plan.benchmark) {
-    case Benchmark::kNiah: return fmt::format("{} niah {} depth {}%", method.label(), slot.length, slot.depth);
-    case Benchmark::kLongBench: return fmt::format("{} {} #{}", method.label(), slot.task, slot.index);
-    case Benchmark::kRuler: break;
-  }
-  return fmt::format("{} {} {} #{}", method.label(), slot.task, slot.length, slot.index);
 }
 
 double score_of(Benchmark benchmark, const TaskSample& sample, const SampleRun& run) {
@@ -80,6 +40,7 @@ nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& metho
   nlohmann::ordered_json r;
   r["label"] = method.label();
   r["method"] = method.press;
+  r["method_params"] = method.identity();
   r["budget"] = method.budget ? nlohmann::ordered_json(method.budget_label) : nlohmann::ordered_json(nullptr);
   if (plan.benchmark == Benchmark::kLongBench) {
     // The fields `deferkv score --benchmark longbench` reads, and the row's id.
@@ -118,34 +79,51 @@ nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& metho
 
 }  // namespace
 
-std::string SweepMethod::label() const { return budget ? press + "@" + budget_label : press; }
-
 namespace {
 
-// Runs every (slot, method) not yet in the log; make_sample builds a slot's sample once.
+// Every key in the folder's samples files.
+std::set<std::string> keys_done(const std::string& dir) {
+  std::set<std::string> keys;
+  for (const std::string& file : SampleLog::files_in(dir)) {
+    for (const nlohmann::json& record : SampleLog::read(file)) keys.insert(SampleLog::key_of(record));
+  }
+  return keys;
+}
+
+// Runs every (slot, method) of the shard's slice not yet in the folder; make_sample builds a
+// slot's sample once.
 int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
                   const std::function<TaskSample(const SampleSlot&)>& make_sample, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress_out) {
-  SampleLog log(dir + "/samples.jsonl");
-  int64_t done = 0;
-  for (const SampleSlot& slot : slots) {
-    for (const SweepMethod& method : plan.methods) done += log.contains(key_of(plan, method, slot));
+                  const std::string& dir, std::FILE* progress_out, Shard shard) {
+  SampleLog log(dir + "/" + shard.log_name());  // locked first: the keys below are then not being written
+  const std::set<std::string> done_keys = keys_done(dir);
+  std::vector<std::string> identities;
+  for (const SweepMethod& method : plan.methods) identities.push_back(method.identity());
+  std::vector<int64_t> costs;  // per row, slot-major as the loop below runs them
+  for (const SampleSlot& slot : slots) costs.insert(costs.end(), plan.methods.size(), slot.length);
+  const std::vector<int64_t> shard_of = shard_of_rows(costs, shard.count);
+
+  int64_t total = 0, done = 0;
+  for (size_t row = 0; row < costs.size(); ++row) {
+    if (shard_of[row] != shard.index) continue;
+    ++total;
+    done += done_keys.contains(row_key(plan, identities[row % plan.methods.size()], slots[row / plan.methods.size()]));
   }
-  const auto total = static_cast<int64_t>(slots.size() * plan.methods.size());
   Progress progress(progress_out, total, done);
   int64_t ran = 0;
-  for (const SampleSlot& slot : slots) {
+  for (size_t s = 0; s < slots.size(); ++s) {
     std::optional<TaskSample> sample;  // made when a method still needs it
-    for (const SweepMethod& method : plan.methods) {
-      const std::string key = key_of(plan, method, slot);
-      if (log.contains(key)) continue;
-      if (!sample) sample = make_sample(slot);
+    for (size_t m = 0; m < plan.methods.size(); ++m) {
+      if (shard_of[s * plan.methods.size() + m] != shard.index) continue;
+      if (done_keys.contains(row_key(plan, identities[m], slots[s]))) continue;
+      const SweepMethod& method = plan.methods[m];
+      if (!sample) sample = make_sample(slots[s]);
       const SampleRun run = execute(method, *sample);
       const double score = score_of(plan.benchmark, *sample, run);
-      log.append(key, record_of(plan, method, *sample, run, score));
+      log.append(record_of(plan, method, *sample, run, score));
       ++ran;
       // On the reports' scale: RULER and LongBench 0-100 (a sample's metric is 0-1), NIAH 0-10.
-      progress.sample_done(slot_text(plan, method, slot), plan.benchmark == Benchmark::kNiah ? score : 100 * score);
+      progress.sample_done(row_text(plan, method, slots[s]), plan.benchmark == Benchmark::kNiah ? score : 100 * score);
     }
   }
   progress.finish();
@@ -155,7 +133,7 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
 }  // namespace
 
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress) {
+                  const std::string& dir, std::FILE* progress, Shard shard) {
   if (plan.benchmark == Benchmark::kLongBench) fail("a LongBench sweep reads its samples from a LongBenchSet");
   return run_slots(
       plan, slots_of(plan),
@@ -163,15 +141,15 @@ int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const S
         return plan.benchmark == Benchmark::kNiah ? generator.niah(slot.length, slot.depth)
                                                   : generator.ruler(slot.task, slot.length, slot.index);
       },
-      execute, dir, progress);
+      execute, dir, progress, shard);
 }
 
 int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress) {
+                  const std::string& dir, std::FILE* progress, Shard shard) {
   if (plan.benchmark != Benchmark::kLongBench) fail("a LongBenchSet holds LongBench samples only");
   return run_slots(
-      plan, slots_of(set), [&](const SampleSlot& slot) { return set.sample(slot.task, slot.index); }, execute, dir,
-      progress);
+      plan, longbench_slots(set), [&](const SampleSlot& slot) { return set.sample(slot.task, slot.index); }, execute,
+      dir, progress, shard);
 }
 
 }  // namespace deferkv::eval

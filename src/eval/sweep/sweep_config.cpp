@@ -1,0 +1,87 @@
+// A plan's grid as config.json's "sweep" holds it, and back.
+#include <fmt/format.h>
+
+#include "deferkv/error.h"
+#include "deferkv/eval_sweep.h"
+
+namespace deferkv::eval {
+namespace {
+
+using nlohmann::ordered_json;
+
+// "64" → per_head(64), "r0.5" → ratio(0.5): SweepMethod::budget_label read back.
+KvBudget budget_of(const std::string& label) {
+  try {
+    if (!label.empty() && label.front() == 'r') return KvBudget::ratio(std::stod(label.substr(1)));
+    return KvBudget::per_head(std::stoll(label));
+  } catch (const std::logic_error&) {
+    fail("config.json: '{}' is not a budget (64, r0.5)", label);
+  }
+}
+
+}  // namespace
+
+std::string SweepMethod::label() const { return budget ? press + "@" + budget_label : press; }
+
+std::string SweepMethod::identity() const {
+  return budget ? make_press(press, *budget)->describe() + "@" + budget_label : press;
+}
+
+ordered_json sweep_config(const SweepPlan& plan) {
+  ordered_json s;
+  if (plan.benchmark == Benchmark::kNiah) {
+    s["lengths"] = plan.lengths;
+    s["depths"] = plan.depths;
+  } else if (plan.benchmark == Benchmark::kLongBench) {
+    s["datasets"] = plan.tasks;
+    s["samples"] = plan.samples < 0 ? ordered_json("all") : ordered_json(plan.samples);
+    s["rows"] = plan.rows;
+  } else {
+    s["tasks"] = plan.tasks;
+    s["lengths"] = plan.lengths;
+    s["samples"] = plan.samples;
+  }
+  ordered_json methods = ordered_json::array();
+  for (const SweepMethod& m : plan.methods) {
+    const std::string description = m.budget ? make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe()
+                                             : std::string("full cache, no compression");
+    methods.push_back({{"label", m.label()}, {"press", m.press}, {"budget", m.budget_label},
+                       {"params", m.identity()}, {"description", description}});
+  }
+  s["methods"] = methods;
+  return s;
+}
+
+SweepPlan plan_from_config(const ordered_json& config) {
+  try {
+    SweepPlan plan;
+    plan.benchmark = benchmark_from_name(config.at("benchmark").get<std::string>());
+    const ordered_json& s = config.at("sweep");
+    if (plan.benchmark == Benchmark::kLongBench) {
+      plan.tasks = s.at("datasets").get<std::vector<std::string>>();
+      plan.samples = s.at("samples").is_string() ? -1 : s.at("samples").get<int64_t>();
+      plan.rows = s.at("rows").get<std::vector<int64_t>>();
+    } else {
+      plan.lengths = s.at("lengths").get<std::vector<int64_t>>();
+      if (plan.benchmark == Benchmark::kNiah) {
+        plan.depths = s.at("depths").get<std::vector<double>>();
+      } else {
+        plan.tasks = s.at("tasks").get<std::vector<std::string>>();
+        plan.samples = s.at("samples").get<int64_t>();
+      }
+    }
+    for (const auto& m : s.at("methods")) {
+      const std::string press = m.at("press").get<std::string>(), budget = m.at("budget").get<std::string>();
+      if (budget.empty()) {
+        plan.methods.push_back({press, std::nullopt, ""});
+      } else {
+        plan.methods.push_back({press, budget_of(budget), budget});
+      }
+    }
+    return plan;
+  } catch (const nlohmann::json::exception& e) {
+    fail("config.json does not describe a sweep (its benchmark or sweep field is missing or malformed): {}", e.what());
+  }
+}
+
+}  // namespace deferkv::eval

@@ -48,6 +48,7 @@ struct EvalArgs {
   std::string squad, hotpotqa;
   std::string longbench_dir;
   int64_t max_length = 0;  // 0: the model's context minus the dataset's new tokens
+  CacheTypeOptions cache_types;
 };
 
 constexpr int64_t kRulerDefaultSamples = 500;
@@ -130,6 +131,7 @@ nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& pl
                                                {"top_k", args.sampling.top_k},
                                                {"top_p", args.sampling.top_p},
                                                {"min_p", args.sampling.min_p}};
+  c["kv_cache"] = {{"type_k", args.cache_types.keys}, {"type_v", args.cache_types.values}};
   c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
   nlohmann::ordered_json methods = nlohmann::ordered_json::array();
   for (const eval::SweepMethod& m : plan.methods) {
@@ -230,7 +232,7 @@ void run_eval(const EvalArgs& args) {
 
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
-  const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch);
+  const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
   const auto start = std::chrono::steady_clock::now();
   const int64_t ran = longbench ? eval::run_sweep(plan, *longbench, std::cref(runner), dir, stderr)
                                 : eval::run_sweep(plan, *generator, std::cref(runner), dir, stderr);
@@ -274,6 +276,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--top-p", args->sampling.top_p, "Top-p for sampled decoding")->capture_default_str();
   cmd->add_option("--min-p", args->sampling.min_p, "Min-p for sampled decoding")->capture_default_str();
   add_threads_option(*cmd, args->threads);
+  add_cache_type_options(*cmd, args->cache_types);
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
   cmd->add_option("-o,--output", args->output, "Folder the results folder is made in")->capture_default_str();
   cmd->add_option("--chat-template", args->chat_template,

@@ -5,9 +5,11 @@
 //
 // Precision: the stored rows are what every path reads. Attention and the attention
 // observation that presses score with dequantise tiles of rows to float32 and do their
-// products in float32 (f32 rows are read in place); presses that read keys or values
-// (KNorm, Expected Attention, CompressKV, ...) see the same float32 dequantised rows
-// through KvRowReader, never the unrounded projections.
+// products in float32 (f32 rows are read in place). Presses that read keys or values
+// see the same float32 dequantised rows through KvRowReader, never the unrounded
+// projections: KNorm and Expected Attention score the stored keys; Expected Attention's
+// value norms, behavior_preserving's deletion model and CompressKV's calibration read
+// the stored values.
 #include <cstdint>
 #include <vector>
 
@@ -33,8 +35,6 @@ inline KvRows f32_rows(const float* data, int64_t head_dim) {
   return {reinterpret_cast<const uint8_t*>(data), DType::F32, head_dim};
 }
 
-// Single rows as float32: f32 rows in place, others dequantised into the reader's
-// own one-row scratch (valid until the next call). Use one reader per row held at once.
 // Floats of scratch the two products below need (kKvTileFloats / head_dim rows a tile).
 inline constexpr int64_t kKvTileFloats = 16384;
 
@@ -47,6 +47,8 @@ void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const
 void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const KvRows& values, int64_t width,
                         float* out, int64_t ld_out, float* tile);
 
+// Single rows as float32: f32 rows in place, others dequantised into the reader's
+// own one-row scratch (valid until the next call). Use one reader per row held at once.
 class KvRowReader {
  public:
   explicit KvRowReader(const KvRows& rows) : rows_(rows) {}

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <random>
 #include <tuple>
 
@@ -12,6 +11,7 @@
 
 #include "deferkv/error.h"
 #include "kv/kv_cache.h"
+#include "support/error_of.h"
 
 namespace deferkv {
 namespace {
@@ -186,14 +186,7 @@ INSTANTIATE_TEST_SUITE_P(EveryType, KvCacheTypesTest,
                          ::testing::Values(DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0),
                          [](const auto& info) { return kv_cache_type_name(info.param); });
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(KvCacheTypes, NamesAreLlamaCppsAndUnknownOnesAreErrors) {
   EXPECT_EQ(kv_cache_type_from_name("f16"), DType::F16);

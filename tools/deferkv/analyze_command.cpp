@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analyze_cache_types.h"
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
@@ -84,6 +85,7 @@ void add_analyze_command(CLI::App& app) {
   consistency->add_option("-o,--output", args->output, "md or json")->capture_default_str();
   consistency->add_option("--svg", args->svg, "Also draw the figure (SVG) to this file");
   consistency->callback([args] { run_consistency(*args); });
+  add_analyze_cache_types_command(*cmd);
 }
 
 }  // namespace deferkv::cli

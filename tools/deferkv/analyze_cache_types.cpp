@@ -32,7 +32,10 @@ void run_cache_types(const CacheTypesArgs& args) {
     for (int64_t i = 0; i < args.random_tokens; ++i) tokens.push_back(pick(rng));
   }
   std::vector<std::pair<std::string, std::string>> pairs;
-  for (const std::string& t : args.types) pairs.emplace_back(t, t);
+  for (const std::string& t : args.types) {
+    const size_t slash = t.find('/');  // "k/v", or one type for both
+    pairs.emplace_back(t.substr(0, slash), slash == std::string::npos ? t : t.substr(slash + 1));
+  }
   const auto results = eval::measure_cache_type_accuracy(model, make_thread_pool(args.threads), tokens, pairs, args.skip);
   fmt::print("model {}, {} prompt tokens, KL(f32 cache || cache) over positions {}..{}\n\n", args.model, tokens.size(),
              args.skip, tokens.size() - 1);
@@ -49,7 +52,7 @@ void add_analyze_cache_types_command(CLI::App& analyze) {
   add_model_option(*cmd, args->model);
   cmd->add_option("-f,--file", args->file, "Prompt file (default: random tokens)");
   cmd->add_option("--random-tokens", args->random_tokens, "Random prompt length without -f")->capture_default_str();
-  cmd->add_option("--types", args->types, "Cache types compared (keys and values alike)")
+  cmd->add_option("--types", args->types, "Cache types compared: TYPE (keys and values alike) or K/V")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--skip", args->skip, "Leading positions left out")->capture_default_str();

@@ -24,9 +24,10 @@ TEST(CacheTypeAccuracy, KlOfLogitsAsByHand) {
 TEST(CacheTypeAccuracy, OrderedByTheTypesRounding) {
   const auto model = Model::load(testing::press_test_model_path());  // head_dim 32
   const auto results = measure_cache_type_accuracy(model, std::make_shared<ThreadPool>(2), testing::random_prompt(200),
-                                                   {{"f32", "f32"}, {"f16", "f16"}, {"q8_0", "q8_0"}, {"q4_0", "q4_0"}},
+                                                   {{"f32", "f32"}, {"f16", "f16"}, {"q8_0", "q8_0"}, {"q4_0", "q4_0"},
+                                                    {"q8_0", "f32"}, {"f32", "q8_0"}},
                                                    64, 48);
-  ASSERT_EQ(results.size(), 4u);
+  ASSERT_EQ(results.size(), 6u);
   for (const auto& r : results) EXPECT_EQ(r.positions, 200 - 64);
   EXPECT_EQ(results[0].mean_kl, 0.0);
   EXPECT_GT(results[1].mean_kl, 0.0);
@@ -34,6 +35,12 @@ TEST(CacheTypeAccuracy, OrderedByTheTypesRounding) {
   EXPECT_LT(results[2].mean_kl * 10, results[3].mean_kl);
   EXPECT_LT(results[1].mean_kl, 1e-4);  // issue 20's target for f16
   EXPECT_LE(results[1].mean_kl, results[1].max_kl);
+  // Each side's type applies on its own: either side in q8_0 moves the predictions, less
+  // than both together.
+  for (size_t side : {4u, 5u}) {
+    EXPECT_GT(results[side].mean_kl, results[1].mean_kl) << results[side].type_k << "/" << results[side].type_v;
+    EXPECT_LT(results[side].mean_kl, results[2].mean_kl) << results[side].type_k << "/" << results[side].type_v;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "deferkv/model.h"
@@ -20,6 +21,10 @@ struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache can hold; 0: the model's training context, at most 4096
   int64_t n_batch = 512;  // prompt tokens per forward pass
   bool all_logits = false;  // keep logits of every prompt position (perplexity, analysis)
+  // KV-cache storage types of keys and values, as llama.cpp's -ctk/-ctv name them: f32,
+  // f16, bf16, q8_0, q4_0 (the quantised ones need a head_dim that is a multiple of 32).
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
 };
 
 struct SessionTimings {

@@ -38,7 +38,8 @@ Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool>
   n_ctx_ = options.n_ctx > 0 ? options.n_ctx : std::min(c.n_ctx_train, kDefaultMaxContext);
   if (options.n_batch <= 0) fail("batch size must be positive, got {}", options.n_batch);
   init_blas_single_threaded();
-  cache_ = std::make_unique<KvCache>(c.n_layer, c.n_head_kv, c.head_dim, n_ctx_);
+  const KvCacheTypes types{kv_cache_type_from_name(options.cache_type_k), kv_cache_type_from_name(options.cache_type_v)};
+  cache_ = std::make_unique<KvCache>(c.n_layer, c.n_head_kv, c.head_dim, n_ctx_, types);
   const int64_t batch = std::min(options.n_batch, n_ctx_);
   forward_ = std::make_unique<ForwardPass>(c, model_->weights(), batch, n_ctx_, *pool_);
   logits_.resize(static_cast<size_t>(c.n_vocab) * (options.all_logits ? batch : 1));
@@ -109,6 +110,8 @@ void Session::prefill_with_draft(const std::vector<int32_t>& prompt, int64_t n_d
   }
   // The draft model continues the prompt greedily.
   SessionOptions draft_options;
+  draft_options.cache_type_k = options_.cache_type_k;
+  draft_options.cache_type_v = options_.cache_type_v;
   draft_options.n_ctx = std::min(n_ctx_, static_cast<int64_t>(prompt.size()) + n_draft + 1);
   Session draft(draft_model_, pool_, draft_options);
   draft.prefill(prompt);

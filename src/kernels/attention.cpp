@@ -1,11 +1,8 @@
 #include "kernels/attention.h"
 
-#include <cblas.h>
-
 #include <algorithm>
 
 #include "base/thread_pool.h"
-#include "kernels/gemm.h"
 #include "kernels/vec.h"
 
 namespace deferkv {
@@ -27,36 +24,26 @@ void softmax_row(float* row, int64_t visible, int64_t width, float scale) {
   std::fill(row + visible, row + width, 0.0f);
 }
 
-// out = P V for `rows` probability rows over `width` entries (row-major, ld width).
-void weighted_values(const float* probs, int64_t rows, int64_t width, const KvHeadView& kv,
-                     int64_t head_dim, float* out, int64_t out_stride) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
-              static_cast<int>(head_dim), static_cast<int>(width), 1.0f, probs,
-              static_cast<int>(width), kv.values, static_cast<int>(head_dim), 0.0f, out,
-              static_cast<int>(out_stride));
-}
-
 // Decode: the query heads [h0, h0 + heads) that share one KV head, all at the newest
 // position, as one block, so each key and value is read once for the whole group.
 void attend_group(const float* queries, int64_t heads, const KvHeadView& kv, int64_t head_dim,
-                  float scale, float* scores, float* out) {
+                  float scale, float* scores, float* tile, float* out) {
   const int64_t len = kv.length;
-  gemm_f32_nt(queries, head_dim, heads, kv.keys, head_dim, len, head_dim, scores, len);
+  kv_key_scores(queries, head_dim, heads, kv.keys, 0, len, scores, len, tile);
   for (int64_t r = 0; r < heads; ++r) softmax_row(scores + r * len, len, len, scale);
-  weighted_values(scores, heads, len, kv, head_dim, out, head_dim);
+  kv_weighted_values(scores, len, heads, kv.values, len, out, head_dim, tile);
 }
 
 // Prefill: a block of query rows [r0, r1) of one head, causal over its batch.
 void attend_block(const float* queries, int64_t q_stride, int64_t r0, int64_t r1, int64_t n,
-                  const KvHeadView& kv, int64_t head_dim, float scale, float* scores,
+                  const KvHeadView& kv, int64_t head_dim, float scale, float* scores, float* tile,
                   float* out, int64_t out_stride) {
   const int64_t rows = r1 - r0;
   const int64_t past = kv.length - n;
   const int64_t width = past + r1;  // entries the last row of the block sees
-  gemm_f32_nt(queries + r0 * q_stride, q_stride, rows, kv.keys, head_dim, width, head_dim, scores,
-              width);
+  kv_key_scores(queries + r0 * q_stride, q_stride, rows, kv.keys, 0, width, scores, width, tile);
   for (int64_t r = 0; r < rows; ++r) softmax_row(scores + r * width, past + r0 + r + 1, width, scale);
-  weighted_values(scores, rows, width, kv, head_dim, out + r0 * out_stride, out_stride);
+  kv_weighted_values(scores, width, rows, kv.values, width, out + r0 * out_stride, out_stride, tile);
 }
 
 }  // namespace
@@ -64,6 +51,8 @@ void attend_block(const float* queries, int64_t q_stride, int64_t r0, int64_t r1
 void AttentionScratch::reserve(int n_threads, int64_t capacity) {
   scores.resize(static_cast<size_t>(n_threads));
   for (auto& buffer : scores) buffer.resize(static_cast<size_t>(kQueryBlock * capacity));
+  tiles.resize(static_cast<size_t>(n_threads));
+  for (auto& buffer : tiles) buffer.resize(static_cast<size_t>(kKvTileFloats));
 }
 
 void attention(const float* queries, int64_t n, const AttentionShape& shape,
@@ -77,12 +66,13 @@ void attention(const float* queries, int64_t n, const AttentionShape& shape,
     const int64_t item_work = std::min(group, kQueryBlock) * kv_heads[0].length * shape.head_dim;
     pool.parallel_for(shape.n_head_kv * chunks, grain_for(item_work), [&](int64_t begin, int64_t end, int thread) {
       float* scores = scratch.scores[static_cast<size_t>(thread)].data();
+      float* tile = scratch.tiles[static_cast<size_t>(thread)].data();
       for (int64_t item = begin; item < end; ++item) {
         const int64_t g = item / chunks;
         const int64_t h0 = g * group + item % chunks * kQueryBlock;
         const int64_t heads = std::min(kQueryBlock, (g + 1) * group - h0);
         attend_group(queries + h0 * shape.head_dim, heads, kv_heads[static_cast<size_t>(g)],
-                     shape.head_dim, shape.scale, scores, out + h0 * shape.head_dim);
+                     shape.head_dim, shape.scale, scores, tile, out + h0 * shape.head_dim);
       }
     });
     return;
@@ -91,12 +81,13 @@ void attention(const float* queries, int64_t n, const AttentionShape& shape,
   const int64_t item_work = std::min(n, kQueryBlock) * kv_heads[0].length * shape.head_dim;
   pool.parallel_for(shape.n_head * blocks, grain_for(item_work), [&](int64_t begin, int64_t end, int thread) {
     float* scores = scratch.scores[static_cast<size_t>(thread)].data();
+    float* tile = scratch.tiles[static_cast<size_t>(thread)].data();
     for (int64_t item = begin; item < end; ++item) {
       const int64_t h = item / blocks;
       const int64_t r0 = item % blocks * kQueryBlock;
       const int64_t r1 = std::min(n, r0 + kQueryBlock);
       attend_block(queries + h * shape.head_dim, stride, r0, r1, n, kv_heads[static_cast<size_t>(h / group)],
-                   shape.head_dim, shape.scale, scores, out + h * shape.head_dim, stride);
+                   shape.head_dim, shape.scale, scores, tile, out + h * shape.head_dim, stride);
     }
   });
 }

@@ -4,15 +4,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/kv_rows.h"
+
 namespace deferkv {
 
 class ThreadPool;
 
-// One KV head's stored entries: length rows of head_dim keys and values, and the
-// original position of each (ascending).
+// One KV head's stored entries: length rows of head_dim keys and values in their
+// storage types, and the original position of each (ascending).
 struct KvHeadView {
-  const float* keys;
-  const float* values;
+  KvRows keys;
+  KvRows values;
   const int32_t* positions;
   int64_t length;
 };
@@ -27,10 +29,12 @@ struct AttentionShape {
 // Per-thread scratch for attention, sized once per session.
 struct AttentionScratch {
   std::vector<std::vector<float>> scores;  // one [block_rows x capacity] buffer per thread
+  std::vector<std::vector<float>> tiles;   // one kKvTileFloats buffer per thread (kv_rows.h)
   void reserve(int n_threads, int64_t capacity);
 };
 
-// queries/out: [n, n_head * head_dim]. The batch's own n tokens are the last n entries
+// queries/out: [n, n_head * head_dim]. Products in float32 against the stored rows
+// (dequantised a tile at a time unless f32). The batch's own n tokens are the last n entries
 // of every KV head; query i sees the entries before them and batch tokens 0..i.
 void attention(const float* queries, int64_t n, const AttentionShape& shape,
                const std::vector<KvHeadView>& kv_heads, float* out, AttentionScratch& scratch,

@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "base/thread_pool.h"
-#include "kernels/gemm.h"
 #include "kernels/vec.h"
 
 namespace deferkv {
@@ -35,10 +34,10 @@ int64_t visible_entries(const KvHeadView& kv, int32_t position) {
 }
 
 // scores[r][c] = scale * q_r . k_{c0 + c} for the block's columns.
+// Float32 products against the stored keys (dequantised into `tile` unless f32).
 void score_block(const GroupRows& g, int64_t rows, const KvHeadView& kv, int64_t head_dim, float scale,
-                 int64_t c0, int64_t width, float* scores) {
-  gemm_f32_nt(g.queries.data(), head_dim, rows, kv.keys + c0 * head_dim, head_dim, width, head_dim,
-              scores, width);
+                 int64_t c0, int64_t width, float* scores, float* tile) {
+  kv_key_scores(g.queries.data(), head_dim, rows, kv.keys, c0, width, scores, width, tile);
   scale_f32(scale, scores, rows * width);
 }
 
@@ -75,18 +74,19 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, rows * kColumnBlock * d));
   // Calls fn(g, b, c0, width, scores, extra) for every (KV head g, column block b) in
   // parallel: `scores` holds the block's scaled scores [rows x width], and `extra`
-  // extra_floats more of the thread's scratch.
+  // extra_floats more of the thread's scratch (after the keys' dequantisation tile).
   auto for_each_block = [&](int64_t extra_floats, const auto& fn) {
     pool.parallel_for(n_kv * max_blocks, grain, [&](int64_t begin, int64_t end, int) {
-      float* scores = thread_scratch(rows * kColumnBlock + extra_floats);
+      float* scores = thread_scratch(rows * kColumnBlock + kKvTileFloats + extra_floats);
+      float* tile = scores + rows * kColumnBlock;
       for (int64_t item = begin; item < end; ++item) {
         const int64_t g = item / max_blocks, b = item % max_blocks;
         const KvHeadView& head = kv[static_cast<size_t>(g)];
         const int64_t c0 = b * kColumnBlock;
         const int64_t width = std::min(kColumnBlock, head.length - c0);
         if (width <= 0) continue;
-        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores);
-        fn(g, b, c0, width, scores, scores + rows * kColumnBlock);
+        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores, tile);
+        fn(g, b, c0, width, scores, tile + kKvTileFloats);
       }
     });
   };

@@ -1,6 +1,6 @@
 // dequantize_row: block layouts (quant_blocks.h) back to float32. Plain scalar loops
-// over small fixed-size blocks (the compiler vectorises the inner ones); fp16 and bf16
-// rows go through the SIMD conversions of float_rows.h.
+// over small fixed-size blocks (the compiler vectorises the inner ones); fp16, bf16,
+// q8_0 and q4_0 rows go through the SIMD conversions of float_rows.h.
 #include <cstring>
 
 #include "deferkv/error.h"
@@ -10,23 +10,6 @@
 
 namespace deferkv {
 namespace {
-
-void dequantize_q4_0(const BlockQ4_0* blocks, float* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, y += kQ32) {
-    const float d = fp16_to_fp32(blocks[b].d);
-    for (int j = 0; j < 16; ++j) {
-      y[j] = static_cast<float>((blocks[b].qs[j] & 15) - 8) * d;
-      y[j + 16] = static_cast<float>((blocks[b].qs[j] >> 4) - 8) * d;
-    }
-  }
-}
-
-void dequantize_q8_0(const BlockQ8_0* blocks, float* y, int64_t nb) {
-  for (int64_t b = 0; b < nb; ++b, y += kQ32) {
-    const float d = fp16_to_fp32(blocks[b].d);
-    for (int j = 0; j < kQ32; ++j) y[j] = static_cast<float>(blocks[b].qs[j]) * d;
-  }
-}
 
 void dequantize_q4_k(const BlockQ4_K* blocks, float* y, int64_t nb) {
   for (int64_t b = 0; b < nb; ++b) {
@@ -99,8 +82,8 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       return;
     case DType::F16: return fp16_row_to_fp32(static_cast<const uint16_t*>(src), dst, n);
     case DType::BF16: return bf16_row_to_fp32(static_cast<const uint16_t*>(src), dst, n);
-    case DType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
-    case DType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case DType::Q4_0: return q4_0_row_to_fp32(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::Q8_0: return q8_0_row_to_fp32(static_cast<const BlockQ8_0*>(src), dst, nb);
     case DType::Q4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case DType::Q5_K: return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
     case DType::Q6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);

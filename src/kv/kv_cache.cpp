@@ -4,12 +4,13 @@
 #include <cstring>
 
 #include "deferkv/error.h"
+#include "kernels/quant.h"
 
 namespace deferkv {
 namespace {
 
-float* as_floats(ReservedBuffer& b) { return reinterpret_cast<float*>(b.data()); }
-const float* as_floats(const ReservedBuffer& b) { return reinterpret_cast<const float*>(b.data()); }
+uint8_t* as_bytes(ReservedBuffer& b) { return reinterpret_cast<uint8_t*>(b.data()); }
+const uint8_t* as_bytes(const ReservedBuffer& b) { return reinterpret_cast<const uint8_t*>(b.data()); }
 int32_t* as_positions(ReservedBuffer& b) { return reinterpret_cast<int32_t*>(b.data()); }
 const int32_t* as_positions(const ReservedBuffer& b) {
   return reinterpret_cast<const int32_t*>(b.data());
@@ -17,30 +18,32 @@ const int32_t* as_positions(const ReservedBuffer& b) {
 
 }  // namespace
 
-KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity)
-    : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), capacity_(capacity),
+KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvCacheTypes types)
+    : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), capacity_(capacity), types_(types),
       layer_peak_bytes_(static_cast<size_t>(n_layer), 0) {
+  check_kv_cache_type(types.keys, head_dim, "key");
+  check_kv_cache_type(types.values, head_dim, "value");
+  key_row_bytes_ = dtype_row_bytes(types.keys, head_dim);
+  value_row_bytes_ = dtype_row_bytes(types.values, head_dim);
   heads_.resize(static_cast<size_t>(n_layer * n_head_kv));
-  const auto rows = static_cast<size_t>(capacity * head_dim) * sizeof(float);
   for (auto& h : heads_) {
-    h.keys = ReservedBuffer(rows);
-    h.values = ReservedBuffer(rows);
+    h.keys = ReservedBuffer(static_cast<size_t>(capacity * key_row_bytes_));
+    h.values = ReservedBuffer(static_cast<size_t>(capacity * value_row_bytes_));
     h.positions = ReservedBuffer(static_cast<size_t>(capacity) * sizeof(int32_t));
   }
 }
 
-const float* KvCache::keys(int64_t layer, int64_t kv_head) const {
-  return as_floats(head(layer, kv_head).keys);
+KvRows KvCache::keys(int64_t layer, int64_t kv_head) const {
+  return {as_bytes(head(layer, kv_head).keys), types_.keys, head_dim_};
 }
-const float* KvCache::values(int64_t layer, int64_t kv_head) const {
-  return as_floats(head(layer, kv_head).values);
+KvRows KvCache::values(int64_t layer, int64_t kv_head) const {
+  return {as_bytes(head(layer, kv_head).values), types_.values, head_dim_};
 }
 const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
   return as_positions(head(layer, kv_head).positions);
 }
-
-int64_t KvCache::bytes_per_entry() const {
-  return 2 * head_dim_ * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(sizeof(int32_t));
+KvHeadView KvCache::view(int64_t layer, int64_t kv_head) const {
+  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), length(layer, kv_head)};
 }
 
 int64_t KvCache::entries(int64_t layer) const {
@@ -73,11 +76,11 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   }
   for (int64_t g = 0; g < n_head_kv_; ++g) {
     HeadStore& h = head(layer, g);
-    float* keys = as_floats(h.keys) + h.length * head_dim_;
-    float* values = as_floats(h.values) + h.length * head_dim_;
+    uint8_t* keys = as_bytes(h.keys) + h.length * key_row_bytes_;
+    uint8_t* values = as_bytes(h.values) + h.length * value_row_bytes_;
     for (int64_t i = 0; i < n; ++i) {
-      std::memcpy(keys + i * head_dim_, k + i * row + g * head_dim_, head_dim_ * sizeof(float));
-      std::memcpy(values + i * head_dim_, v + i * row + g * head_dim_, head_dim_ * sizeof(float));
+      quantize_row(types_.keys, k + i * row + g * head_dim_, keys + i * key_row_bytes_, head_dim_);
+      quantize_row(types_.values, v + i * row + g * head_dim_, values + i * value_row_bytes_, head_dim_);
     }
     std::memcpy(as_positions(h.positions) + h.length, positions, n * sizeof(int32_t));
     h.length += n;
@@ -89,10 +92,10 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
 }
 
 void KvCache::shrink(HeadStore& h, int64_t length) {
-  const auto row_bytes = static_cast<size_t>(head_dim_) * sizeof(float);
   const auto before = static_cast<size_t>(h.length), after = static_cast<size_t>(length);
-  h.keys.release(after * row_bytes, before * row_bytes);
-  h.values.release(after * row_bytes, before * row_bytes);
+  const auto key_bytes = static_cast<size_t>(key_row_bytes_), value_bytes = static_cast<size_t>(value_row_bytes_);
+  h.keys.release(after * key_bytes, before * key_bytes);
+  h.values.release(after * value_bytes, before * value_bytes);
   h.positions.release(after * sizeof(int32_t), before * sizeof(int32_t));
   h.length = length;
 }
@@ -110,18 +113,17 @@ void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>&
            layer, kv_head, h.length, indices[i], i);
     }
   }
-  float* keys = as_floats(h.keys);
-  float* values = as_floats(h.values);
+  uint8_t* keys = as_bytes(h.keys);
+  uint8_t* values = as_bytes(h.values);
   int32_t* positions = as_positions(h.positions);
-  const auto row_bytes = static_cast<size_t>(head_dim_) * sizeof(float);
   // Indices increase, so each kept entry moves towards the front (or stays): copying
-  // in order never overwrites an entry still to be read.
+  // in order never overwrites an entry still to be read. Rows move as stored bytes.
   for (size_t i = 0; i < indices.size(); ++i) {
     const auto from = static_cast<int64_t>(indices[i]);
     const auto to = static_cast<int64_t>(i);
     if (from == to) continue;
-    std::memcpy(keys + to * head_dim_, keys + from * head_dim_, row_bytes);
-    std::memcpy(values + to * head_dim_, values + from * head_dim_, row_bytes);
+    std::memcpy(keys + to * key_row_bytes_, keys + from * key_row_bytes_, static_cast<size_t>(key_row_bytes_));
+    std::memcpy(values + to * value_row_bytes_, values + from * value_row_bytes_, static_cast<size_t>(value_row_bytes_));
     positions[to] = positions[from];
   }
   const int64_t dropped = h.length - static_cast<int64_t>(indices.size());
@@ -139,11 +141,11 @@ void KvCache::truncate(int32_t position) {
 
 KvCache::Snapshot KvCache::snapshot() const {
   Snapshot s;
+  s.types = types_;
   for (const auto& h : heads_) {
-    const auto n = static_cast<size_t>(h.length * head_dim_);
     s.lengths.push_back(h.length);
-    s.keys.emplace_back(as_floats(h.keys), as_floats(h.keys) + n);
-    s.values.emplace_back(as_floats(h.values), as_floats(h.values) + n);
+    s.keys.emplace_back(as_bytes(h.keys), as_bytes(h.keys) + h.length * key_row_bytes_);
+    s.values.emplace_back(as_bytes(h.values), as_bytes(h.values) + h.length * value_row_bytes_);
     s.positions.emplace_back(as_positions(h.positions), as_positions(h.positions) + h.length);
   }
   return s;
@@ -153,10 +155,15 @@ void KvCache::restore(const Snapshot& s) {
   if (s.lengths.size() != heads_.size()) {
     fail("cannot restore a KV snapshot of {} heads into a cache of {}", s.lengths.size(), heads_.size());
   }
+  if (s.types.keys != types_.keys || s.types.values != types_.values) {
+    fail("cannot restore a KV snapshot stored as {}/{} (keys/values) into a cache of {}/{}",
+         kv_cache_type_name(s.types.keys), kv_cache_type_name(s.types.values), kv_cache_type_name(types_.keys),
+         kv_cache_type_name(types_.values));
+  }
   for (size_t i = 0; i < heads_.size(); ++i) {
     HeadStore& h = heads_[i];
-    std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size() * sizeof(float));
-    std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size() * sizeof(float));
+    std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size());
+    std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size());
     std::memcpy(h.positions.data(), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));
     shrink(h, s.lengths[i]);
   }

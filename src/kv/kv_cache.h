@@ -4,6 +4,10 @@
 // different numbers of entries (ragged), so eviction methods compact one head without
 // touching the others; the attention kernels read each head's own length.
 //
+// Keys and values are stored in their own types (kv_cache_type.h): a row of head_dim
+// values per entry, quantised blocks running along the row, so retain() moves whole
+// entries byte for byte and never re-rounds them.
+//
 // Each head's storage is reserved for the whole context up front and committed by the
 // OS page by page as entries arrive; retain() and truncate() hand the freed pages back,
 // so evicting entries lowers real memory, not only the byte counters.
@@ -12,29 +16,36 @@
 #include <vector>
 
 #include "base/reserved_buffer.h"
+#include "kernels/attention.h"
+#include "kv/kv_cache_type.h"
 
 namespace deferkv {
 
 class KvCache {
  public:
-  // capacity: the most entries one head will hold (the context size).
-  KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity);
+  // capacity: the most entries one head will hold (the context size). Fails when a
+  // type cannot store heads of head_dim values (check_kv_cache_type).
+  KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvCacheTypes types = {});
 
   int64_t n_layer() const { return n_layer_; }
   int64_t n_head_kv() const { return n_head_kv_; }
   int64_t head_dim() const { return head_dim_; }
   int64_t capacity() const { return capacity_; }
+  const KvCacheTypes& types() const { return types_; }
 
   // Appends n entries to every head of `layer`. k and v are [n, n_head_kv * head_dim]
-  // row-major (the layout the projections produce). Fails, changing nothing, when a
+  // row-major (the layout the projections produce), rounded to the storage types. Fails, changing nothing, when a
   // head would exceed the capacity.
   void append(int64_t layer, const float* k, const float* v, const int32_t* positions, int64_t n);
 
   int64_t length(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).length; }
-  const float* keys(int64_t layer, int64_t kv_head) const;
-  const float* values(int64_t layer, int64_t kv_head) const;
+  // The stored rows in their storage types (read them with KvRows::to_f32 or KvRowReader).
+  KvRows keys(int64_t layer, int64_t kv_head) const;
+  KvRows values(int64_t layer, int64_t kv_head) const;
   // Original positions, ascending within each head.
   const int32_t* positions(int64_t layer, int64_t kv_head) const;
+  // Keys, values, positions and length of one head, as the attention kernels take it.
+  KvHeadView view(int64_t layer, int64_t kv_head) const;
 
   // Keeps only the entries at `indices` (strictly increasing, each < length) of one
   // head, compacting them to the front in order; the rest are freed.
@@ -42,23 +53,26 @@ class KvCache {
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
 
-  // A full copy of the stored entries, for checkpoint / rollback.
+  // A full copy of the stored entries (their stored bytes), for checkpoint / rollback.
   struct Snapshot {
+    KvCacheTypes types;
     std::vector<int64_t> lengths;
-    std::vector<std::vector<float>> keys, values;
+    std::vector<std::vector<uint8_t>> keys, values;
     std::vector<std::vector<int32_t>> positions;
   };
   Snapshot snapshot() const;
-  // Puts the cache back to a snapshot taken from a cache of the same shape.
+  // Puts the cache back to a snapshot taken from a cache of the same shape and types.
   void restore(const Snapshot& snapshot);
 
-  // Bytes held by the stored entries (keys, values, positions): total and per layer,
-  // now and at their peak.
+  // Bytes held by the stored entries (keys and values in their storage types, and the
+  // int32 positions): total and per layer, now and at their peak.
   int64_t bytes_held() const { return bytes_held_; }
   int64_t peak_bytes() const { return peak_bytes_; }
   int64_t layer_bytes(int64_t layer) const;
   int64_t layer_peak_bytes(int64_t layer) const { return layer_peak_bytes_[static_cast<size_t>(layer)]; }
-  int64_t bytes_per_entry() const;
+  int64_t bytes_per_entry() const { return key_row_bytes_ + value_row_bytes_ + int64_t{sizeof(int32_t)}; }
+  int64_t key_row_bytes() const { return key_row_bytes_; }      // one entry's key in one head
+  int64_t value_row_bytes() const { return value_row_bytes_; }
   int64_t entries(int64_t layer) const;  // summed over the layer's heads
   // Memory the OS backs the cache with right now (whole pages; for tests and reports).
   int64_t resident_bytes() const;
@@ -79,6 +93,8 @@ class KvCache {
   void recount();
 
   int64_t n_layer_, n_head_kv_, head_dim_, capacity_;
+  KvCacheTypes types_;
+  int64_t key_row_bytes_, value_row_bytes_;
   std::vector<HeadStore> heads_;
   int64_t bytes_held_ = 0;
   int64_t peak_bytes_ = 0;

@@ -162,8 +162,7 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
 
   cache.append(layer, k_.data(), v_.data(), positions, n);
   for (int64_t g = 0; g < c.n_head_kv; ++g) {
-    kv_views_[static_cast<size_t>(g)] = {cache.keys(layer, g), cache.values(layer, g),
-                                         cache.positions(layer, g), cache.length(layer, g)};
+    kv_views_[static_cast<size_t>(g)] = cache.view(layer, g);
   }
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};

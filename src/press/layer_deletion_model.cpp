@@ -55,7 +55,8 @@ void LayerDeletionModel::build(std::vector<LayerReference> references, const std
   for (size_t g = 0; g < candidates_.size(); ++g) {
     const auto n_c = static_cast<int64_t>(candidates_[g].size());
     values_[g].resize(static_cast<size_t>(n_c * d));
-    for (int64_t c = 0; c < n_c; ++c) std::copy_n(kv[g].values + candidates_[g][c] * d, d, values_[g].begin() + c * d);
+    // The stored values, dequantised to float32 (as the attention kernels read them).
+    for (int64_t c = 0; c < n_c; ++c) kv[g].values.to_f32(candidates_[g][c], 1, values_[g].data() + c * d);
     attention_[g].resize(static_cast<size_t>(n_c * n_ref * group_));
     effects_[g].resize(static_cast<size_t>(n_c * n_ref * group_ * top_k_));
   }
@@ -70,13 +71,14 @@ void LayerDeletionModel::build(std::vector<LayerReference> references, const std
       const KvHeadView& head = kv[g];
       const float* q = references_[r].queries + h * d;
       probabilities.resize(static_cast<size_t>(head.length));
+      KvRowReader key(head.keys), value(head.values);  // the stored rows, as float32
       for (int64_t j = 0; j < head.length; ++j) {
-        probabilities[j] = head.positions[j] <= references_[r].position ? shape.scale * dot_f32(q, head.keys + j * d, d)
+        probabilities[j] = head.positions[j] <= references_[r].position ? shape.scale * dot_f32(q, key(j), d)
                                                                          : -std::numeric_limits<float>::infinity();
       }
       softmax_f32(probabilities.data(), head.length);
       std::fill(output.begin(), output.end(), 0.0f);
-      for (int64_t j = 0; j < head.length; ++j) axpy_f32(probabilities[j], head.values + j * d, output.data(), d);
+      for (int64_t j = 0; j < head.length; ++j) axpy_f32(probabilities[j], value(j), output.data(), d);
       const float* psi_h = psi_[r].data() + h * d;  // K rows of d, q_dim apart
       for (int64_t k = 0; k < top_k_; ++k) psi_output[k] = dot_f32(psi_h + k * q_dim, output.data(), d);
 

@@ -13,20 +13,14 @@
 #include "deferkv/eval_metrics.h"
 #include "deferkv/tokenizer.h"
 #include "eval/eval_test_util.h"
+#include "support/error_of.h"
 #include "tensor/gguf_test_util.h"
 #include "tokenizer/tokenizer_test_util.h"
 
 namespace deferkv::eval {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Two rows in the official schema: trec with its classes, a QA row whose all_classes is null.
 std::string write_rows(const std::string& path) {

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/thread_pool.h"
+#include "kernels/quant.h"
 
 namespace deferkv {
 namespace {
@@ -17,6 +18,7 @@ struct Case {
   std::vector<int32_t> query_positions;
   RowReduction rows;
   GroupReduction group;
+  DType storage = DType::F32;  // how the keys are stored (a KV cache type)
 };
 
 // Entries of head g sit at positions 0, 1, ... except every third dropped in odd heads
@@ -39,13 +41,21 @@ void check(const Case& c, ThreadPool& pool) {
   for (float& x : q) x = normal(rng);
   std::vector<std::vector<float>> keys(c.lengths.size()), values(c.lengths.size());
   std::vector<std::vector<int32_t>> positions(c.lengths.size());
+  std::vector<std::vector<uint8_t>> stored(c.lengths.size());
   std::vector<KvHeadView> kv;
   for (size_t g = 0; g < c.lengths.size(); ++g) {
     keys[g].resize(static_cast<size_t>(c.lengths[g] * d));
     for (float& x : keys[g]) x = normal(rng) * 2.0f;
     values[g].resize(keys[g].size());
     positions[g] = head_positions(static_cast<int64_t>(g), c.lengths[g]);
-    kv.push_back({keys[g].data(), values[g].data(), positions[g].data(), c.lengths[g]});
+    // The keys as stored, and the reference's keys as the stored ones read back.
+    const int64_t row_bytes = dtype_row_bytes(c.storage, d);
+    stored[g].resize(static_cast<size_t>(c.lengths[g] * row_bytes));
+    for (int64_t j = 0; j < c.lengths[g]; ++j) {
+      quantize_row(c.storage, keys[g].data() + j * d, stored[g].data() + j * row_bytes, d);
+      dequantize_row(c.storage, stored[g].data() + j * row_bytes, keys[g].data() + j * d, d);
+    }
+    kv.push_back({{stored[g].data(), c.storage, d}, f32_rows(values[g].data(), d), positions[g].data(), c.lengths[g]});
   }
   std::vector<float> weights(static_cast<size_t>(m));
   for (int64_t i = 0; i < m; ++i) weights[i] = 0.5f + 0.25f * static_cast<float>(i);
@@ -99,6 +109,14 @@ TEST(AttentionObservation, WeightedWindowRowsWithCausalityAndGqaMean) {
   check({8, 2, 16, {600, 600}, {560, 580, 599, 599}, RowReduction::kWeightedSum, GroupReduction::kMean}, pool);
 }
 
+TEST(AttentionObservation, ReadsKeysStoredInEveryCacheType) {
+  ThreadPool pool(2);
+  for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    check({4, 2, 64, {600, 300}, {299, 590}, RowReduction::kWeightedSum, GroupReduction::kMean, type}, pool);
+  }
+}
+
 TEST(AttentionObservation, RaggedHeadsAndSumReduction) {
   ThreadPool pool(3);
   check({4, 4, 8, {300, 260, 300, 513}, {900}, RowReduction::kWeightedSum, GroupReduction::kSum}, pool);
@@ -113,7 +131,7 @@ TEST(AttentionObservation, AccumulatesIntoExistingScores) {
   ThreadPool pool(1);
   std::vector<float> k = {1, 0, 0, 1}, v = k;
   std::vector<int32_t> pos = {0, 1};
-  std::vector<KvHeadView> kv = {{k.data(), v.data(), pos.data(), 2}};
+  std::vector<KvHeadView> kv = {{f32_rows(k.data(), 2), f32_rows(v.data(), 2), pos.data(), 2}};
   std::vector<float> q = {0, 0};  // uniform attention: 0.5 each
   int32_t qpos = 1;
   std::vector<std::vector<float>> out = {{1.0f, 2.0f}};

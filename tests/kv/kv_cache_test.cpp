@@ -7,6 +7,12 @@
 namespace deferkv {
 namespace {
 
+// These tests check exact stored floats, so they ask for an f32 cache; the storage
+// types are tested in kv_cache_types_test.cpp.
+constexpr KvCacheTypes kF32{DType::F32, DType::F32};
+const float* keys(const KvCache& c, int64_t l, int64_t g) { return c.keys(l, g).f32(); }
+const float* values(const KvCache& c, int64_t l, int64_t g) { return c.values(l, g).f32(); }
+
 // Two KV heads of size 2: entry i of head g holds keys (10*i + g, -(10*i + g)) and
 // values (100*i + g, 0).
 void append_tokens(KvCache& cache, int64_t layer, int first, int n) {
@@ -23,15 +29,15 @@ void append_tokens(KvCache& cache, int64_t layer, int first, int n) {
 }
 
 TEST(KvCache, AppendSplitsRowsPerHeadAndKeepsPositions) {
-  KvCache cache(1, 2, 2, 16);
+  KvCache cache(1, 2, 2, 16, kF32);
   append_tokens(cache, 0, 0, 3);
   append_tokens(cache, 0, 3, 1);
   for (int g = 0; g < 2; ++g) {
     ASSERT_EQ(cache.length(0, g), 4);
     for (int i = 0; i < 4; ++i) {
-      EXPECT_EQ(cache.keys(0, g)[2 * i], 10 * i + g);
-      EXPECT_EQ(cache.keys(0, g)[2 * i + 1], -(10 * i + g));
-      EXPECT_EQ(cache.values(0, g)[2 * i], 100 * i + g);
+      EXPECT_EQ(keys(cache, 0, g)[2 * i], 10 * i + g);
+      EXPECT_EQ(keys(cache, 0, g)[2 * i + 1], -(10 * i + g));
+      EXPECT_EQ(values(cache, 0, g)[2 * i], 100 * i + g);
       EXPECT_EQ(cache.positions(0, g)[i], i);
     }
   }
@@ -40,7 +46,7 @@ TEST(KvCache, AppendSplitsRowsPerHeadAndKeepsPositions) {
 }
 
 TEST(KvCache, TruncateDropsLaterPositionsAndBytes) {
-  KvCache cache(2, 2, 2, 16);
+  KvCache cache(2, 2, 2, 16, kF32);
   append_tokens(cache, 0, 0, 5);
   append_tokens(cache, 1, 0, 5);
   const int64_t peak = cache.bytes_held();
@@ -51,21 +57,15 @@ TEST(KvCache, TruncateDropsLaterPositionsAndBytes) {
   EXPECT_EQ(cache.peak_bytes(), peak);
   append_tokens(cache, 0, 2, 1);
   EXPECT_EQ(cache.positions(0, 0)[2], 2);
-  EXPECT_EQ(cache.keys(0, 0)[4], 20);
+  EXPECT_EQ(keys(cache, 0, 0)[4], 20);
 }
 
 TEST(KvCache, AppendBeyondCapacityIsAnError) {
-  KvCache cache(1, 2, 2, 4);
+  KvCache cache(1, 2, 2, 4, kF32);
   append_tokens(cache, 0, 0, 3);
   EXPECT_THROW(append_tokens(cache, 0, 3, 2), Error);
   EXPECT_EQ(cache.length(0, 0), 3);
 }
-
-}  // namespace
-}  // namespace deferkv
-
-namespace deferkv {
-namespace {
 
 void fill(KvCache& cache, int64_t layer, int first, int n) {
   const int64_t row = cache.n_head_kv() * cache.head_dim();
@@ -82,7 +82,7 @@ void fill(KvCache& cache, int64_t layer, int first, int n) {
 }
 
 TEST(KvCacheRetain, CompactsOneHeadKeepingPositionsAndOrder) {
-  KvCache cache(1, 2, 4, 64);
+  KvCache cache(1, 2, 4, 64, kF32);
   fill(cache, 0, 0, 10);
   cache.retain(0, 1, {0, 3, 4, 9});
   EXPECT_EQ(cache.length(0, 0), 10);
@@ -91,19 +91,19 @@ TEST(KvCacheRetain, CompactsOneHeadKeepingPositionsAndOrder) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(cache.positions(0, 1)[i], expected[i]);
     // Head 1's row of token t starts at dim 4: t + 0.004.
-    EXPECT_FLOAT_EQ(cache.keys(0, 1)[i * 4], float(expected[i]) + 0.004f);
-    EXPECT_FLOAT_EQ(cache.values(0, 1)[i * 4 + 3], -(float(expected[i]) + 0.007f));
+    EXPECT_FLOAT_EQ(keys(cache, 0, 1)[i * 4], float(expected[i]) + 0.004f);
+    EXPECT_FLOAT_EQ(values(cache, 0, 1)[i * 4 + 3], -(float(expected[i]) + 0.007f));
   }
   EXPECT_EQ(cache.bytes_held(), 14 * cache.bytes_per_entry());
   EXPECT_EQ(cache.peak_bytes(), 20 * cache.bytes_per_entry());
   // New tokens continue at their true positions after the kept ones.
   fill(cache, 0, 10, 1);
   EXPECT_EQ(cache.positions(0, 1)[4], 10);
-  EXPECT_FLOAT_EQ(cache.keys(0, 1)[16], 10.004f);
+  EXPECT_FLOAT_EQ(keys(cache, 0, 1)[16], 10.004f);
 }
 
 TEST(KvCacheRetain, RejectsUnsortedOrOutOfRangeIndices) {
-  KvCache cache(1, 1, 4, 16);
+  KvCache cache(1, 1, 4, 16, kF32);
   fill(cache, 0, 0, 5);
   EXPECT_THROW(cache.retain(0, 0, {2, 1}), Error);
   EXPECT_THROW(cache.retain(0, 0, {1, 1}), Error);
@@ -113,7 +113,7 @@ TEST(KvCacheRetain, RejectsUnsortedOrOutOfRangeIndices) {
 
 TEST(KvCacheRetain, FreesRealMemory) {
   // 2 heads x 1024 dims x 4 B = 4 KiB a token per buffer: every dropped token frees a page.
-  KvCache cache(1, 2, 1024, 512);
+  KvCache cache(1, 2, 1024, 512, kF32);
   fill(cache, 0, 0, 512);
   const int64_t before = cache.resident_bytes();
   EXPECT_GE(before, 2 * 512 * 2 * 4096);
@@ -124,7 +124,7 @@ TEST(KvCacheRetain, FreesRealMemory) {
 }
 
 TEST(KvCacheLayers, PerLayerBytesAndPeaks) {
-  KvCache cache(2, 2, 4, 32);
+  KvCache cache(2, 2, 4, 32, kF32);
   fill(cache, 0, 0, 8);
   fill(cache, 1, 0, 8);
   cache.retain(1, 0, {7});
@@ -136,7 +136,7 @@ TEST(KvCacheLayers, PerLayerBytesAndPeaks) {
 }
 
 TEST(KvCacheSnapshot, RestoreUndoesEvictionAndAppends) {
-  KvCache cache(1, 2, 4, 32);
+  KvCache cache(1, 2, 4, 32, kF32);
   fill(cache, 0, 0, 6);
   const KvCache::Snapshot saved = cache.snapshot();
   cache.retain(0, 0, {1, 2});
@@ -146,16 +146,16 @@ TEST(KvCacheSnapshot, RestoreUndoesEvictionAndAppends) {
     ASSERT_EQ(cache.length(0, g), 6);
     for (int i = 0; i < 6; ++i) {
       EXPECT_EQ(cache.positions(0, g)[i], i);
-      EXPECT_FLOAT_EQ(cache.keys(0, g)[i * 4], float(i) + 0.004f * float(g));
+      EXPECT_FLOAT_EQ(keys(cache, 0, g)[i * 4], float(i) + 0.004f * float(g));
     }
   }
   EXPECT_EQ(cache.bytes_held(), 12 * cache.bytes_per_entry());
-  KvCache other(2, 2, 4, 32);
+  KvCache other(2, 2, 4, 32, kF32);
   EXPECT_THROW(other.restore(saved), Error);
 }
 
 TEST(KvCacheTruncate, WorksOnRaggedHeads) {
-  KvCache cache(1, 2, 4, 32);
+  KvCache cache(1, 2, 4, 32, kF32);
   fill(cache, 0, 0, 10);
   cache.retain(0, 0, {0, 5, 8});
   cache.truncate(6);

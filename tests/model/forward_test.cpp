@@ -43,25 +43,27 @@ RandomModelSpec small_spec(Architecture arch, DType type) {
 const std::vector<int32_t> kTokens = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 17, 99};
 
 // Prefills the first `n_prefill` tokens in batches of `n_batch`, decodes the rest one by
-// one, and checks every position's logits against the reference.
-void check_against_reference(const std::string& path, double tol, int64_t n_prefill,
-                             int64_t n_batch, int threads) {
-  const auto expected = reference_logits(path, kTokens);
+// one, and checks every position's logits against the reference. The cache is f32 unless
+// asked (the tolerances above are for the weights' rounding alone).
+void check_against_reference(const std::string& path, double tol, int64_t n_prefill, int64_t n_batch, int threads,
+                             const std::vector<std::vector<double>>& expected, const std::string& cache_type = "f32") {
   auto model = Model::load(path);
   SessionOptions options;
   options.n_ctx = 64;
   options.n_batch = n_batch;
   options.all_logits = true;
+  options.cache_type_k = options.cache_type_v = cache_type;
   Session session(model, std::make_shared<ThreadPool>(threads), options);
   const std::vector<int32_t> prompt(kTokens.begin(), kTokens.begin() + n_prefill);
   session.prefill(prompt);
   const int64_t n_vocab = model->config().n_vocab;
   for (int64_t t = 0; t < n_prefill; ++t) {
-    EXPECT_LT(relative_l2(session.logits().data() + t * n_vocab, expected[t]), tol) << "prompt position " << t;
+    EXPECT_LT(relative_l2(session.logits().data() + t * n_vocab, expected[t]), tol)
+        << cache_type << " cache, prompt position " << t;
   }
   for (size_t t = n_prefill; t < kTokens.size(); ++t) {
     session.decode(kTokens[t]);
-    EXPECT_LT(relative_l2(session.last_logits(), expected[t]), tol) << "decode position " << t;
+    EXPECT_LT(relative_l2(session.last_logits(), expected[t]), tol) << cache_type << " cache, decode position " << t;
   }
 }
 
@@ -70,7 +72,7 @@ class ForwardVsReference : public ::testing::TestWithParam<Case> {};
 TEST_P(ForwardVsReference, PrefillAndDecodeMatchDoublePrecision) {
   const Case c = GetParam();
   const std::string path = testing::random_model_path(small_spec(c.arch, c.type));
-  check_against_reference(path, tolerance(c.type), 9, 4, 2);
+  check_against_reference(path, tolerance(c.type), 9, 4, 2, reference_logits(path, kTokens));
 }
 
 std::vector<Case> all_cases() {
@@ -92,13 +94,15 @@ TEST(Forward, Llama3RopeFactorsAndTiedOutput) {
   s.llama3_rope_factors = true;
   s.tied_output = true;
   s.rope_base = 500000.0f;
-  check_against_reference(testing::random_model_path(s), 1e-4, 6, 3, 1);
+  const std::string path = testing::random_model_path(s);
+  check_against_reference(path, 1e-4, 6, 3, 1, reference_logits(path, kTokens));
 }
 
 TEST(Forward, Qwen3HeadSizeLargerThanEmbeddingShare) {
   RandomModelSpec s = small_spec(Architecture::kQwen3, DType::F32);
   s.head_dim = 128;  // 4 heads x 128 = 512 > n_embd 256, as in Qwen3-0.6B
-  check_against_reference(testing::random_model_path(s), 1e-4, 14, 5, 2);
+  const std::string path = testing::random_model_path(s);
+  check_against_reference(path, 1e-4, 14, 5, 2, reference_logits(path, kTokens));
 }
 
 TEST(Forward, OneBatchOneThreadEqualsManyBatchesTwoThreads) {

@@ -109,7 +109,7 @@ Vec project(const Mat& w, const ReferenceDelta* delta, const Vec& x) {
 
 // The forward over the tokens then the rows: the trace of every position.
 ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int32_t>& tokens,
-                             const KeyVisibility& visible, const ReferenceRows& rows) {
+                             const KeyVisibility& visible, const ReferenceRows& rows, const KvStorage& store = {}) {
   GgufFile file(gguf_path);
   const ModelConfig c = ModelConfig::from_gguf(file);
   const Mat embd = load_matrix(file, "token_embd.weight");
@@ -176,8 +176,8 @@ ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int
       }
       rope(q, c.n_head, c, freq_factors, static_cast<int64_t>(t));
       rope(k, c.n_head_kv, c, freq_factors, static_cast<int64_t>(t));
-      keys[l].push_back(k);
-      values[l].push_back(v);
+      keys[l].push_back(store ? store(k, true) : k);
+      values[l].push_back(store ? store(v, false) : v);
       trace.queries[l].push_back(q);
 
       Vec attn(static_cast<size_t>(c.q_dim()), 0.0);
@@ -226,8 +226,8 @@ std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
 
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens,
-                                                  const KeyVisibility& visible) {
-  return run_reference(gguf_path, tokens, visible, {}).logits;
+                                                  const KeyVisibility& visible, const KvStorage& store) {
+  return run_reference(gguf_path, tokens, visible, {}, store).logits;
 }
 
 ReferenceTrace reference_trace(const std::string& gguf_path, const std::vector<int32_t>& tokens,
@@ -249,6 +249,18 @@ std::vector<std::vector<double>> reference_final_residuals(const std::string& gg
 std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual) {
   GgufFile file(gguf_path);
   return load_output_head(file, ModelConfig::from_gguf(file)).logits(residual);
+}
+
+KvStorage rounded_as(DType type, int64_t head_dim) {
+  return [type, head_dim](const std::vector<double>& row, bool) {
+    std::vector<float> x(row.begin(), row.end()), y(row.size());
+    std::vector<uint8_t> stored(static_cast<size_t>(dtype_row_bytes(type, head_dim)));
+    for (size_t h = 0; h < row.size(); h += static_cast<size_t>(head_dim)) {
+      quantize_row(type, x.data() + h, stored.data(), head_dim);
+      dequantize_row(type, stored.data(), y.data() + h, head_dim);
+    }
+    return std::vector<double>(y.begin(), y.end());
+  };
 }
 
 double relative_l2(const float* a, const std::vector<double>& b) {

@@ -8,11 +8,17 @@
 #include <string>
 #include <vector>
 
+#include "tensor/dtype.h"
+
 namespace deferkv::testing {
 
 // Logits of every position for `tokens` fed from position 0: [tokens.size()][n_vocab].
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens);
+
+// What a cache stores of a key (is_key) or value row of kv_dim values: attention then
+// reads the stored rows. For references of caches that round what they store.
+using KvStorage = std::function<std::vector<double>(const std::vector<double>& row, bool is_key)>;
 
 // Whether the query at query_position sees the key at key_position in (layer, KV head);
 // causality is applied on top. For dense-masked references of compressed caches.
@@ -20,7 +26,7 @@ using KeyVisibility = std::function<bool(int64_t layer, int64_t kv_head, int64_t
                                          int64_t query_position)>;
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens,
-                                                  const KeyVisibility& visible);
+                                                  const KeyVisibility& visible, const KvStorage& store = {});
 
 // Rows fed after the tokens as input embeddings (LookaheadKV's lookahead rows), at the
 // next positions, with a low-rank delta added to each projection for these rows only:
@@ -56,6 +62,10 @@ std::vector<std::vector<double>> reference_final_residuals(const std::string& gg
                                                            const KeyVisibility& visible);
 // W_U RMSNorm(residual): the logits of a final residual.
 std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual);
+
+// The storage of a cache of `type` (a tensor type) for heads of head_dim values: each
+// head's row rounded to float32, then to the type and back (dequantise-then-f64).
+KvStorage rounded_as(DType type, int64_t head_dim);
 
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);

@@ -61,6 +61,7 @@ struct Recorded {
     SessionOptions options;
     options.n_ctx = 256;
     options.n_batch = 32;
+    options.cache_type_k = options.cache_type_v = "f32";  // compared at float32 precision
     session = std::make_unique<Session>(model, std::make_shared<ThreadPool>(2), options);
     auto press = std::make_unique<RecordingPress>();
     recorder = press.get();

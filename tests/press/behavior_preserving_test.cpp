@@ -45,6 +45,7 @@ TEST(BehaviorPreserving, GenerationTimeModeMatchesADenseMaskedReference) {
   SessionOptions options;
   options.n_ctx = 512;
   options.n_batch = 48;
+  options.cache_type_k = options.cache_type_v = "f32";  // compared at float32 precision
   Session session(model, std::make_shared<ThreadPool>(2), options);
   session.set_press(make_press("behavior_preserving:window=4,sinks=2,queries=2,every=3", KvBudget::per_head(24)));
   const auto prompt = testing::random_prompt(kPrompt, 17);

@@ -83,7 +83,7 @@ const FullCache& full_cache() {
   static const FullCache f = [] {
     FullCache out;
     out.prompt = distinct_prompt();
-    out.generated = testing::run_press("full", {}, out.prompt, 2, model_path()).generated;
+    out.generated = testing::run_press_on_model(model_path(), "full", {}, out.prompt, 2).generated;
     std::vector<int32_t> tokens = out.prompt;
     tokens.insert(tokens.end(), out.generated.begin(), out.generated.begin() + 2);
     out.trace = testing::reference_trace(model_path(), tokens, testing::KeyVisibility{});
@@ -148,7 +148,7 @@ LayerRule adakv_rule(int64_t base, double alpha) {
 // the n_decode generated entries are expected too unless `decode_in_expected`.
 void expect_kept(const std::string& spec, const Kept& expected, int64_t n_decode, bool decode_in_expected = false) {
   SCOPED_TRACE(spec);
-  const auto run = testing::run_press(spec, KvBudget::per_head(kBudget), full_cache().prompt, n_decode, model_path());
+  const auto run = testing::run_press_on_model(model_path(), spec, KvBudget::per_head(kBudget), full_cache().prompt, n_decode);
   for (int64_t l = 0; l < kLayers; ++l) {
     for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
       const Positions want =
@@ -233,7 +233,7 @@ TEST(KeptSetReference, TovaPerStep) {
   // query then sees only what was kept (plus itself) and drops its least attended entry,
   // so the reference forward is rerun with that visibility after every step.
   constexpr int64_t kSteps = 3;
-  const auto run = testing::run_press("tova", KvBudget::per_head(kBudget), full_cache().prompt, kSteps, model_path());
+  const auto run = testing::run_press_on_model(model_path(), "tova", KvBudget::per_head(kBudget), full_cache().prompt, kSteps);
   std::vector<std::vector<Positions>> kept_after(kSteps + 1);  // [step][layer]
   for (int64_t l = 0; l < kLayers; ++l) {
     kept_after[0].push_back(best(first(tova_scores(full_cache().trace, l, kPrompt - 1, {}), kPrompt), kBudget));
@@ -329,7 +329,7 @@ TEST(KeptSetReference, DeferKV) {
 
 TEST(KeptSetReference, DeferKvDecodesOnTheFullCacheUntilItEvicts) {
   // The reference trace's decode queries are those of the full-cache tokens y_1, y_2.
-  const auto run = testing::run_press("deferkv:d=2", KvBudget::per_head(kBudget), full_cache().prompt, 2, model_path());
+  const auto run = testing::run_press_on_model(model_path(), "deferkv:d=2", KvBudget::per_head(kBudget), full_cache().prompt, 2);
   EXPECT_EQ(run.generated, full_cache().generated);
 }
 

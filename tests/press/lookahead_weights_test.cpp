@@ -236,10 +236,10 @@ TEST(LookaheadWeights, AWrongModelIsAClearErrorAtAttachTime) {
   // Right n_embd and layers, but a q delta with the width of the KV projections.
   const PressModelShape shape = testing::model_shape(testing::press_test_model_path());
   LookaheadWeights w = testing::random_lookahead_weights(shape, 4, 2, 0.1f, 5);
-  w.rows.layers[0][0] = w.rows.layers[0][1];  // layer 0's q delta := its k delta (64 -> 32)
+  w.rows.layers[0][0] = w.rows.layers[0][1];  // layer 0's q delta := its k delta (64 -> 64)
   save_lookahead_weights(dir.file("narrow-q.gguf"), w);
   EXPECT_MENTIONS(attach_error("lookaheadkv:weights=" + dir.file("narrow-q.gguf")),
-                  "the 'q' delta of layer 0 maps 64 to 32 values; this model's 'q' projection maps 64 to 64");
+                  "the 'q' delta of layer 0 maps 64 to 64 values; this model's 'q' projection maps 64 to 128");
 }
 
 }  // namespace

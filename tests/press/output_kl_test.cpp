@@ -93,7 +93,7 @@ TEST(OutputKl, SecondOrderFormIsTheLimitOfTheExactDivergence) {
 TEST(DeletionEffect, RenormalisesTheHeadOutputAsByHand) {
   const std::vector<float> keys(6, 0.0f), values = {3, 0, 0, 3, 0, 0}, query = {0, 0};
   const std::vector<int32_t> positions = {0, 1, 2};
-  const std::vector<KvHeadView> kv = {{keys.data(), values.data(), positions.data(), 3}};
+  const std::vector<KvHeadView> kv = {{f32_rows(keys.data(), 2), f32_rows(values.data(), 2), positions.data(), 3}};
   const OutputSensitivity output{two_tokens(), {1, 0, 0, 1}};
   const std::vector<float> w_o = {2, 0, 1, 1};
   ThreadPool pool(1);

@@ -59,15 +59,20 @@ const std::vector<PressCase>& all_cases() {
   return cases;
 }
 
-class EveryPress : public ::testing::TestWithParam<PressCase> {};
+// Every press on every cache type of press_test_cache_types().
+class EveryPress : public ::testing::TestWithParam<std::tuple<PressCase, std::string>> {
+ protected:
+  const PressCase& press() const { return std::get<0>(GetParam()); }
+  const std::string& cache_type() const { return std::get<1>(GetParam()); }
+};
 
 TEST_P(EveryPress, CacheInvariantsAfterEviction) {
-  const PressCase& c = GetParam();
+  const PressCase& c = press();
   const auto prompt = random_prompt(kPrompt);
-  const auto full = run_press("full", {}, prompt, kDecode);
+  const auto full = run_press("full", {}, prompt, kDecode, cache_type());
   for (int64_t b : {24, 40, 100}) {
     SCOPED_TRACE(c.spec + " b=" + std::to_string(b));
-    const auto run = run_press(c.spec, KvBudget::per_head(b), prompt, kDecode);
+    const auto run = run_press(c.spec, KvBudget::per_head(b), prompt, kDecode, cache_type());
     const KvCache& kv = run.session->kv_cache();
     const KvCache& reference = full.session->kv_cache();
     int64_t prompt_entries = 0, entries = 0;
@@ -87,12 +92,13 @@ TEST_P(EveryPress, CacheInvariantsAfterEviction) {
         } else {
           EXPECT_LE(static_cast<int64_t>(pos.size()), b);
         }
-        // Kept prompt entries are the very keys and values computed at their position.
+        // Kept prompt entries are the very keys and values stored at their position.
         for (size_t i = 0; i < pos.size() && pos[i] < kPrompt; ++i) {
-          const int64_t d = kv.head_dim();
-          EXPECT_TRUE(std::equal(kv.keys(l, g) + i * d, kv.keys(l, g) + (i + 1) * d, reference.keys(l, g) + pos[i] * d));
-          EXPECT_TRUE(std::equal(kv.values(l, g) + i * d, kv.values(l, g) + (i + 1) * d,
-                                 reference.values(l, g) + pos[i] * d));
+          const auto same_row = [&](const KvRows& kept, const KvRows& all) {
+            return std::equal(kept.row(i), kept.row(i + 1), all.row(pos[i]));
+          };
+          EXPECT_TRUE(same_row(kv.keys(l, g), reference.keys(l, g)));
+          EXPECT_TRUE(same_row(kv.values(l, g), reference.values(l, g)));
         }
       }
     }
@@ -105,15 +111,23 @@ TEST_P(EveryPress, CacheInvariantsAfterEviction) {
 
 TEST_P(EveryPress, BudgetCoveringThePromptChangesNothing) {
   const auto prompt = random_prompt(kPrompt);
-  const auto full = run_press("full", {}, prompt, kDecode);
-  const auto run = run_press(GetParam().spec, KvBudget::per_head(kPrompt + kDecode + 1), prompt, kDecode);
+  const auto full = run_press("full", {}, prompt, kDecode, cache_type());
+  const auto run = run_press(press().spec, KvBudget::per_head(kPrompt + kDecode + 1), prompt, kDecode, cache_type());
   EXPECT_EQ(run.generated, full.generated);
   EXPECT_EQ(run.session->kv_cache().bytes_held(), full.session->kv_cache().bytes_held());
   EXPECT_FALSE(run.session->last_eviction().has_value());
 }
 
-INSTANTIATE_TEST_SUITE_P(Presses, EveryPress, ::testing::ValuesIn(all_cases()),
-                         [](const ::testing::TestParamInfo<PressCase>& info) { return "p" + std::to_string(info.index); });
+INSTANTIATE_TEST_SUITE_P(Presses, EveryPress,
+                         ::testing::Combine(::testing::ValuesIn(all_cases()),
+                                            ::testing::ValuesIn(testing::press_test_cache_types())),
+                         [](const auto& info) {
+                           const auto& cases = all_cases();
+                           const auto at = std::find_if(cases.begin(), cases.end(), [&](const PressCase& c) {
+                             return c.spec == std::get<0>(info.param).spec;
+                           });
+                           return "p" + std::to_string(at - cases.begin()) + "_" + std::get<1>(info.param);
+                         });
 
 TEST(DeferKv, WithoutDecodeFeedbackKeepsExactlyTheBasesSet) {
   const auto prompt = random_prompt(kPrompt, 5);
@@ -151,13 +165,20 @@ TEST(DeferKv, FirstTokensEqualFullCacheDecoding) {
 }
 
 // The compacted ragged cache gives the logits of a dense double-precision forward in
-// which every evicted key is masked out for the queries after the eviction.
-TEST(CompressedCache, MatchesADenseMaskedReference) {
+// which every evicted key is masked out for the queries after the eviction, and which
+// stores keys and values rounded as the cache's type stores them.
+class CompressedCache : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompressedCache, MatchesADenseMaskedReference) {
   const auto prompt = random_prompt(kPrompt, 13);
+  const DType type = kv_cache_type_from_name(GetParam());
+  // f32 arithmetic against f64; a quantised type also where a float32 projection and its
+  // f64 twin round to different steps (rare; see forward_cache_types_test.cpp).
+  const double tolerance = type == DType::Q8_0 ? 1e-3 : 1e-4;
   for (const std::string spec :
        {"snapkv:window=8", "adakv:window=8", "deferkv:window=8,d=2,base=adakv", "h2o", "behavior_preserving:window=8"}) {
     SCOPED_TRACE(spec);
-    const auto run = run_press(spec, KvBudget::per_head(32), prompt, 5);
+    const auto run = run_press(spec, KvBudget::per_head(32), prompt, 5, GetParam());
     const int64_t evicted_after = run.session->last_eviction()->decode_step;  // queries after it see the cut cache
     std::vector<int32_t> tokens = prompt;
     tokens.insert(tokens.end(), run.generated.begin(), run.generated.end() - 1);
@@ -166,16 +187,20 @@ TEST(CompressedCache, MatchesADenseMaskedReference) {
         testing::press_test_model_path(), tokens, [&](int64_t l, int64_t g, int64_t key, int64_t query) {
           if (query < kPrompt + evicted_after || key >= kPrompt) return true;
           return std::binary_search(kept[l][g].begin(), kept[l][g].end(), static_cast<int32_t>(key));
-        });
+        }, testing::rounded_as(type, run.session->kv_cache().head_dim()));
     // run.logits[0] is the prefill's (position T-1), run.logits[s] decode step s's.
     for (size_t s = 0; s < run.logits.size(); ++s) {
-      EXPECT_LT(testing::relative_l2(run.logits[s].data(), reference[kPrompt - 1 + s]), 1e-4) << "step " << s;
+      EXPECT_LT(testing::relative_l2(run.logits[s].data(), reference[kPrompt - 1 + s]), tolerance) << "step " << s;
     }
     // And the mask matters: the unmasked reference differs after the eviction.
-    const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens);
+    const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens, {},
+                                                 testing::rounded_as(type, run.session->kv_cache().head_dim()));
     EXPECT_GT(testing::relative_l2(run.logits.back().data(), dense[tokens.size() - 1]), 1e-3);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(CacheTypes, CompressedCache, ::testing::ValuesIn(testing::press_test_cache_types()),
+                         [](const auto& info) { return info.param; });
 
 // Keeps, at the end of the prefill, exactly the given positions of each (layer, head).
 class FixedSetPress final : public Press {
@@ -215,6 +240,7 @@ TEST(Laq, LookaheadLeavesTheRealGenerationAsAFreshSessionOnTheFinalCache) {
     Session replay(model, std::make_shared<ThreadPool>(2), [] {
       SessionOptions o;
       o.n_ctx = 512;
+      o.cache_type_k = o.cache_type_v = "f32";  // as run_press's
       return o;
     }());
     replay.set_press(std::make_unique<FixedSetPress>(laq.positions));

@@ -16,6 +16,7 @@ std::string press_test_model_path() {
   spec.n_layer = 3;
   spec.n_head = 4;
   spec.n_head_kv = 2;
+  spec.head_dim = 32;
   spec.n_ff = 128;
   spec.seed = 11;
   return random_model_path(spec);
@@ -51,12 +52,12 @@ std::string with_test_files(std::string spec) {
 }  // namespace
 
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
-                   int64_t n_decode) {
-  return run_press(spec, budget, prompt, n_decode, press_test_model_path());
+                   int64_t n_decode, const std::string& cache_type) {
+  return run_press_on_model(press_test_model_path(), spec, budget, prompt, n_decode, cache_type);
 }
 
-PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
-                   int64_t n_decode, const std::string& model_path) {
+PressRun run_press_on_model(const std::string& model_path, const std::string& spec, const KvBudget& budget,
+                            const std::vector<int32_t>& prompt, int64_t n_decode, const std::string& cache_type) {
   static std::map<std::string, std::shared_ptr<const Model>> models;
   auto& model = models[model_path];
   if (!model) model = Model::load(model_path);
@@ -64,6 +65,7 @@ PressRun run_press(const std::string& spec, const KvBudget& budget, const std::v
   SessionOptions options;
   options.n_ctx = 512;
   options.n_batch = 48;  // several batches, so the window can straddle two
+  options.cache_type_k = options.cache_type_v = cache_type;
   run.session = std::make_unique<Session>(model, std::make_shared<ThreadPool>(2), options);
   if (spec != "full") run.session->set_press(make_press(with_test_files(spec), budget));
   const int64_t n_vocab = model->config().n_vocab;
@@ -86,6 +88,11 @@ PressRun run_press(const std::string& spec, const KvBudget& budget, const std::v
     }
   }
   return run;
+}
+
+const std::vector<std::string>& press_test_cache_types() {
+  static const std::vector<std::string> types = {"f32", "f16", "q8_0"};
+  return types;
 }
 
 int64_t differing_heads(const PressRun& a, const PressRun& b) {

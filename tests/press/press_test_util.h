@@ -12,7 +12,8 @@
 
 namespace deferkv::testing {
 
-// A 3-layer GQA model (4 query heads, 2 KV heads, head_dim 16), F32.
+// A 3-layer GQA model (4 query heads, 2 KV heads, head_dim 32: one quantised block, so
+// every KV-cache type can store it), F32.
 std::string press_test_model_path();
 
 // The message of the error make_press gives for `spec`; "" when the press builds.
@@ -30,12 +31,16 @@ struct PressRun {
 };
 
 // Greedy: prefill the prompt, then n_decode decode steps. spec "full" runs without a press;
-// "{lookahead_weights}" in a spec stands for press_test_lookahead_weights_path().
+// "{lookahead_weights}" in a spec stands for press_test_lookahead_weights_path(). The KV
+// cache stores keys and values as `cache_type` (f32 unless asked: exact references).
 PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
-                   int64_t n_decode);
+                   int64_t n_decode, const std::string& cache_type = "f32");
 // The same on the model at model_path.
-PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
-                   int64_t n_decode, const std::string& model_path);
+PressRun run_press_on_model(const std::string& model_path, const std::string& spec, const KvBudget& budget,
+                            const std::vector<int32_t>& prompt, int64_t n_decode, const std::string& cache_type = "f32");
+
+// The cache types every press test runs on: f32, the default f16, and q8_0.
+const std::vector<std::string>& press_test_cache_types();
 
 // How many (layer, KV head) pairs keep different positions in the two runs.
 int64_t differing_heads(const PressRun& a, const PressRun& b);

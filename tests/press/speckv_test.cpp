@@ -20,6 +20,7 @@ std::unique_ptr<Session> speckv_session(const std::string& spec, int64_t budget)
   SessionOptions options;
   options.n_ctx = 512;
   options.n_batch = 48;
+  options.cache_type_k = options.cache_type_v = "f32";  // compared at float32 precision
   auto session = std::make_unique<Session>(model, std::make_shared<ThreadPool>(2), options);
   session->set_press(make_press(spec, KvBudget::per_head(budget)));
   session->set_draft_model(model);  // the model drafts for itself

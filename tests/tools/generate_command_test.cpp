@@ -53,7 +53,9 @@ TEST(GenerateCommand, AFullContextStopsWithItsReason) {
 TEST(GenerateCommand, DumpLogitsWritesTheLastPromptLogits) {
   gguf_test::TempDir dir;  // fresh, so no earlier run's file can stand in for this one's
   const std::string path = dir.file("logits.bin");
-  const auto result = run_cli("generate --temp 0 -n 1 -p 'Once upon a time' --dump-logits '" + path + "' 2>/dev/null");
+  // llama.cpp's logits with an f32 KV cache, so ours with one too.
+  const auto result = run_cli("generate --temp 0 -n 1 -p 'Once upon a time' -ctk f32 -ctv f32 --dump-logits '" + path +
+                              "' 2>/dev/null");
   ASSERT_EQ(result.status, 0);
   std::ifstream dumped(path, std::ios::binary);
   std::ifstream reference(std::string(DEFERKV_TEST_DATA) + "/reference/stories260K_0.llamacpp_kvf32.logits",

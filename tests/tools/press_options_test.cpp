@@ -40,6 +40,33 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
             stats["kv"]["n_layer"].get<int64_t>() * heads * (prompt + 1) * per_entry);
   EXPECT_GT(stats["seconds"]["capture"].get<double>(), 0.0);
   EXPECT_TRUE(stats["press"].get<std::string>().rfind("deferkv:d=1,eta=0.7", 0) == 0);
+  EXPECT_EQ(stats["kv"]["cache_type_k"], "f16");  // the default
+  EXPECT_EQ(stats["kv"]["cache_type_v"], "f16");
+}
+
+TEST(PressOptions, CacheTypeFlagsSetTheStorageAndReportIt) {
+  const std::string path = ::testing::TempDir() + "/deferkv-stats-types.json";
+  // stories260K's heads are 8 wide: the float types only.
+  const auto result =
+      run_cli("generate --temp 0 -n 2 -p 'Once' -ctk bf16 --cache-type-v f32 --stats-json '" + path + "' 2>&1");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find("k bf16, v f32"), std::string::npos) << result.output;
+  std::ifstream in(path);
+  const auto stats = nlohmann::json::parse(in);
+  EXPECT_EQ(stats["kv"]["cache_type_k"], "bf16");
+  EXPECT_EQ(stats["kv"]["cache_type_v"], "f32");
+  const int64_t head_dim = 8;
+  EXPECT_EQ(stats["kv"]["bytes_per_entry"], head_dim * 2 + head_dim * 4 + 4);
+
+  auto r = run_cli("generate -n 1 -p 'Hi' -ctv q4_1 2>&1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("unknown KV cache type 'q4_1' (valid: f32, f16, bf16, q8_0, q4_0)"), std::string::npos)
+      << r.output;
+  r = run_cli("generate -n 1 -p 'Hi' -ctk q8_0 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("key cache type q8_0 stores blocks of 32 values along a head, but the model's head_dim is 8"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(PressOptions, BadPressInputIsAClearError) {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "analyze_cache_types.h"
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
@@ -26,6 +27,7 @@ struct AnalyzeArgs {
   ReportOutput output;
   std::string svg;
   eval::ConsistencyOptions options;
+  CacheTypeOptions cache_types;
 };
 
 void run_consistency(const AnalyzeArgs& args) {
@@ -37,6 +39,7 @@ void run_consistency(const AnalyzeArgs& args) {
   for (const auto& p : args.prompts) prompts.push_back(model->tokenizer().encode(p, true, false));
   SessionOptions options;
   options.n_ctx = args.n_ctx;
+  args.cache_types.apply(options);
   Session session(model, make_thread_pool(args.threads), options);
   const eval::ConsistencyReport report = eval::measure_attention_consistency(session, prompts, args.options);
   if (!args.svg.empty()) {
@@ -49,13 +52,15 @@ void run_consistency(const AnalyzeArgs& args) {
     for (const auto& p : report.points) points.push_back({{"probe", p.probe}, {"jsd_similarity", p.jsd_similarity}, {"recall", p.recall}});
     write_report(args.output, nlohmann::json{{"samples", report.samples}, {"prompt_tokens", report.prompt_tokens},
                                              {"reference_rows", report.reference_rows}, {"budget", args.options.budget},
-                                             {"window", args.options.window}, {"points", points}}
+                                             {"window", args.options.window}, {"cache_type_k", args.cache_types.keys},
+                                             {"cache_type_v", args.cache_types.values}, {"points", points}}
                                       .dump(2) + "\n");
     return;
   }
-  std::string text = fmt::format("{} prompts ({} tokens), reference: {} later decode steps; recall at B = {} - {}\n\n",
-                                 report.samples, report.prompt_tokens, report.reference_rows, args.options.budget,
-                                 args.options.window);
+  std::string text =
+      fmt::format("{} prompts ({} tokens), reference: {} later decode steps; recall at B = {} - {}; KV cache {}\n\n",
+                  report.samples, report.prompt_tokens, report.reference_rows, args.options.budget, args.options.window,
+                  args.cache_types.describe());
   text += "| probe | JSD similarity | top-B recall |\n| --- | ---: | ---: |\n";
   for (const auto& p : report.points) text += fmt::format("| {} | {:.4f} | {:.4f} |\n", p.probe, p.jsd_similarity, p.recall);
   write_report(args.output, text);
@@ -73,6 +78,7 @@ void add_analyze_command(CLI::App& app) {
   consistency->add_option("-f,--file", args->files, "Prompt file (repeatable: one sample each)");
   consistency->add_option("-p,--prompt", args->prompts, "Prompt text (repeatable)");
   add_threads_option(*consistency, args->threads);
+  add_cache_type_options(*consistency, args->cache_types);
   consistency->add_option("-c,--ctx-size", args->n_ctx, "Context size in tokens");
   consistency->add_option("--prompt-probes", args->options.prompt_probes, "Prompt positions probed")->capture_default_str();
   consistency->add_option("--decode-probes", args->options.decode_probes, "Decode steps probed")->capture_default_str();
@@ -85,6 +91,7 @@ void add_analyze_command(CLI::App& app) {
   add_report_output_options(*consistency, args->output, kAnalyzeFormats);
   consistency->add_option("--svg", args->svg, "Also draw the figure (SVG) to this file");
   consistency->callback([args] { run_consistency(*args); });
+  add_analyze_cache_types_command(*cmd);
 }
 
 }  // namespace deferkv::cli

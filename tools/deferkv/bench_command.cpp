@@ -1,6 +1,8 @@
 // `deferkv bench`: llama-bench-like throughput measurement: prompt processing (pp N)
 // and token generation (tg N), optionally at a context depth D, for each thread count,
-// repeated, reported as mean ± std tokens/s in Markdown or JSON.
+// repeated, reported as mean ± std tokens/s in Markdown or JSON. With several KV cache
+// types (-ctk/-ctv lists) each test runs on one session per type pair, the repetitions
+// alternating between them, so a drift of the machine's speed falls on every pair alike.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
+#include "kv/kv_cache.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::cli {
@@ -31,12 +34,15 @@ struct BenchArgs {
   int repetitions = 5;
   int64_t n_batch = 512;
   ReportOutput output;
+  CacheTypeLists cache_types;
 };
 
 struct Result {
   std::string test;
   int threads;
   int64_t depth;
+  CacheTypeOptions cache_types;
+  int64_t kv_bytes_per_entry;  // keys and values of one entry in one KV head (no position)
   std::vector<double> tokens_per_second;
   double mean() const;
   double stddev() const;
@@ -64,33 +70,43 @@ std::vector<int32_t> random_tokens(std::mt19937& rng, int64_t n, int64_t n_vocab
 }
 
 // Times `n` prompt tokens (pp) or `n` single-token decode steps (tg) after `depth`
-// tokens of context; the context is filled once and each repetition rolls back to it.
-Result measure(const std::shared_ptr<const Model>& model, int threads, int64_t depth, int64_t n,
-               bool prompt_test, const BenchArgs& args) {
-  SessionOptions options;
-  options.n_ctx = depth + n + 1;
-  options.n_batch = args.n_batch;
-  Session session(model, make_thread_pool(threads), options);
-  std::mt19937 rng(42);
+// tokens of context, for every cache type pair; each context is filled once and each
+// repetition rolls back to it. Repetitions alternate between the pairs.
+std::vector<Result> measure(const std::shared_ptr<const Model>& model, int threads, int64_t depth, int64_t n,
+                            bool prompt_test, const BenchArgs& args) {
+  const auto pool = make_thread_pool(threads);
   const int64_t n_vocab = model->config().n_vocab;
-  if (depth > 0) session.prefill(random_tokens(rng, depth, n_vocab));
-
-  Result result{fmt::format("{}{}{}", prompt_test ? "pp" : "tg", n,
-                            depth > 0 ? fmt::format(" @ d{}", depth) : ""),
-                threads, depth, {}};
-  const std::vector<int32_t> tokens = random_tokens(rng, n, n_vocab);
-  for (int rep = -1; rep < args.repetitions; ++rep) {  // rep -1 is the warm-up
-    session.truncate(depth);
-    const auto start = std::chrono::steady_clock::now();
-    if (prompt_test) {
-      session.prefill(tokens);
-    } else {
-      for (int32_t t : tokens) session.decode(t);
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (rep >= 0) result.tokens_per_second.push_back(static_cast<double>(n) / seconds);
+  std::vector<std::unique_ptr<Session>> sessions;
+  std::vector<Result> results;
+  std::vector<int32_t> tokens;
+  for (const CacheTypeOptions& types : args.cache_types.pairs()) {
+    SessionOptions options;
+    options.n_ctx = depth + n + 1;
+    options.n_batch = args.n_batch;
+    types.apply(options);
+    sessions.push_back(std::make_unique<Session>(model, pool, options));
+    std::mt19937 rng(42);  // the same context and tokens for every pair
+    if (depth > 0) sessions.back()->prefill(random_tokens(rng, depth, n_vocab));
+    tokens = random_tokens(rng, n, n_vocab);
+    const KvCache& kv = sessions.back()->kv_cache();
+    results.push_back({fmt::format("{}{}{}", prompt_test ? "pp" : "tg", n, depth > 0 ? fmt::format(" @ d{}", depth) : ""),
+                       threads, depth, types, kv.key_row_bytes() + kv.value_row_bytes(), {}});
   }
-  return result;
+  for (int rep = -1; rep < args.repetitions; ++rep) {  // rep -1 is the warm-up
+    for (size_t s = 0; s < sessions.size(); ++s) {
+      Session& session = *sessions[s];
+      session.truncate(depth);
+      const auto start = std::chrono::steady_clock::now();
+      if (prompt_test) {
+        session.prefill(tokens);
+      } else {
+        for (int32_t t : tokens) session.decode(t);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (rep >= 0) results[s].tokens_per_second.push_back(static_cast<double>(n) / seconds);
+    }
+  }
+  return results;
 }
 
 void run_bench(const BenchArgs& args) {
@@ -105,10 +121,14 @@ void run_bench(const BenchArgs& args) {
   for (int threads : thread_counts) {
     for (int64_t depth : args.depths) {
       for (int64_t n : args.prompt_sizes) {
-        if (n > 0) results.push_back(measure(model, threads, depth, n, true, args));
+        if (n > 0) {
+          for (Result& r : measure(model, threads, depth, n, true, args)) results.push_back(std::move(r));
+        }
       }
       for (int64_t n : args.gen_sizes) {
-        if (n > 0) results.push_back(measure(model, threads, depth, n, false, args));
+        if (n > 0) {
+          for (Result& r : measure(model, threads, depth, n, false, args)) results.push_back(std::move(r));
+        }
       }
     }
   }
@@ -119,16 +139,20 @@ void run_bench(const BenchArgs& args) {
     nlohmann::json out = nlohmann::json::array();
     for (const Result& r : results) {
       out.push_back({{"model", name}, {"arch", c.arch_name}, {"model_size", model->gguf().file_size()},
-                     {"n_threads", r.threads}, {"test", r.test}, {"depth", r.depth},
+                     {"n_threads", r.threads}, {"type_k", r.cache_types.keys}, {"type_v", r.cache_types.values},
+                     {"kv_bytes_per_entry", r.kv_bytes_per_entry}, {"test", r.test}, {"depth", r.depth},
                      {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second}});
     }
     write_report(args.output, out.dump(2) + "\n");
     return;
   }
-  std::string table = "| model | size | threads | test | t/s |\n| --- | ---: | ---: | ---: | ---: |\n";
+  std::string table =
+      "| model | size | threads | type_k | type_v | KV B/entry/head | test | t/s |\n"
+      "| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n";
   for (const Result& r : results) {
-    table += fmt::format("| {} {} | {:.2f} MiB | {} | {} | {:.2f} ± {:.2f} |\n", name, c.arch_name, size_mib,
-                         r.threads, r.test, r.mean(), r.stddev());
+    table += fmt::format("| {} {} | {:.2f} MiB | {} | {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", name, c.arch_name,
+                         size_mib, r.threads, r.cache_types.keys, r.cache_types.values, r.kv_bytes_per_entry, r.test,
+                         r.mean(), r.stddev());
   }
   write_report(args.output, table);
 }
@@ -149,6 +173,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions of each test")->capture_default_str();
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
   add_report_output_options(*cmd, args->output, kBenchFormats);
+  add_cache_type_options(*cmd, args->cache_types);
   cmd->callback([args] { run_bench(*args); });
 }
 

@@ -19,6 +19,7 @@ struct CalibrateArgs {
   std::string output;
   int threads = 1;
   eval::CompressKvCalibrationOptions options;
+  CacheTypeOptions cache_types;
 };
 
 void run_calibrate(const CalibrateArgs& args) {
@@ -27,11 +28,12 @@ void run_calibrate(const CalibrateArgs& args) {
   for (int64_t l : args.options.lengths) longest = std::max(longest, l);
   SessionOptions options;
   options.n_ctx = longest + args.options.max_new_tokens + 1;
+  args.cache_types.apply(options);
   Session session(model, make_thread_pool(args.threads), options);
   const auto result = eval::calibrate_compresskv(session, args.options);
   save_compresskv_profile(args.output, result.profile);
-  fmt::print("{} of {} probes answered; retrieval heads and layer scores written to {}\n", result.answered,
-             result.probes, args.output);
+  fmt::print("{} of {} probes answered (KV cache {}); retrieval heads and layer scores written to {}\n",
+             result.answered, result.probes, args.cache_types.describe(), args.output);
   for (size_t l = 0; l < result.profile.retrieval_heads.size(); ++l) {
     fmt::print("layer {:>3}: heads {}  score {:.4f}\n", l, fmt::join(result.profile.retrieval_heads[l], ","),
                result.profile.layer_scores[l]);
@@ -54,6 +56,7 @@ void add_calibrate_command(CLI::App& app) {
   ckv->add_option("--min-recall", args->options.min_recall, "ROUGE-1 recall (x100) an answer needs to count")
       ->capture_default_str();
   add_threads_option(*ckv, args->threads);
+  add_cache_type_options(*ckv, args->cache_types);
   ckv->callback([args] { run_calibrate(*args); });
 }
 

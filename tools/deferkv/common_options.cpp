@@ -10,6 +10,7 @@
 #include "base/resource_dir.h"
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "kv/kv_cache_type.h"
 
 namespace deferkv::cli {
 
@@ -62,6 +63,68 @@ void add_sampling_options(CLI::App& cmd, SamplerParams& p) {
   cmd.add_option("--repeat-last-n", p.repeat_last_n, "Tokens the penalty looks back over")
       ->capture_default_str();
   cmd.add_option("-s,--seed", p.seed, "Random seed (default: random)");
+}
+
+namespace {
+
+constexpr const char* kCacheTypeK = "--cache-type-k";
+constexpr const char* kCacheTypeV = "--cache-type-v";
+// llama.cpp's one-dash spellings and the long flags they stand for.
+constexpr std::pair<const char*, const char*> kOneDashFlags[] = {{"-ctk", kCacheTypeK}, {"-ctv", kCacheTypeV}};
+
+// The flags of both sides, declared once; `Target` is a name or a list of names.
+template <typename Target>
+void add_cache_type_flags(CLI::App& cmd, Target& keys, Target& values, const std::string& list_note) {
+  const auto valid = [](const std::string& name) {
+    try {
+      kv_cache_type_from_name(name);
+      return std::string();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+  };
+  const std::string types = " (" + kv_cache_type_names() + "; default f16)" + list_note;
+  auto* k = cmd.add_option(kCacheTypeK, keys, "KV cache storage type of keys, also -ctk" + types)->check(valid);
+  auto* v = cmd.add_option(kCacheTypeV, values, "KV cache storage type of values, also -ctv" + types)->check(valid);
+  if constexpr (!std::is_same_v<Target, std::string>) {
+    k->delimiter(',');
+    v->delimiter(',');
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> with_long_flag_names(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    for (const auto& [one_dash, long_name] : kOneDashFlags) {
+      if (args[i] == one_dash) args[i] = long_name;
+    }
+  }
+  return args;
+}
+
+void CacheTypeOptions::apply(SessionOptions& options) const {
+  options.cache_type_k = keys;
+  options.cache_type_v = values;
+}
+
+std::string CacheTypeOptions::describe() const { return "k " + keys + ", v " + values; }
+
+void add_cache_type_options(CLI::App& cmd, CacheTypeOptions& options) {
+  add_cache_type_flags(cmd, options.keys, options.values, "");
+}
+
+std::vector<CacheTypeOptions> CacheTypeLists::pairs() const {
+  std::vector<CacheTypeOptions> out;
+  for (const std::string& k : keys) {
+    for (const std::string& v : values) out.push_back({k, v});
+  }
+  return out;
+}
+
+void add_cache_type_options(CLI::App& cmd, CacheTypeLists& lists) {
+  add_cache_type_flags(cmd, lists.keys, lists.values, "; comma-separated lists, every pair measured");
 }
 
 std::shared_ptr<ThreadPool> make_thread_pool(int threads) {

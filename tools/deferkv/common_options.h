@@ -9,6 +9,7 @@
 
 #include "deferkv/press.h"
 #include "deferkv/sampler.h"
+#include "deferkv/session.h"
 
 namespace deferkv {
 class ThreadPool;
@@ -27,6 +28,28 @@ void add_model_option(CLI::App& cmd, std::string& path, const std::string& defau
                       const std::string& default_name = "the embedded stories260K");
 void add_threads_option(CLI::App& cmd, int& threads);
 void add_sampling_options(CLI::App& cmd, SamplerParams& params);
+
+// llama.cpp spells some flags with one dash and several letters (-ctk), which CLI11 cannot
+// declare: the command line with those rewritten to their long names (argv[0] kept).
+std::vector<std::string> with_long_flag_names(int argc, char** argv);
+
+// -ctk/--cache-type-k and -ctv/--cache-type-v (llama.cpp's flags): the KV cache's
+// storage types, f16 by default; a name that is not a cache type is rejected when parsed.
+struct CacheTypeOptions {
+  std::string keys = "f16";
+  std::string values = "f16";
+  void apply(SessionOptions& options) const;
+  std::string describe() const;  // "k f16, v f16"
+};
+void add_cache_type_options(CLI::App& cmd, CacheTypeOptions& options);
+// `deferkv bench`: comma-separated lists, as llama-bench takes them; every (k, v) pair is
+// measured.
+struct CacheTypeLists {
+  std::vector<std::string> keys = {"f16"};
+  std::vector<std::string> values = {"f16"};
+  std::vector<CacheTypeOptions> pairs() const;
+};
+void add_cache_type_options(CLI::App& cmd, CacheTypeLists& lists);
 
 std::shared_ptr<ThreadPool> make_thread_pool(int threads);
 std::string read_text_file(const std::string& path);

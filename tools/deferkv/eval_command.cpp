@@ -52,6 +52,7 @@ struct EvalArgs {
   std::string squad, hotpotqa;
   std::string longbench_dir;
   int64_t max_length = 0;  // 0: the model's context minus the dataset's new tokens
+  CacheTypeOptions cache_types;
 };
 
 constexpr int64_t kRulerDefaultSamples = 500;
@@ -129,6 +130,7 @@ nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& pl
                                                {"top_k", args.sampling.top_k},
                                                {"top_p", args.sampling.top_p},
                                                {"min_p", args.sampling.min_p}};
+  c["kv_cache"] = {{"type_k", args.cache_types.keys}, {"type_v", args.cache_types.values}};
   c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
   // The prompt's tokens per forward pass pick the matmul route (matvec below a per-type count,
   // tiled GEMM above), whose sums round differently: greedy answers can change with it.
@@ -272,7 +274,7 @@ void run_eval(const EvalArgs& args) {
 
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
-  const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch);
+  const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
   int64_t ran = 0;
   const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
     if (interrupted) throw Interrupted{};
@@ -337,6 +339,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--top-p", args->sampling.top_p, "Top-p for sampled decoding")->capture_default_str();
   cmd->add_option("--min-p", args->sampling.min_p, "Min-p for sampled decoding")->capture_default_str();
   add_threads_option(*cmd, args->threads);
+  add_cache_type_options(*cmd, args->cache_types);
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
   cmd->add_option("-o,--output", args->output, "Folder the results folder is made in (with a 'latest' link to it)")
       ->capture_default_str();

@@ -8,6 +8,7 @@
 #include "deferkv/eval_sweep.h"
 #include "deferkv/model.h"
 #include "deferkv/sampler.h"
+#include "common_options.h"
 
 namespace deferkv {
 class ThreadPool;
@@ -20,7 +21,7 @@ class EvalSampleRunner {
   // sampling.seed is the run's seed; each sample draws with a seed made from it and the
   // sample, so a resumed run decodes the rest as a fresh one would.
   EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool, SamplerParams sampling,
-                   int64_t n_batch);
+                   int64_t n_batch, CacheTypeOptions cache_types);
 
   eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
 
@@ -29,6 +30,7 @@ class EvalSampleRunner {
   std::shared_ptr<ThreadPool> pool_;
   SamplerParams sampling_;
   int64_t n_batch_;
+  CacheTypeOptions cache_types_;
 };
 
 }  // namespace deferkv::cli

@@ -36,6 +36,7 @@ struct GenerateArgs {
   std::string system;
   SamplerParams sampling;
   PressOptions press;
+  CacheTypeOptions cache_types;
   std::string draft_model;
   std::string stats_json;
 };
@@ -73,6 +74,7 @@ void run_generate(const GenerateArgs& args) {
   SessionOptions options;
   options.n_ctx = args.n_ctx;
   options.n_batch = args.n_batch;
+  args.cache_types.apply(options);
   Session session(model, make_thread_pool(args.threads), options);
   session.set_press(make_press_from(args.press));
   if (!args.draft_model.empty()) session.set_draft_model(Model::load(args.draft_model));
@@ -113,9 +115,9 @@ void run_generate(const GenerateArgs& args) {
              t.decode_tokens, t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9),
              stop_reason_name(result.stop), sampler.seed());
   const KvCache& kv = session.kv_cache();
-  fmt::print(stderr, "kv: {} ({}): {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
+  fmt::print(stderr, "kv: {} ({}), {}: {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
              session.press() != nullptr ? session.press()->describe() : "full",
-             budget_from(args.press).describe(),
+             budget_from(args.press).describe(), args.cache_types.describe(),
              kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
   if (!args.stats_json.empty()) {
@@ -149,6 +151,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--system", args->system, "System message for --chat");
   add_sampling_options(*cmd, args->sampling);
   add_press_options(*cmd, args->press);
+  add_cache_type_options(*cmd, args->cache_types);
   cmd->add_option("--draft-model", args->draft_model, "GGUF draft model with the same tokenizer (for --press speckv)");
   cmd->add_option("--stats-json", args->stats_json,
                   "Write KV entries and bytes per layer after eviction, peak KV bytes and timings to this JSON file");

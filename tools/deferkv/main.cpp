@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include "commands.h"
+#include "common_options.h"
 #include "deferkv/error.h"
 
 int main(int argc, char** argv) {
@@ -38,7 +39,10 @@ int main(int argc, char** argv) {
     spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   });
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
+    std::vector<char*> pointers;
+    for (std::string& a : args) pointers.push_back(a.data());
+    app.parse(static_cast<int>(pointers.size()), pointers.data());
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every usage error exits 1, as every other error does
     // (CLI11's own codes, 105-115, would read as a crash to scripts that test for 1).

@@ -37,6 +37,7 @@ struct PressBenchArgs {
   int threads = 1;
   std::string draft_model;     // for speckv
   int64_t decode_window = 0;   // 0: no per-window table
+  CacheTypeOptions cache_types;
 };
 
 // One run of a press: seconds, and decode speed over the steps after the eviction.
@@ -89,6 +90,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   for (auto& t : gen) t = pick(rng);
   SessionOptions options;
   options.n_ctx = prompt_tokens + args.n_gen + 1;
+  args.cache_types.apply(options);
   Session session(model, pool, options);
   if (draft) session.set_draft_model(draft);
   if (press != "full") session.set_press(make_press(press, args.kv_budget()));
@@ -153,8 +155,8 @@ void run_press_bench(const PressBenchArgs& args) {
   std::vector<Measurement> short_runs;
   for (int rep = 0; rep < args.repetitions; ++rep) short_runs.push_back(measure(model, nullptr, "full", args.short_context, args, pool));
   const double short_decode = median_of(short_runs).steady_decode_rate;
-  fmt::print("model {}, {} threads, budget {}, {} decode tokens, medians of {} repetitions\n\n", args.model,
-             args.threads, args.kv_budget().describe(), args.n_gen, args.repetitions);
+  fmt::print("model {}, {} threads, KV cache {}, budget {}, {} decode tokens, medians of {} repetitions\n\n", args.model,
+             args.threads, args.cache_types.describe(), args.kv_budget().describe(), args.n_gen, args.repetitions);
   fmt::print("| prompt | press | prefill s | capture ms | eviction ms | of which lookahead ms | "
              "(capture+eviction) / full prefill | "
              "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
@@ -209,6 +211,7 @@ void add_press_bench_command(CLI::App& app) {
   cmd->add_option("--decode-windows", args->decode_window,
                   "Also report decode tok/s over consecutive windows of this many steps");
   add_threads_option(*cmd, args->threads);
+  add_cache_type_options(*cmd, args->cache_types);
   cmd->callback([args] { run_press_bench(*args); });
 }
 

@@ -29,6 +29,8 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
       {"generated_tokens", generated_tokens},
       {"kv", {{"n_layer", kv.n_layer()},
               {"n_head_kv", kv.n_head_kv()},
+              {"cache_type_k", kv_cache_type_name(kv.types().keys)},
+              {"cache_type_v", kv_cache_type_name(kv.types().values)},
               {"bytes_per_entry", kv.bytes_per_entry()},
               {"bytes", kv.bytes_held()},
               {"peak_bytes", kv.peak_bytes()},

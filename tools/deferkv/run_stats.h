@@ -9,7 +9,7 @@
 
 namespace deferkv::cli {
 
-// Prompt tokens, KV entries and bytes per layer after eviction, peak and current KV
+// Prompt tokens, the KV cache's storage types, KV entries and bytes per layer after eviction, peak and current KV
 // bytes, and the prefill / capture / eviction / decode times.
 nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int64_t generated_tokens);
 

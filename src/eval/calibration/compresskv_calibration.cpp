@@ -170,11 +170,13 @@ CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCal
         const int64_t d = e.shape.head_dim;
         std::vector<double> full(static_cast<size_t>(d), 0.0), cut(static_cast<size_t>(d), 0.0);
         double kept_mass = 0;
+        KvRowReader value(kv.values);  // the stored values, as float32
         for (int64_t j = 0; j < kv.length; ++j) {
+          const float* v = value(j);
           const bool keep = kv.positions[j] >= t || kept[e.layer][kv.positions[j]] != 0;
           for (int64_t x = 0; x < d; ++x) {
-            full[x] += rows[h][j] * kv.values[j * d + x];
-            if (keep) cut[x] += rows[h][j] * kv.values[j * d + x];
+            full[x] += rows[h][j] * v[x];
+            if (keep) cut[x] += rows[h][j] * v[x];
           }
           if (keep) kept_mass += rows[h][j];
         }

@@ -81,6 +81,10 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
                                                : std::string("none (plain prompts)"));
   md << fmt::format("- decoding: {}; seed {}\n", decoding_text(config.value("decoding", ordered_json())),
                     config.value("seed", 0));
+  if (config.contains("kv_cache")) {
+    md << fmt::format("- KV cache storage: keys {}, values {}\n", config["kv_cache"].value("type_k", ""),
+                      config["kv_cache"].value("type_v", ""));
+  }
   for (const auto& m : config.value("sweep", ordered_json::object()).value("methods", ordered_json::array())) {
     md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
   }

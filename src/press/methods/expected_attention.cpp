@@ -83,11 +83,12 @@ class ExpectedAttentionPress final : public OneShotPress {
       std::vector<double> expected(static_cast<size_t>(c), 0.0);
       for (int64_t h = g * group; h < (g + 1) * group; ++h) add_expected_attention(m, h, d, cache.keys(layer.layer, g), sinks, c, expected);
       std::vector<float> score(static_cast<size_t>(c));
+      KvRowReader value(cache.values(layer.layer, g));  // the stored values, as float32
       double max = 0;
       for (int64_t j = sinks; j < c; ++j) {
         double norm = 1.0;
         if (value_norm_) {
-          const float* v = cache.values(layer.layer, g) + j * d;
+          const float* v = value(j);
           norm = std::sqrt(static_cast<double>(dot_f32(v, v, d)));
         }
         score[j] = static_cast<float>((expected[j] / static_cast<double>(group) + epsilon_) * norm);
@@ -116,7 +117,8 @@ class ExpectedAttentionPress final : public OneShotPress {
   }
 
   // expected[j] += softmax_j(z_h(j)) over the keys [sinks, c) for query head h.
-  void add_expected_attention(const QueryMoments& m, int64_t h, int64_t d, const float* keys, int64_t sinks, int64_t c,
+  // Scores the stored keys (dequantised to float32 row by row).
+  void add_expected_attention(const QueryMoments& m, int64_t h, int64_t d, const KvRows& keys, int64_t sinks, int64_t c,
                               std::vector<double>& expected) const {
     const double n = static_cast<double>(std::max<int64_t>(1, m.count));
     std::vector<double> mu(static_cast<size_t>(d)), mean(static_cast<size_t>(d), 0.0);
@@ -149,8 +151,9 @@ class ExpectedAttentionPress final : public OneShotPress {
     std::vector<double> z(static_cast<size_t>(c), 0.0);
     const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(d));
     double max = -1e300;
+    KvRowReader key(keys);
     for (int64_t j = sinks; j < c; ++j) {
-      const float* k = keys + j * d;
+      const float* k = key(j);
       z[j] = dot_f32(mean_f.data(), k, d) * inv_sqrt_d;
       if (covariance_) {
         for (int64_t i = 0; i < d; ++i) projected[i] = dot_f32(cov_rotated.data() + i * d, k, d);

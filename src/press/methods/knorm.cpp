@@ -27,10 +27,11 @@ class KnormPress final : public OneShotPress {
         continue;
       }
       std::vector<float> score(static_cast<size_t>(c));
-      const float* keys = layer.cache.keys(layer.layer, g);
+      KvRowReader key(layer.cache.keys(layer.layer, g));  // the stored keys, as float32
       for (int64_t j = 0; j < c; ++j) {
+        const float* k = key(j);
         double sum = 0;
-        for (int64_t i = 0; i < d; ++i) sum += double(keys[j * d + i]) * keys[j * d + i];
+        for (int64_t i = 0; i < d; ++i) sum += double(k[i]) * k[i];
         score[j] = -static_cast<float>(std::sqrt(sum));
       }
       keep[g] = top_k(score, layer.budget);

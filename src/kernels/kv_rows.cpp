@@ -1,0 +1,68 @@
+#include "kernels/kv_rows.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "kernels/gemm.h"
+#include "kernels/quant.h"
+
+namespace deferkv {
+namespace {
+
+int64_t tile_rows(int64_t head_dim) { return std::max<int64_t>(1, kKvTileFloats / head_dim); }
+
+// out = A B over k shared entries (rows x k probabilities, k x head_dim values), added to
+// out when accumulate.
+void sgemm_probs_values(const float* probs, int64_t ld_probs, int64_t rows, const float* values, int64_t k,
+                        int64_t head_dim, bool accumulate, float* out, int64_t ld_out) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(head_dim),
+              static_cast<int>(k), 1.0f, probs, static_cast<int>(ld_probs), values, static_cast<int>(head_dim),
+              accumulate ? 1.0f : 0.0f, out, static_cast<int>(ld_out));
+}
+
+}  // namespace
+
+void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const KvRows& keys, int64_t c0,
+                   int64_t width, float* scores, int64_t ld_scores, float* tile) {
+  const int64_t d = keys.head_dim;
+  if (const float* f = keys.f32()) {
+    gemm_f32_nt(queries, ld_queries, rows, f + c0 * d, d, width, d, scores, ld_scores);
+    return;
+  }
+  const int64_t step = tile_rows(d);
+  for (int64_t t = 0; t < width; t += step) {
+    const int64_t n = std::min(step, width - t);
+    keys.to_f32(c0 + t, n, tile);
+    gemm_f32_nt(queries, ld_queries, rows, tile, d, n, d, scores + t, ld_scores);
+  }
+}
+
+void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const KvRows& values, int64_t width,
+                        float* out, int64_t ld_out, float* tile) {
+  const int64_t d = values.head_dim;
+  if (const float* f = values.f32()) {
+    sgemm_probs_values(probs, ld_probs, rows, f, width, d, false, out, ld_out);
+    return;
+  }
+  const int64_t step = tile_rows(d);
+  for (int64_t t = 0; t < width; t += step) {
+    const int64_t n = std::min(step, width - t);
+    values.to_f32(t, n, tile);
+    sgemm_probs_values(probs + t, ld_probs, rows, tile, n, d, t > 0, out, ld_out);
+  }
+}
+
+void KvRows::to_f32(int64_t begin, int64_t count, float* out) const {
+  // One call over the contiguous rows: the block layouts run row after row without gaps.
+  dequantize_row(type, row(begin), out, count * head_dim);
+}
+
+const float* KvRowReader::operator()(int64_t j) {
+  if (const float* f = rows_.f32()) return f + j * rows_.head_dim;
+  scratch_.resize(static_cast<size_t>(rows_.head_dim));
+  rows_.to_f32(j, 1, scratch_.data());
+  return scratch_.data();
+}
+
+}  // namespace deferkv

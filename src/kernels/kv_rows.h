@@ -1,0 +1,62 @@
+#pragma once
+// One KV head's stored keys or values, read in place in their storage type: f32, f16,
+// bf16, q8_0 or q4_0, one row of head_dim values per cache entry (quantised blocks of 32
+// run along the row, so every entry stays movable on its own).
+//
+// Precision: the stored rows are what every path reads. Attention and the attention
+// observation that presses score with dequantise tiles of rows to float32 and do their
+// products in float32 (f32 rows are read in place). Presses that read keys or values
+// see the same float32 dequantised rows through KvRowReader, never the unrounded
+// projections: KNorm and Expected Attention score the stored keys; Expected Attention's
+// value norms, behavior_preserving's deletion model and CompressKV's calibration read
+// the stored values.
+#include <cstdint>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace deferkv {
+
+struct KvRows {
+  const uint8_t* data = nullptr;
+  DType type = DType::F32;
+  int64_t head_dim = 0;
+
+  int64_t row_bytes() const { return dtype_row_bytes(type, head_dim); }
+  const uint8_t* row(int64_t j) const { return data + j * row_bytes(); }
+  // The rows themselves when stored as f32 (kernels then read them in place), else nullptr.
+  const float* f32() const { return type == DType::F32 ? reinterpret_cast<const float*>(data) : nullptr; }
+  // Rows [begin, begin + count) as float32 into out ([count x head_dim]).
+  void to_f32(int64_t begin, int64_t count, float* out) const;
+};
+
+// Rows of head_dim float32 values at `data`, as an f32 cache stores them.
+inline KvRows f32_rows(const float* data, int64_t head_dim) {
+  return {reinterpret_cast<const uint8_t*>(data), DType::F32, head_dim};
+}
+
+// Floats of scratch the two products below need (kKvTileFloats / head_dim rows a tile).
+inline constexpr int64_t kKvTileFloats = 16384;
+
+// scores[r * ld_scores + c] = dot(query row r, key c0 + c) for r < rows, c < width. f32
+// keys are read in place by one GEMM; other types a tile of rows at a time, dequantised
+// into `tile` (kKvTileFloats floats), so no float copy of the whole head is made.
+void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const KvRows& keys, int64_t c0,
+                   int64_t width, float* scores, int64_t ld_scores, float* tile);
+// out[r * ld_out + i] = sum over c < width of probs[r * ld_probs + c] * value c [i]; width >= 1.
+void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const KvRows& values, int64_t width,
+                        float* out, int64_t ld_out, float* tile);
+
+// Single rows as float32: f32 rows in place, others dequantised into the reader's
+// own one-row scratch (valid until the next call). Use one reader per row held at once.
+class KvRowReader {
+ public:
+  explicit KvRowReader(const KvRows& rows) : rows_(rows) {}
+  const float* operator()(int64_t j);
+
+ private:
+  KvRows rows_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace deferkv

@@ -17,6 +17,10 @@ void add_model_option(CLI::App& cmd, std::string& path, const std::string& defau
   cmd.add_option("-m,--model", path, "GGUF model file (default: " + default_name + ")");
 }
 
+void add_draft_model_option(CLI::App& cmd, std::string& path) {
+  cmd.add_option("--draft-model", path, "GGUF draft model with the same tokenizer, for presses that draft (speckv)");
+}
+
 void add_threads_option(CLI::App& cmd, int& threads) {
   threads = ThreadPool::default_threads();
   cmd.add_option("-t,--threads", threads, "Threads (default: all cores)")->check(CLI::Range(1, 1024));

@@ -9,15 +9,17 @@
 
 namespace deferkv::cli {
 
-EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
-                                   SamplerParams sampling, int64_t n_batch)
-    : model_(std::move(model)), pool_(std::move(pool)), sampling_(sampling), n_batch_(n_batch) {}
+EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
+                                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch)
+    : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
+      n_batch_(n_batch) {}
 
 eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
   SessionOptions options;
   options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens;
   options.n_batch = n_batch_;
   Session session(model_, pool_, options);
+  if (draft_) session.set_draft_model(draft_);
   if (method.budget) session.set_press(make_press(method.press, *method.budget));
 
   SamplerParams params = sampling_;

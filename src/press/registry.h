@@ -23,8 +23,7 @@ struct PressRole {
   bool evicts_at_prefill_end_only = true;
 };
 
-// The role of most methods: one eviction of the prompt's entries, observing the prompt
-// (and, for deferkv, the first decode steps) only.
+// The role of most methods: one eviction of the prompt's entries, at the end of the prefill.
 PressRole prompt_press_role(const PressParams& params);
 
 struct PressMethod {

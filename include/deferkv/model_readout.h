@@ -2,7 +2,7 @@
 // The part of a model a press may read when it scores cache entries by their effect on
 // the model's output (behavior_preserving): the attention output projections, the final
 // RMSNorm and the LM head. Presses never see the model itself; a press that needs this
-// says so (Press::needs_model_readout) and the session hands it one. Matrices come out
+// asks its host for it (PressHost::read_model_output). Matrices come out
 // dequantised to float32 on demand, a few rows at a time where that is all a press needs
 // (the LM head is never dequantised whole).
 #include <cstdint>

@@ -7,10 +7,11 @@
 //   session.set_press(std::move(press));
 //
 // Presses compose with '+', each seeing every hook in turn, e.g. a prefill press and a
-// decode-time one: "snapkv+moment_kv:decode_budget=512".
+// decode-time one: "snapkv+moment_kv:decode_budget=512" (the rules: make_press below).
 //
 // press_catalogue() lists every method with its parameters, defaults and paper.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,51 +50,74 @@ struct PressModelShape {
   int64_t n_embd = 0, n_ff = 0;  // hidden and feed-forward widths
 };
 
+// What the engine offers a press beyond observation. The session hands its host to
+// on_attach; it stays valid while the press is set on the session. A press calls only
+// what its method needs, and no other press pays for it. Forward passes a capability
+// runs for a press show their attention to the observer given with the call, never to
+// on_attention (nor to the other presses of a composition).
+class PressHost {
+ public:
+  using AttentionObserver = std::function<void(const AttentionEvent&)>;
+  using ResidualObserver = std::function<void(const ResidualEvent&)>;
+
+  // Declarations, in on_attach. Their checks then run when a prefill starts, before any
+  // hook, so that a refused prefill leaves the session and every press as they were.
+  //
+  // Every prefill must leave room for n positions after the prompt (run_after_prompt).
+  virtual void reserve_after_prompt(int64_t n_positions) = 0;
+  // The press drafts (draft()): a prefill is refused unless the session has a draft model,
+  // it is the session's first prompt and all_logits is off.
+  virtual void use_draft_model() = 0;
+  // The model's output path (model_readout.h: W_O, the final norm, the LM head); from
+  // this call on the final residual stream of every forward pass also goes to `observe`.
+  virtual const ModelReadout& read_model_output(ResidualObserver observe) = 0;
+
+  // Capabilities, in on_prefill_end.
+  //
+  // Greedy lookahead (LAQ): saves the session's state, lets `prepare` change the working
+  // cache (e.g. compress it), runs up to n greedy decode steps from the prefill's logits
+  // on it (stopping at end of generation or a full context) while `observe` sees their
+  // attention, then puts the cache and logits back.
+  virtual void greedy_lookahead(int64_t n_tokens, const std::function<void(KvCache&)>& prepare,
+                                const AttentionObserver& observe) = 0;
+  // The draft model's greedy continuation of the prompt just prefilled: up to n tokens,
+  // fewer at end of generation or where the context ends (needs use_draft_model()).
+  virtual std::vector<int32_t> draft(int64_t n_tokens) = 0;
+  // Runs extra input after the prompt at positions T, T+1, ...: token ids (SpecKV's draft)
+  // or LookaheadKV's rows (input embeddings with low-rank deltas at those rows only), with
+  // `observe` seeing their attention; then drops their entries. The prompt's entries, the
+  // session's position and its logits are exactly those of a prefill without them. Rows
+  // need reserve_after_prompt(); tokens are cut to the context.
+  virtual void run_after_prompt(const std::vector<int32_t>& tokens, const AttentionObserver& observe) = 0;
+  virtual void run_after_prompt(const LookaheadRows& rows, const AttentionObserver& observe) = 0;
+  // Drops the prompt's last token and feeds it again over the cache as the press left it,
+  // so that generation starts from logits that see the compressed cache (SpecKV). Needs
+  // all_logits off.
+  virtual void refeed_last_token() = 0;
+
+ protected:
+  ~PressHost() = default;
+};
+
+// A policy: lifecycle hooks and the attention it observes. Whatever else a method needs
+// from the engine it asks the PressHost for.
 class Press {
  public:
   virtual ~Press() = default;
 
-  // Called when the press is set on a session; a press that cannot serve this model
-  // (e.g. a calibration profile of another model) fails here, before anything runs.
-  virtual void on_attach(const PressModelShape& shape) {}
+  // Called when the press is set on a session; `host` stays valid while it is set. A
+  // press that cannot serve this model (e.g. a calibration profile of another model)
+  // fails here, before anything runs; one that uses a capability declares it here.
+  virtual void on_attach(const PressModelShape& shape, PressHost& host) {}
 
   // A prefill of n_tokens starting at first_position begins.
   virtual void on_prefill_begin(int64_t first_position, int64_t n_tokens) {}
   // After each layer's attention, in prefill and decode.
   virtual void on_attention(const AttentionEvent& event) {}
-  // After the whole prefill forward; may evict.
+  // After the whole prefill forward; may evict, and may use the host's capabilities.
   virtual void on_prefill_end(KvCache& cache) {}
   // After decode step `step` (1 for the first token fed after the prefill); may evict.
   virtual void on_decode_step(KvCache& cache, int64_t step) {}
-
-  // Lookahead (LAQ): when this returns n > 0 after on_prefill_end, the session saves
-  // its state, calls on_lookahead_begin (the press may compress the working cache), runs
-  // up to n greedy decode steps on it (stopping at end of generation; the press sees
-  // their attention), puts the cache and logits back, and calls on_lookahead_end (the
-  // final eviction). The real generation then starts from the prefill's logits.
-  virtual int64_t lookahead_tokens() const { return 0; }
-  virtual void on_lookahead_begin(KvCache& cache) {}
-  virtual void on_lookahead_end(KvCache& cache) {}
-
-  // Draft (SpecKV): when this returns n > 0 after on_prefill_begin, the session's draft
-  // model continues the prompt greedily by up to n tokens and the model prefills prompt
-  // + draft (the press sees all of it); after on_prefill_end the session drops every
-  // entry from the prompt's last position on and feeds that last token again.
-  virtual int64_t draft_tokens() const { return 0; }
-
-  // Learned lookahead (LookaheadKV): when this returns rows after on_prefill_begin, the
-  // session runs them through the model right after the prompt (positions T, T+1, ...),
-  // as input embeddings with their low-rank deltas applied to those rows only; the press
-  // sees their attention. Their cache entries are then dropped and on_prefill_end runs:
-  // the prompt's entries and logits are exactly those of a prefill without them.
-  virtual const LookaheadRows* lookahead_rows() const { return nullptr; }
-  // Output-aware scoring (behavior_preserving): a press returning true gets, right after
-  // on_attach, a read-out of the model's output path (model_readout.h; valid while the
-  // press is set on the session), and after the last layer of every forward pass the
-  // batch's final residual stream (on_final_residual). Others pay nothing for it.
-  virtual bool needs_model_readout() const { return false; }
-  virtual void on_model_readout(const ModelReadout& readout) {}
-  virtual void on_final_residual(const ResidualEvent& event) {}
 
   // The parameter string this press was built from, with every default filled in.
   virtual std::string describe() const = 0;
@@ -118,6 +142,26 @@ const std::vector<PressInfo>& press_catalogue();
 
 // Builds a press from "name" or "name:key=value,key=value", or several joined by '+'.
 // Unknown names or keys, malformed values and a missing budget are errors naming them.
+//
+// Composition "a+b": every hook goes to each press in the order given, and each may use
+// the host. A press evicts the prompt's entries, or the generated ones (moment_kv), or
+// both (h2o, streaming_llm and tova with per_step=true, behavior_preserving with every > 0
+// cut every entry back to the budget while decoding). make_press refuses, with an error
+// naming both, two presses that
+//  - both run extra forward passes to score (the greedy lookahead, a draft, rows after the
+//    prompt: laq, laqpp, speckv, lookaheadkv): a prefill has room for one such protocol;
+//  - or evict a region in common, unless the later one reads the cache as it is when it
+//    evicts (streaming_llm and tova match by position, behavior_preserving scores the
+//    entries held), the earlier one evicts once at the end of the prefill (so it is done
+//    before the later one starts), and the later one evicts a region the earlier one
+//    leaves alone. Otherwise a press's scores, indexed by the entries it observed, would
+//    not match a cache the other one evicted from in between, or the later press would
+//    find its region already cut to the budget and never act: a silent half-run.
+// So a press of the prompt (any trigger: prefill end, or decode step d for deferkv) joins
+// one of the generated tokens in either order ("snapkv+moment_kv"), and one that evicts at
+// the end of the prefill may be followed by a per-step press that reads the cache as it
+// is ("adakv+tova": TOVA keeps AdaKV's ragged heads within b while decoding; "tova+adakv"
+// and "deferkv+tova" are refused). "full" joins anything.
 std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget);
 
 }  // namespace deferkv

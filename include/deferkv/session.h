@@ -2,6 +2,7 @@
 // One conversation with a model: its KV cache, its scratch buffers and the logits of
 // the last token fed. Clients (CLI, eval, server) drive a model only through this.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -16,6 +17,8 @@ class ThreadPool;
 class KvCache;
 class ForwardPass;
 class ModelReadout;
+struct AttentionEvent;
+struct ResidualEvent;
 
 struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache can hold; 0: the model's training context, at most 4096
@@ -28,14 +31,15 @@ struct SessionOptions {
 };
 
 struct SessionTimings {
-  double prefill_seconds = 0;  // includes the press's attention capture during prefill
+  double prefill_seconds = 0;  // the prompt's forward passes, the press's capture during them included
   int64_t prefill_tokens = 0;
   double decode_seconds = 0;   // includes the press's capture during decode steps
   int64_t decode_tokens = 0;
   double capture_seconds = 0;   // the press's attention capture (part of the above)
   double eviction_seconds = 0;  // the press's hooks that choose and evict
-  // The press's lookahead forward passes (LookaheadKV's rows, LAQ's pseudo decoding), the
-  // capture during them included; part of eviction_seconds, not of capture_seconds.
+  // The forward passes the press asked for (LAQ's pseudo decoding, SpecKV's draft and its
+  // re-fed last token, LookaheadKV's rows), the capture during them included; part of
+  // eviction_seconds, not of capture_seconds.
   double lookahead_seconds = 0;
 };
 
@@ -106,24 +110,32 @@ class Session {
   int64_t n_past_ = 0;
   int64_t decode_step_ = 0;  // decode steps since the last prefill
   SessionTimings timings_;
-  std::unique_ptr<ModelReadout> readout_;  // for a press that reads the model's output path
   std::unique_ptr<Press> press_;
   std::shared_ptr<const Model> draft_model_;
   std::optional<EvictionRecord> last_eviction_;
-  bool in_lookahead_ = false;  // the press's capture is then timed as lookahead
+
+  // The press's side of the session: the capabilities it may call (PressHost), what it
+  // declared at on_attach, and the state of a capability running.
+  class Host;
+  struct PressNeeds {
+    int64_t reserved_after_prompt = 0;
+    bool drafts = false;
+    std::unique_ptr<ModelReadout> readout;
+    std::vector<std::function<void(const ResidualEvent&)>> residual_observers;
+  };
+  std::unique_ptr<Host> host_;
+  PressNeeds needs_;                  // the press's, while it is set
+  PressNeeds* attaching_ = nullptr;  // a press's, during its on_attach
+  const std::vector<int32_t>* prefill_tokens_ = nullptr;  // during on_prefill_end
+  const std::function<void(const AttentionEvent&)>* capability_observer_ = nullptr;
+  bool in_capability_ = false;  // the press's capture is then timed as lookahead
 
   template <typename Hook>
   void run_press_hook(int64_t decode_step, Hook&& hook);
   // Runs prompt tokens through the model in n_batch batches at the next positions.
   void feed(const std::vector<int32_t>& tokens);
-  // Hands a press that asks for it a read-out of the model and the final residuals.
-  void attach_model_readout(Press* press);
-  // The press's lookahead: greedy pseudo-decoding on a saved state (see Press).
-  void run_lookahead(int64_t n_tokens);
-  // The press's learned lookahead rows after the prompt, then dropped (see Press).
-  void feed_lookahead_rows(const LookaheadRows& rows);
-  // The press's draft: the draft model continues the prompt; the model reads both.
-  void prefill_with_draft(const std::vector<int32_t>& prompt, int64_t n_draft);
+  // Refuses a prefill of n_tokens that the press's declarations rule out.
+  void check_press_needs(int64_t n_tokens) const;
 };
 
 }  // namespace deferkv

@@ -2,16 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "deferkv/model_readout.h"
 #include "deferkv/tokenizer.h"
-#include "kernels/matvec.h"
+#include "engine/session_press_host.h"
 #include "kernels/attention_tap.h"
-#include "kernels/lookahead_rows.h"
+#include "kernels/matvec.h"
+#include "kernels/residual_tap.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
-#include "model/weights_readout.h"
 
 namespace deferkv {
 namespace {
@@ -43,6 +45,7 @@ Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool>
   const int64_t batch = std::min(options.n_batch, n_ctx_);
   forward_ = std::make_unique<ForwardPass>(c, model_->weights(), batch, n_ctx_, *pool_);
   logits_.resize(static_cast<size_t>(c.n_vocab) * (options.all_logits ? batch : 1));
+  host_ = std::make_unique<Host>(*this);
 }
 
 Session::~Session() = default;
@@ -61,28 +64,33 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   for (int32_t t : tokens) {
     if (t < 0 || t >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", t, n_vocab - 1);
   }
+  if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
-  const int64_t n_draft = press_ ? press_->draft_tokens() : 0;
-  const LookaheadRows* lookahead_rows = press_ ? press_->lookahead_rows() : nullptr;
-  if (lookahead_rows != nullptr && n_past_ + static_cast<int64_t>(tokens.size()) + lookahead_rows->n_rows() > n_ctx_) {
-    fail("the prompt's {} tokens and the {} lookahead rows of press '{}' do not fit in the context of {} ({} already "
-         "used); raise the context size (-c)", tokens.size(), lookahead_rows->n_rows(), press_->describe(), n_ctx_, n_past_);
-  }
   const auto start = std::chrono::steady_clock::now();
-  if (n_draft > 0) {
-    prefill_with_draft(tokens, n_draft);
-  } else {
-    feed(tokens);
-  }
+  feed(tokens);
   timings_.prefill_seconds += seconds_since(start);
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
-  if (press_ && n_draft == 0) {
-    run_press_hook(0, [&] {
-      if (lookahead_rows != nullptr) feed_lookahead_rows(*lookahead_rows);
-      press_->on_prefill_end(*cache_);
-    });
-    if (press_->lookahead_tokens() > 0) run_press_hook(0, [&] { run_lookahead(press_->lookahead_tokens()); });
+  if (press_) {
+    struct Scope {
+      const std::vector<int32_t>*& tokens;
+      ~Scope() { tokens = nullptr; }
+    } scope{prefill_tokens_ = &tokens};
+    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+  }
+}
+
+// What the press declared at on_attach, checked before any hook of the prefill runs.
+void Session::check_press_needs(int64_t n_tokens) const {
+  const int64_t rows = needs_.reserved_after_prompt;
+  if (rows > 0 && n_past_ + n_tokens + rows > n_ctx_) {
+    fail("the prompt's {} tokens and the {} lookahead rows of press '{}' do not fit in the context of {} ({} already "
+         "used); raise the context size (-c)", n_tokens, rows, press_->describe(), n_ctx_, n_past_);
+  }
+  if (!needs_.drafts) return;
+  if (!draft_model_) fail("press '{}' needs a draft model (--draft-model)", press_->describe());
+  if (n_past_ != 0 || options_.all_logits) {
+    fail("press '{}' drafts for a session's first prompt only, without all_logits", press_->describe());
   }
 }
 
@@ -103,37 +111,6 @@ void Session::feed(const std::vector<int32_t>& tokens) {
   }
 }
 
-void Session::prefill_with_draft(const std::vector<int32_t>& prompt, int64_t n_draft) {
-  if (!draft_model_) fail("press '{}' needs a draft model (--draft-model)", press_->describe());
-  if (n_past_ != 0 || options_.all_logits) {
-    fail("press '{}' drafts for a session's first prompt only, without all_logits", press_->describe());
-  }
-  // The draft model continues the prompt greedily.
-  SessionOptions draft_options;
-  draft_options.cache_type_k = options_.cache_type_k;
-  draft_options.cache_type_v = options_.cache_type_v;
-  draft_options.n_ctx = std::min(n_ctx_, static_cast<int64_t>(prompt.size()) + n_draft + 1);
-  Session draft(draft_model_, pool_, draft_options);
-  draft.prefill(prompt);
-  std::vector<int32_t> extended = prompt;
-  const int64_t n_vocab = model_->config().n_vocab;
-  for (int64_t i = 0; i < n_draft && static_cast<int64_t>(extended.size()) < n_ctx_; ++i) {
-    const float* logits = draft.last_logits();
-    const auto token = static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
-    if (model_->tokenizer().is_end_of_generation(token)) break;
-    extended.push_back(token);
-    if (i + 1 < n_draft && draft.n_past() < draft.n_ctx()) draft.decode(token);
-  }
-  // The target reads prompt + draft; the press scores and evicts, dropping the draft and
-  // the prompt's last token, which is then fed again to give the first real logits.
-  feed(extended);
-  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
-  const auto last = static_cast<int64_t>(prompt.size()) - 1;
-  cache_->truncate(static_cast<int32_t>(last));
-  n_past_ = last;
-  feed({prompt.back()});
-}
-
 void Session::set_draft_model(std::shared_ptr<const Model> draft) {
   if (draft) {
     const Tokenizer& a = model_->tokenizer();
@@ -150,42 +127,6 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
     }
   }
   draft_model_ = std::move(draft);
-}
-
-void Session::run_lookahead(int64_t n_tokens) {
-  const auto saved = checkpoint();
-  press_->on_lookahead_begin(*cache_);
-  const int64_t n_vocab = model_->config().n_vocab;
-  std::vector<float> logits(last_logits(), last_logits() + n_vocab);
-  const auto start = std::chrono::steady_clock::now();
-  in_lookahead_ = true;
-  for (int64_t i = 0; i < n_tokens && n_past_ < n_ctx_; ++i) {
-    const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    if (model_->tokenizer().is_end_of_generation(token)) break;
-    const auto position = static_cast<int32_t>(n_past_);
-    forward_->run(&token, &position, 1, *cache_, false, logits.data());
-    ++n_past_;
-  }
-  in_lookahead_ = false;
-  timings_.lookahead_seconds += seconds_since(start);
-  rollback(*saved);
-  press_->on_lookahead_end(*cache_);
-}
-
-void Session::feed_lookahead_rows(const LookaheadRows& rows) {
-  const auto start = std::chrono::steady_clock::now();
-  in_lookahead_ = true;
-  const int64_t batch = forward_->max_batch();
-  for (int64_t begin = 0; begin < rows.n_rows(); begin += batch) {
-    const int64_t n = std::min(batch, rows.n_rows() - begin);
-    positions_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + begin + i);
-    forward_->run_rows(rows, begin, positions_.data(), n, *cache_);
-  }
-  // n_past_ and the logits never moved; only the rows' entries are to go.
-  cache_->truncate(static_cast<int32_t>(n_past_));
-  in_lookahead_ = false;
-  timings_.lookahead_seconds += seconds_since(start);
 }
 
 void Session::decode(int32_t token) {
@@ -217,35 +158,40 @@ void Session::run_press_hook(int64_t decode_step, Hook&& hook) {
 }
 
 void Session::set_press(std::unique_ptr<Press> press) {
+  PressNeeds needs;
   if (press) {
+    struct Scope {
+      PressNeeds*& attaching;
+      ~Scope() { attaching = nullptr; }
+    } scope{attaching_ = &needs};
     const ModelConfig& c = model_->config();
-    press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff});
+    press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff}, *host_);
   }
-  attach_model_readout(press.get());
+  // The press is in: its declarations take the place of the last press's.
+  needs_ = std::move(needs);
   press_ = std::move(press);
   if (!press_) {
     forward_->set_attention_tap({});
+    forward_->set_residual_tap({});
     return;
   }
   forward_->set_attention_tap([this](const AttentionEvent& event) {
     const auto start = std::chrono::steady_clock::now();
+    if (capability_observer_ != nullptr) {  // timed as the press's lookahead
+      (*capability_observer_)(event);
+      return;
+    }
     press_->on_attention(event);
-    if (!in_lookahead_) timings_.capture_seconds += seconds_since(start);
+    if (!in_capability_) timings_.capture_seconds += seconds_since(start);
   });
-}
-
-void Session::attach_model_readout(Press* press) {
-  if (press == nullptr || !press->needs_model_readout()) {
+  if (needs_.residual_observers.empty()) {
     forward_->set_residual_tap({});
-    readout_.reset();
     return;
   }
-  readout_ = std::make_unique<WeightsReadout>(model_->config(), model_->weights(), *pool_);
-  press->on_model_readout(*readout_);
-  forward_->set_residual_tap([this, press](const ResidualEvent& event) {
+  forward_->set_residual_tap([this](const ResidualEvent& event) {
     const auto start = std::chrono::steady_clock::now();
-    press->on_final_residual(event);
-    timings_.capture_seconds += seconds_since(start);
+    for (const auto& observe : needs_.residual_observers) observe(event);
+    if (!in_capability_) timings_.capture_seconds += seconds_since(start);
   });
 }
 

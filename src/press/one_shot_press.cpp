@@ -129,7 +129,7 @@ void OneShotPress::evict(KvCache& cache) {
       const int64_t c = view.candidates[g];
       if (!keep.empty() && (keep.front() < 0 || keep.back() >= c)) {
         fail("internal: '{}' chose entry {} of layer {} head {} outside its {} candidates", description_,
-             keep.back(), l, g, c);
+             keep.front() < 0 ? keep.front() : keep.back(), l, g, c);
       }
       cache.retain(l, g, merge_indices(keep, index_range(c, cache.length(l, g))));
     }

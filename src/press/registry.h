@@ -8,9 +8,28 @@
 
 namespace deferkv {
 
+// What a press does that decides whether it composes with another (the rules: make_press
+// in deferkv/press.h; checked in composed_press.cpp).
+struct PressRole {
+  bool evicts_prompt = true;      // it evicts prompt entries
+  bool evicts_generated = false;  // it evicts generated entries
+  // The extra forward passes it scores with, "" for none: "lookahead", "draft", "rows".
+  const char* extra_forward = "";
+  // It finds what to keep from the entries the cache holds when it evicts (their
+  // positions, or scores matched to them by position), so an earlier press's eviction
+  // cannot mislead it.
+  bool reads_the_cache_as_it_is = false;
+  // It evicts once, at the end of the prefill (not at decode step d, nor while decoding).
+  bool evicts_at_prefill_end_only = true;
+};
+
+// The role of most methods: one eviction of the prompt's entries, at the end of the prefill.
+PressRole prompt_press_role(const PressParams& params);
+
 struct PressMethod {
   PressInfo info;
   std::unique_ptr<Press> (*make)(const PressParams& params, const KvBudget& budget);
+  PressRole (*role)(const PressParams& params) = prompt_press_role;
 };
 
 PressMethod full_method();

@@ -37,13 +37,13 @@ namespace {
 class RecordingPress final : public Press {
  public:
   std::string describe() const override { return "recording"; }
-  bool needs_model_readout() const override { return true; }
-  void on_model_readout(const ModelReadout& r) override { readout = &r; }
+  void on_attach(const PressModelShape&, PressHost& host) override {
+    readout = &host.read_model_output([this](const ResidualEvent& e) { capture.add_residuals(e); });
+  }
   void on_attention(const AttentionEvent& e) override {
     capture.add_queries(e);
     shape = e.shape;
   }
-  void on_final_residual(const ResidualEvent& e) override { capture.add_residuals(e); }
 
   ReferenceCapture capture{1};
   const ModelReadout* readout = nullptr;

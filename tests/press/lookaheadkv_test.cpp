@@ -43,20 +43,24 @@ std::unique_ptr<Session> small_session(int64_t n_batch, int64_t n_ctx = 256) {
 
 // Has the session run its rows after every prompt and records what a press sees: the
 // rows' attention on the prompt (mean over the rows and each group, as lookaheadkv
-// scores), the positions the forward pass showed it, and the cache at the eviction hook.
+// scores), the positions the forward pass showed it, and the cache once the rows ran.
 class RowProbe final : public Press {
  public:
   explicit RowProbe(LookaheadRows rows) : rows_(std::move(rows)) {}
   std::string describe() const override { return "row-probe"; }
-  const LookaheadRows* lookahead_rows() const override { return &rows_; }
+  void on_attach(const PressModelShape&, PressHost& host) override {
+    host.reserve_after_prompt(rows_.n_rows());
+    host_ = &host;
+  }
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     attention_.begin(first_position + n_tokens, 1.0f / static_cast<float>(rows_.n_rows()), GroupReduction::kMean);
   }
-  void on_attention(const AttentionEvent& event) override {
-    attention_.observe(event);
-    last_position_seen = std::max<int64_t>(last_position_seen, event.positions[event.n - 1]);
-  }
+  void on_attention(const AttentionEvent& event) override { see(event); }
   void on_prefill_end(KvCache& cache) override {
+    host_->run_after_prompt(rows_, [this](const AttentionEvent& event) {
+      attention_.observe(event);
+      see(event);
+    });
     for (int64_t l = 0; l < cache.n_layer(); ++l) {
       scores.push_back(attention_.layer(l));
       for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
@@ -71,8 +75,13 @@ class RowProbe final : public Press {
   int64_t last_position_at_eviction = -1;
 
  private:
+  void see(const AttentionEvent& event) {
+    last_position_seen = std::max<int64_t>(last_position_seen, event.positions[event.n - 1]);
+  }
+
   LookaheadRows rows_;
   LookaheadAttention attention_;
+  PressHost* host_ = nullptr;
 };
 
 // [layer][g][j]: mean over the rows and over g's query heads of softmax over the prompt
@@ -284,6 +293,32 @@ TEST(LookaheadKv, RowsThatDoNotFitTheContextAreAClearError) {
   }
   EXPECT_EQ(session.n_past(), 0);
   EXPECT_EQ(session.kv_cache().bytes_held(), 0);
+}
+
+// A prefill refused for want of room for the rows runs no hook: a press composed with
+// lookaheadkv goes on as if it had not been tried (moment_kv used to take the refused
+// prompt's end for its own and stop tracking the generated tokens).
+TEST(LookaheadKv, ARefusedPrefillLeavesEveryPressAsItWas) {
+  auto model = Model::load(testing::press_test_model_path());
+  SessionOptions options;
+  options.n_ctx = 100;  // the weights have 6 rows
+  Session session(model, std::make_shared<ThreadPool>(1), options);
+  session.set_press(make_press("moment_kv:decode_budget=2+lookaheadkv:window=8,weights=" +
+                                   testing::press_test_lookahead_weights_path(),
+                               KvBudget::per_head(32)));
+  session.prefill(testing::random_prompt(60, 5));
+  EXPECT_THROW(session.prefill(testing::random_prompt(36, 6)), Error);  // 60 + 36 + 6 > 100
+  EXPECT_EQ(session.n_past(), 60);
+  for (int32_t token = 1; token <= 8; ++token) session.decode(token);
+  const KvCache& kv = session.kv_cache();
+  for (int64_t l = 0; l < kv.n_layer(); ++l) {
+    for (int64_t g = 0; g < kv.n_head_kv(); ++g) {
+      const int32_t* positions = kv.positions(l, g);
+      const int64_t prompt = std::lower_bound(positions, positions + kv.length(l, g), 60) - positions;
+      const int64_t generated = kv.length(l, g) - prompt;
+      EXPECT_EQ(generated, 2) << "layer " << l << " head " << g;
+    }
+  }
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
@@ -51,6 +52,21 @@ TEST(SpecKv, KeepsTheBudgetPlusTheRefedLastTokenAndMatchesAMaskedReference) {
   EXPECT_LT(testing::relative_l2(session->last_logits(), reference[kPrompt - 1]), 1e-4);
   const auto dense = testing::reference_logits(testing::press_test_model_path(), prompt);
   EXPECT_GT(testing::relative_l2(session->last_logits(), dense[kPrompt - 1]), 1e-3);
+}
+
+// The prefill's forward passes and the press's work (its draft and eviction) are timed
+// apart: together they take no longer than the call (eviction used to be counted in both).
+TEST(SpecKv, EvictionTimeIsNotCountedAsPrefillTime) {
+  const auto prompt = testing::random_prompt(kPrompt, 31);
+  auto session = speckv_session("speckv:window=8,n_draft=6", 30);
+  const auto start = std::chrono::steady_clock::now();
+  session->prefill(prompt);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const SessionTimings& t = session->timings();
+  EXPECT_GT(t.eviction_seconds, 0.0);
+  EXPECT_GT(t.lookahead_seconds, 0.0);  // the draft and its rows
+  EXPECT_LE(t.lookahead_seconds, t.eviction_seconds);
+  EXPECT_LE(t.prefill_seconds + t.eviction_seconds, wall);
 }
 
 TEST(SpecKv, BudgetCoveringThePromptIsTheFullCacheAnswer) {

@@ -206,6 +206,26 @@ TEST(EvalCommand, NiahGridWritesAHeatMapPerMethod) {
   }
 }
 
+// SpecKV is swept like any press once eval is given its draft model (here the model itself).
+TEST(EvalCommand, SpecKvSweepsWithADraftModel) {
+  gguf_test::TempDir dir;
+  const std::string sweep = "eval" + kStories + " --bench niah --lengths 300 --depths 50 --press speckv:window=8 "
+                            "--kv-budget 32 -t 2 -o '" + dir.path().string() + "'";
+  const testing::CliResult without = testing::run_cli(sweep + " 2>&1");
+  EXPECT_EQ(without.status, 1);
+  EXPECT_NE(without.output.find("needs a draft model (--draft-model)"), std::string::npos) << without.output;
+  std::filesystem::remove_all(dir.path());
+  std::filesystem::create_directories(dir.path());
+  const testing::CliResult r =
+      testing::run_cli(sweep + " --draft-model '" DEFERKV_SOURCE_DIR "/models/stories260K.gguf' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::filesystem::path out = results_folder(dir.path());
+  const auto config = nlohmann::json::parse(read(out / "config.json"));
+  EXPECT_EQ(config["draft_model"]["sha256"], config["model"]["sha256"]);
+  const auto sample = nlohmann::json::parse(read(out / "samples.jsonl"));
+  EXPECT_LT(sample["kv_bytes_after_eviction"].get<double>(), sample["peak_kv_bytes"].get<double>()) << sample.dump();
+}
+
 TEST(EvalCommand, MissingQaFileAndBadOptionsAreClearErrors) {
   gguf_test::TempDir dir;
   const std::string o = " -o '" + dir.path().string() + "' 2>&1";

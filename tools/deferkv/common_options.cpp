@@ -48,6 +48,10 @@ void write_report(const ReportOutput& output, const std::string& text) {
   if (!(out << text)) fail("cannot write '{}'", output.file);
 }
 
+void add_draft_model_option(CLI::App& cmd, std::string& path) {
+  cmd.add_option("--draft-model", path, "GGUF draft model with the same tokenizer, for presses that draft (speckv)");
+}
+
 void add_threads_option(CLI::App& cmd, int& threads) {
   threads = ThreadPool::default_threads();
   cmd.add_option("-t,--threads", threads, "Threads (default: the cores this process may use: its affinity mask and cgroup quota)")->check(CLI::Range(1, 1024));

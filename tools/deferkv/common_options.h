@@ -27,6 +27,10 @@ std::string default_eval_model_path();
 void add_model_option(CLI::App& cmd, std::string& path, const std::string& default_path = default_model_path(),
                       const std::string& default_name = "the embedded stories260K");
 void add_threads_option(CLI::App& cmd, int& threads);
+// --draft-model: what a press that drafts (speckv) continues the prompt with. The other
+// things a press may need (lookahead weights, calibration profiles) are files named in
+// its spec, so every command that takes --press reaches them.
+void add_draft_model_option(CLI::App& cmd, std::string& path);
 void add_sampling_options(CLI::App& cmd, SamplerParams& params);
 
 // llama.cpp spells some flags with one dash and several letters (-ctk), which CLI11 cannot

@@ -31,6 +31,7 @@ namespace {
 
 struct EvalArgs {
   std::string model;
+  std::string draft_model;  // for presses that draft
   std::string bench = "ruler";
   std::string tasks = "all";
   std::string lengths;
@@ -117,6 +118,10 @@ nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& pl
   nlohmann::ordered_json c;
   c["benchmark"] = args.bench;
   c["model"] = {{"path", std::filesystem::absolute(args.model).string()}, {"sha256", sha256_file(args.model)}};
+  if (!args.draft_model.empty()) {
+    c["draft_model"] = {{"path", std::filesystem::absolute(args.draft_model).string()},
+                        {"sha256", sha256_file(args.draft_model)}};
+  }
   if (plan.benchmark == eval::Benchmark::kLongBench) {
     c["longbench_dir"] = std::filesystem::absolute(args.longbench_dir).string();
     // As given: the limits it resolves to per dataset follow from the model and the dataset.
@@ -233,6 +238,7 @@ void run_eval(const EvalArgs& args) {
   args.sampling.validate();
 
   const auto model = Model::load(args.model);
+  const std::shared_ptr<const Model> draft = args.draft_model.empty() ? nullptr : Model::load(args.draft_model);
   std::unique_ptr<eval::TaskGenerator> generator;
   std::unique_ptr<eval::LongBenchSet> longbench;
   const eval::PromptOptions prompt{!args.no_chat_template, args.chat_template};
@@ -274,7 +280,7 @@ void run_eval(const EvalArgs& args) {
 
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
-  const EvalSampleRunner runner(model, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
+  const EvalSampleRunner runner(model, draft, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
   int64_t ran = 0;
   const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
     if (interrupted) throw Interrupted{};
@@ -317,6 +323,7 @@ void add_eval_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("eval", "Run the RULER, Needle-in-a-Haystack or LongBench sweep over presses and budgets");
   add_model_option(*cmd, args->model, default_eval_model_path(), "the embedded retrieval model, models/README.md");
+  add_draft_model_option(*cmd, args->draft_model);
   cmd->add_option("--bench", args->bench, "ruler, niah or longbench")->capture_default_str();
   cmd->add_option("--tasks", args->tasks,
                   "RULER tasks or LongBench datasets, comma-separated (all: RULER's 13, qa_1/qa_2 only when "

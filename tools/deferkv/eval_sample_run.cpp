@@ -9,10 +9,11 @@
 
 namespace deferkv::cli {
 
-EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
-                                   SamplerParams sampling, int64_t n_batch, CacheTypeOptions cache_types)
-    : model_(std::move(model)), pool_(std::move(pool)), sampling_(sampling), n_batch_(n_batch),
-      cache_types_(std::move(cache_types)) {}
+EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
+                                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch,
+                                   CacheTypeOptions cache_types)
+    : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
+      n_batch_(n_batch), cache_types_(std::move(cache_types)) {}
 
 eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
   SessionOptions options;
@@ -20,6 +21,7 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   options.n_batch = n_batch_;
   cache_types_.apply(options);
   Session session(model_, pool_, options);
+  if (draft_) session.set_draft_model(draft_);
   if (method.budget) session.set_press(make_press(method.press, *method.budget));
 
   SamplerParams params = sampling_;

@@ -20,13 +20,14 @@ class EvalSampleRunner {
  public:
   // sampling.seed is the run's seed; each sample draws with a seed made from it and the
   // sample, so a resumed run decodes the rest as a fresh one would.
-  EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool, SamplerParams sampling,
-                   int64_t n_batch, CacheTypeOptions cache_types);
+  // draft: the draft model for presses that draft (may be null).
+  EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
+                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch, CacheTypeOptions cache_types);
 
   eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
 
  private:
-  std::shared_ptr<const Model> model_;
+  std::shared_ptr<const Model> model_, draft_;
   std::shared_ptr<ThreadPool> pool_;
   SamplerParams sampling_;
   int64_t n_batch_;

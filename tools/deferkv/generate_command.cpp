@@ -152,7 +152,7 @@ void add_generate_command(CLI::App& app) {
   add_sampling_options(*cmd, args->sampling);
   add_press_options(*cmd, args->press);
   add_cache_type_options(*cmd, args->cache_types);
-  cmd->add_option("--draft-model", args->draft_model, "GGUF draft model with the same tokenizer (for --press speckv)");
+  add_draft_model_option(*cmd, args->draft_model);
   cmd->add_option("--stats-json", args->stats_json,
                   "Write KV entries and bytes per layer after eviction, peak KV bytes and timings to this JSON file");
   cmd->callback([args] {

@@ -207,7 +207,7 @@ void add_press_bench_command(CLI::App& app) {
   cmd->add_option("--short-context", args->short_context, "Context of the full-cache decode baseline")
       ->capture_default_str();
   cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions (medians are reported)")->capture_default_str();
-  cmd->add_option("--draft-model", args->draft_model, "GGUF draft model with the same tokenizer (for speckv)");
+  add_draft_model_option(*cmd, args->draft_model);
   cmd->add_option("--decode-windows", args->decode_window,
                   "Also report decode tok/s over consecutive windows of this many steps");
   add_threads_option(*cmd, args->threads);

@@ -41,8 +41,9 @@ class BehaviorPreservingPress final : public Press {
   }
 
   std::string describe() const override { return description_; }
-  bool needs_model_readout() const override { return true; }
-  void on_model_readout(const ModelReadout& readout) override { readout_ = &readout; }
+  void on_attach(const PressModelShape&, PressHost& host) override {
+    readout_ = &host.read_model_output([this](const ResidualEvent& event) { capture_.add_residuals(event); });
+  }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     prompt_end_ = first_position + n_tokens;
@@ -53,7 +54,6 @@ class BehaviorPreservingPress final : public Press {
     shape_ = event.shape;
     pool_ = &event.pool;  // the session's, alive as long as the press is set on it
   }
-  void on_final_residual(const ResidualEvent& event) override { capture_.add_residuals(event); }
   void on_prefill_end(KvCache& cache) override { compress(cache, prompt_end_); }
   void on_decode_step(KvCache& cache, int64_t step) override {
     if (settings_.every > 0 && step % settings_.every == 0) compress(cache, prompt_end_ + step);
@@ -177,6 +177,10 @@ PressMethod behavior_preserving_method() {
                        {p.get_double("pool", 1.0, 1e6), p.get_int("block", 1, 1 << 24), p.get_int("min_steps", 1, 1 << 24),
                         p.get_bool("flexible")}};
             return std::make_unique<BehaviorPreservingPress>(p, b, s);
+          },
+          [](const PressParams& p) {
+            const bool every = p.get_int("every", 0, 1 << 24) > 0;
+            return PressRole{true, every, "", true, !every};
           }};
 }
 

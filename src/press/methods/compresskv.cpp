@@ -42,7 +42,7 @@ class CompressKvPress final : public Press {
 
   std::string describe() const override { return description_; }
 
-  void on_attach(const PressModelShape& shape) override {
+  void on_attach(const PressModelShape& shape, PressHost&) override {
     if (shape.n_layer != profile_.n_layer || shape.n_head != profile_.n_head) {
       fail("the CompressKV profile is for a model with {} layers and {} heads ('{}'); this model has {} and {}",
            profile_.n_layer, profile_.n_head, profile_.model_name, shape.n_layer, shape.n_head);

@@ -88,7 +88,8 @@ PressMethod deferkv_method() {
             return std::make_unique<DeferKvPress>(p, b, scoring, d, fusion, pool_first,
                                                   parse_allocation(p.get_choice("base", {"snapkv", "pyramidkv", "adakv"})),
                                                   p.get_int("beta", 1, 1 << 20), p.get_double("alpha", 0.0, 1.0));
-          }};
+          },
+          [](const PressParams&) { return PressRole{true, false, "", false, false}; }};  // at decode step d
 }
 
 }  // namespace deferkv

@@ -13,18 +13,12 @@
 #include "kernels/vec.h"
 #include "kv/kv_cache.h"
 #include "press/one_shot_press.h"
+#include "press/query_moments.h"
 #include "press/registry.h"
 #include "press/selection.h"
 
 namespace deferkv {
 namespace {
-
-// Running sums of one layer's pre-RoPE queries, per query head.
-struct QueryMoments {
-  int64_t count = 0;
-  std::vector<float> sum;     // [n_head][d]
-  std::vector<float> second;  // [n_head][d][d]: sum of q q^T
-};
 
 class ExpectedAttentionPress final : public OneShotPress {
  public:
@@ -44,8 +38,6 @@ class ExpectedAttentionPress final : public OneShotPress {
     const int64_t heads = event.shape.n_head, d = event.shape.head_dim;
     if (moments_.size() <= static_cast<size_t>(event.layer)) moments_.resize(static_cast<size_t>(event.layer) + 1);
     QueryMoments& m = moments_[static_cast<size_t>(event.layer)];
-    m.sum.resize(static_cast<size_t>(heads * d), 0.0f);
-    m.second.resize(static_cast<size_t>(heads * d * d), 0.0f);
     rotary_ = &event.rotary;
     // Undo RoPE on the rows past the sinks.
     std::vector<float> rows;
@@ -55,18 +47,7 @@ class ExpectedAttentionPress final : public OneShotPress {
       rows.insert(rows.end(), q, q + heads * d);
       event.rotary.rotate(rows.data() + rows.size() - heads * d, heads, d, -event.positions[i]);
     }
-    const int64_t n = static_cast<int64_t>(rows.size()) / (heads * d);
-    m.count += n;
-    event.pool.parallel_for(heads, 1, [&](int64_t begin, int64_t end, int) {
-      for (int64_t h = begin; h < end; ++h) {
-        for (int64_t i = 0; i < n; ++i) {
-          const float* q = rows.data() + (i * heads + h) * d;
-          add_f32(q, m.sum.data() + h * d, d);
-          if (!covariance_) continue;
-          for (int64_t a = 0; a < d; ++a) axpy_f32(q[a], q, m.second.data() + (h * d + a) * d, d);
-        }
-      }
-    });
+    m.add(rows.data(), static_cast<int64_t>(rows.size()) / (heads * d), heads, d, covariance_, event.pool);
   }
 
  protected:
@@ -74,7 +55,7 @@ class ExpectedAttentionPress final : public OneShotPress {
     const KvCache& cache = layer.cache;
     const int64_t d = cache.head_dim(), kv_heads = layer.n_head_kv();
     const QueryMoments& m = moments_.at(static_cast<size_t>(layer.layer));
-    const int64_t heads = static_cast<int64_t>(m.sum.size()) / d, group = heads / kv_heads;
+    const int64_t heads = m.n_head(), group = heads / kv_heads;
     if (layer.layer == 0) mean_rotation_ = average_rotation(d, layer.prompt_end);
     std::vector<std::vector<int32_t>> keep(static_cast<size_t>(kv_heads));
     for (int64_t g = 0; g < kv_heads; ++g) {
@@ -120,19 +101,16 @@ class ExpectedAttentionPress final : public OneShotPress {
   // Scores the stored keys (dequantised to float32 row by row).
   void add_expected_attention(const QueryMoments& m, int64_t h, int64_t d, const KvRows& keys, int64_t sinks, int64_t c,
                               std::vector<double>& expected) const {
-    const double n = static_cast<double>(std::max<int64_t>(1, m.count));
-    std::vector<double> mu(static_cast<size_t>(d)), mean(static_cast<size_t>(d), 0.0);
-    for (int64_t a = 0; a < d; ++a) mu[a] = m.sum[h * d + a] / n;
+    const std::vector<double> mu = m.mean(h);
+    std::vector<double> mean(static_cast<size_t>(d), 0.0);
     const std::vector<double>& r = mean_rotation_;
     for (int64_t i = 0; i < d; ++i) {
       for (int64_t a = 0; a < d; ++a) mean[i] += r[i * d + a] * mu[a];
     }
     std::vector<float> cov_rotated;  // R Sigma R^T
     if (covariance_) {
-      std::vector<double> sigma(static_cast<size_t>(d * d)), tmp(static_cast<size_t>(d * d), 0.0);
-      for (int64_t a = 0; a < d; ++a) {
-        for (int64_t b = 0; b < d; ++b) sigma[a * d + b] = m.second[(h * d + a) * d + b] / n - mu[a] * mu[b];
-      }
+      const std::vector<double> sigma = m.covariance(h);
+      std::vector<double> tmp(static_cast<size_t>(d * d), 0.0);
       for (int64_t i = 0; i < d; ++i) {
         for (int64_t a = 0; a < d; ++a) {
           for (int64_t b = 0; b < d; ++b) tmp[i * d + b] += r[i * d + a] * sigma[a * d + b];

@@ -120,6 +120,10 @@ PressMethod h2o_method() {
               recent = b.resolve(0) / 2;
             }
             return std::make_unique<PerStepH2oPress>(p, b, recent, p.get_int("every", 1, 1 << 20));
+          },
+          [](const PressParams& p) {
+            const bool per_step = p.get_bool("per_step");
+            return PressRole{true, per_step, "", false, !per_step};
           }};
 }
 

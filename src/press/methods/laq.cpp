@@ -43,7 +43,7 @@ class LaqPress final : public Press {
   }
 
   std::string describe() const override { return description_; }
-  int64_t lookahead_tokens() const override { return evicts() ? lookahead_ : 0; }
+  void on_attach(const PressModelShape&, PressHost& host) override { host_ = &host; }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     prompt_end_ = first_position + n_tokens;
@@ -56,10 +56,26 @@ class LaqPress final : public Press {
     if (!evicts()) return;
     shape_ = event.shape;
     pool_ = &event.pool;
-    const bool prompt = event.positions[0] < prompt_end_;
-    if (!prompt && !in_lookahead_) return;
-    const int64_t first = prompt ? prompt_end_ - std::max(stage1_.window, local_window_) : 0;
-    auto& store = prompt ? prompt_queries_ : pseudo_queries_;
+    if (event.positions[0] >= prompt_end_) return;  // the lookahead's queries come through its observer
+    keep_queries(event, prompt_end_ - std::max(stage1_.window, local_window_), prompt_queries_);
+  }
+
+  // Compresses a working copy with stage 1, generates the pseudo answer on it, and scores
+  // the full cache with the pseudo queries.
+  void on_prefill_end(KvCache& cache) override {
+    if (!evicts()) return;
+    if (host_ == nullptr) fail("press '{}' runs a lookahead: use it on a session", description_);
+    host_->greedy_lookahead(
+        lookahead_, [this](KvCache& working) { compress_stage1(working); },
+        [this](const AttentionEvent& event) { keep_queries(event, 0, pseudo_queries_); });
+    evict_with_pseudo_queries(cache);
+  }
+
+ private:
+  bool evicts() const { return prompt_end_ > budget_entries_ && prompt_end_ > std::max(stage1_.window, local_window_); }
+
+  // Appends the event's queries at positions >= first to store[layer].
+  static void keep_queries(const AttentionEvent& event, int64_t first, std::vector<QueryRows>& store) {
     if (store.size() <= static_cast<size_t>(event.layer)) store.resize(static_cast<size_t>(event.layer) + 1);
     QueryRows& rows = store[static_cast<size_t>(event.layer)];
     const int64_t stride = event.shape.n_head * event.shape.head_dim;
@@ -70,8 +86,7 @@ class LaqPress final : public Press {
     }
   }
 
-  void on_lookahead_begin(KvCache& cache) override {
-    in_lookahead_ = true;
+  void compress_stage1(KvCache& cache) const {
     for (int64_t l = 0; l < cache.n_layer(); ++l) {
       const QueryRows& window = prompt_queries_[static_cast<size_t>(l)];
       const int64_t skip = static_cast<int64_t>(window.positions.size()) - stage1_.window;
@@ -79,8 +94,7 @@ class LaqPress final : public Press {
     }
   }
 
-  void on_lookahead_end(KvCache& cache) override {
-    in_lookahead_ = false;
+  void evict_with_pseudo_queries(KvCache& cache) {
     for (int64_t l = 0; l < cache.n_layer(); ++l) {
       const QueryRows& window = prompt_queries_[static_cast<size_t>(l)];
       std::vector<QueryRows> observers = {rows_from(window, static_cast<int64_t>(window.positions.size()) - local_window_)};
@@ -90,9 +104,6 @@ class LaqPress final : public Press {
     prompt_queries_.clear();
     pseudo_queries_.clear();
   }
-
- private:
-  bool evicts() const { return prompt_end_ > budget_entries_ && prompt_end_ > std::max(stage1_.window, local_window_); }
 
   QueryRows rows_from(const QueryRows& rows, int64_t skip) const {
     const int64_t stride = shape_.n_head * shape_.head_dim;
@@ -136,7 +147,7 @@ class LaqPress final : public Press {
   WindowScoring stage1_;
   int64_t lookahead_, local_window_;
   int64_t prompt_end_ = 0, budget_entries_ = 0;
-  bool in_lookahead_ = false;
+  PressHost* host_ = nullptr;
   AttentionShape shape_{};
   ThreadPool* pool_ = nullptr;
   std::vector<QueryRows> prompt_queries_;  // [layer]: the last prompt queries
@@ -151,7 +162,8 @@ PressMethod laq_variant(const std::string& name, const std::string& local_window
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<LaqPress>(p, b, read_window_scoring(p), p.get_int("n_lookahead", 1, 4096),
                                               p.get_int("local_window", 0, 1 << 20));
-          }};
+          },
+          [](const PressParams&) { return PressRole{true, false, "lookahead"}; }};
 }
 
 }  // namespace

@@ -25,7 +25,11 @@ class LookaheadKvPress final : public OneShotPress {
       : OneShotPress(params, budget, scoring.window, 0, CaptureConfig{}), scoring_(scoring), sum_rows_(sum_rows),
         path_(std::move(path)), weights_(std::move(weights)) {}
 
-  void on_attach(const PressModelShape& shape) override { check_lookahead_weights_fit(weights_, shape, path_); }
+  void on_attach(const PressModelShape& shape, PressHost& host) override {
+    check_lookahead_weights_fit(weights_, shape, path_);
+    host.reserve_after_prompt(weights_.rows.n_rows());
+    host_ = &host;
+  }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     OneShotPress::on_prefill_begin(first_position, n_tokens);
@@ -33,11 +37,13 @@ class LookaheadKvPress final : public OneShotPress {
     attention_.begin(first_position + n_tokens, row_weight, scoring_.group);
   }
 
-  // The rows run only for a prompt that will be compressed.
-  const LookaheadRows* lookahead_rows() const override { return will_evict() ? &weights_.rows : nullptr; }
-
-  void on_attention(const AttentionEvent& event) override {
-    if (will_evict()) attention_.observe(event);
+  // The rows run only for a prompt that will be compressed; only they observe.
+  void on_prefill_end(KvCache& cache) override {
+    if (will_evict()) {
+      if (host_ == nullptr) fail("press '{}' runs lookahead rows: use it on a session", describe());
+      host_->run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
+    }
+    OneShotPress::on_prefill_end(cache);
   }
 
  protected:
@@ -55,6 +61,7 @@ class LookaheadKvPress final : public OneShotPress {
   std::string path_;
   LookaheadWeights weights_;
   LookaheadAttention attention_;
+  PressHost* host_ = nullptr;
 };
 
 }  // namespace
@@ -74,7 +81,8 @@ PressMethod lookaheadkv_method() {
             return std::make_unique<LookaheadKvPress>(p, b, read_window_scoring(p),
                                                       p.get_choice("queries", {"mean", "sum"}) == "sum", path,
                                                       load_lookahead_weights(path));
-          }};
+          },
+          [](const PressParams&) { return PressRole{true, false, "rows"}; }};
 }
 
 }  // namespace deferkv

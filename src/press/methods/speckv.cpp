@@ -33,7 +33,10 @@ class SpecKvPress final : public Press {
   }
 
   std::string describe() const override { return description_; }
-  int64_t draft_tokens() const override { return evicts() ? n_draft_ : 0; }
+  void on_attach(const PressModelShape&, PressHost& host) override {
+    host.use_draft_model();
+    host_ = &host;
+  }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     prompt_end_ = first_position + n_tokens;
@@ -43,7 +46,33 @@ class SpecKvPress final : public Press {
   }
 
   void on_attention(const AttentionEvent& event) override {
+    if (capturing_) observe(event);
+  }
+
+  // The draft continues the prompt and its queries join the observers; its entries, and
+  // the prompt's last token, then go, and the session feeds that token again.
+  void on_prefill_end(KvCache& cache) override {
     if (!capturing_) return;
+    if (host_ == nullptr) fail("press '{}' drafts: use it on a session", description_);
+    host_->run_after_prompt(host_->draft(n_draft_), [this](const AttentionEvent& event) { observe(event); });
+    capturing_ = false;
+    const int64_t candidates = prompt_end_ - window_ - 1;  // entries [0, T - w - 1)
+    for (int64_t l = 0; l < cache.n_layer(); ++l) {
+      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+        const std::vector<float>& s = scores_[static_cast<size_t>(l)][static_cast<size_t>(g)];
+        std::vector<float> pooled =
+            pool_scores(std::vector<float>(s.begin(), s.begin() + candidates), pooling_, kernel_);
+        cache.retain(l, g, merge_indices(top_k(pooled, budget_entries_ - window_), index_range(candidates, prompt_end_ - 1)));
+      }
+    }
+    scores_.clear();
+    host_->refeed_last_token();
+  }
+
+ private:
+  bool evicts() const { return prompt_end_ > budget_entries_ && prompt_end_ > window_ + 1; }
+
+  void observe(const AttentionEvent& event) {
     // Observers: prompt queries from T - w - 1 on, and every draft query after them.
     const int64_t first = prompt_end_ - window_ - 1;
     const int64_t skip = std::clamp<int64_t>(first - event.positions[0], 0, event.n);
@@ -57,24 +86,6 @@ class SpecKvPress final : public Press {
                       event.shape, event.kv, RowReduction::kMax, GroupReduction::kMax, heads, event.pool);
   }
 
-  void on_prefill_end(KvCache& cache) override {
-    if (!capturing_) return;
-    capturing_ = false;
-    const int64_t candidates = prompt_end_ - window_ - 1;  // entries [0, T - w - 1)
-    for (int64_t l = 0; l < cache.n_layer(); ++l) {
-      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-        const std::vector<float>& s = scores_[static_cast<size_t>(l)][static_cast<size_t>(g)];
-        std::vector<float> pooled =
-            pool_scores(std::vector<float>(s.begin(), s.begin() + candidates), pooling_, kernel_);
-        cache.retain(l, g, merge_indices(top_k(pooled, budget_entries_ - window_), index_range(candidates, prompt_end_ - 1)));
-      }
-    }
-    scores_.clear();
-  }
-
- private:
-  bool evicts() const { return prompt_end_ > budget_entries_ && prompt_end_ > window_ + 1; }
-
   std::string description_;
   KvBudget budget_;
   int64_t window_, kernel_;
@@ -83,6 +94,7 @@ class SpecKvPress final : public Press {
   int64_t prompt_end_ = 0, budget_entries_ = 0;
   bool capturing_ = false;
   std::vector<std::vector<std::vector<float>>> scores_;  // [layer][g][entry]
+  PressHost* host_ = nullptr;
 };
 
 }  // namespace
@@ -98,7 +110,8 @@ PressMethod speckv_method() {
             return std::make_unique<SpecKvPress>(p, b, p.get_int("window", 0, 1 << 20), p.get_int("kernel", 1, 1023),
                                                  parse_pooling(p.get_choice("pooling", {"max", "avg", "none"})),
                                                  p.get_int("n_draft", 1, 4096));
-          }};
+          },
+          [](const PressParams&) { return PressRole{true, false, "draft"}; }};
 }
 
 }  // namespace deferkv

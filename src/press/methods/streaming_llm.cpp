@@ -81,6 +81,10 @@ PressMethod streaming_llm_method() {
               return std::make_unique<SlidingStreamingLlmPress>(p, b, sinks, p.get_int("every", 1, 1 << 20));
             }
             return std::make_unique<StreamingLlmPress>(p, b, sinks);
+          },
+          [](const PressParams& p) {
+            const bool per_step = p.get_bool("per_step");
+            return PressRole{true, per_step, "", true, !per_step};
           }};
 }
 

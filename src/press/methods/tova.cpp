@@ -121,6 +121,10 @@ PressMethod tova_method() {
             {"every", "1", "per_step: evict every n-th decode step"}}},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<TovaPress>(p, b, p.get_bool("per_step"), p.get_int("every", 1, 1 << 20));
+          },
+          [](const PressParams& p) {
+            const bool per_step = p.get_bool("per_step");
+            return PressRole{true, per_step, "", true, !per_step};
           }};
 }
 

@@ -1,0 +1,161 @@
+#include "engine/session_press_host.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "deferkv/error.h"
+#include "deferkv/tokenizer.h"
+#include "kernels/attention_tap.h"
+#include "kernels/lookahead_rows.h"
+#include "kv/kv_cache.h"
+#include "model/forward_pass.h"
+#include "model/weights_readout.h"
+
+namespace deferkv {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+void Session::Host::reserve_after_prompt(int64_t n_positions) {
+  PressNeeds& needs = attaching("reserve_after_prompt");
+  needs.reserved_after_prompt = std::max(needs.reserved_after_prompt, n_positions);
+}
+
+void Session::Host::use_draft_model() { attaching("use_draft_model").drafts = true; }
+
+const ModelReadout& Session::Host::read_model_output(ResidualObserver observe) {
+  PressNeeds& needs = attaching("read_model_output");
+  if (!needs.readout) {
+    needs.readout = std::make_unique<WeightsReadout>(s_.model_->config(), s_.model_->weights(), *s_.pool_);
+  }
+  needs.residual_observers.push_back(std::move(observe));
+  return *needs.readout;
+}
+
+void Session::Host::greedy_lookahead(int64_t n_tokens, const std::function<void(KvCache&)>& prepare,
+                                     const AttentionObserver& observe) {
+  at_prefill_end("a greedy lookahead");
+  const auto saved = s_.checkpoint();
+  prepare(*s_.cache_);
+  const int64_t n_vocab = s_.model_->config().n_vocab;
+  std::vector<float> logits(s_.last_logits(), s_.last_logits() + n_vocab);
+  run_observed(&observe, [&] {
+    for (int64_t i = 0; i < n_tokens && s_.n_past_ < s_.n_ctx_; ++i) {
+      const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      if (s_.model_->tokenizer().is_end_of_generation(token)) break;
+      const auto position = static_cast<int32_t>(s_.n_past_);
+      s_.forward_->run(&token, &position, 1, *s_.cache_, false, logits.data());
+      ++s_.n_past_;
+    }
+  });
+  s_.rollback(*saved);
+}
+
+std::vector<int32_t> Session::Host::draft(int64_t n_tokens) {
+  at_prefill_end("a draft");
+  if (!s_.needs_.drafts || !s_.draft_model_) {
+    fail("internal: press '{}' drafts without use_draft_model()", press_name());
+  }
+  const std::vector<int32_t>& prompt = *s_.prefill_tokens_;
+  std::vector<int32_t> out;
+  run_observed(nullptr, [&] {
+    // The draft model continues the prompt greedily, as far as the context goes.
+    SessionOptions draft_options;
+    draft_options.cache_type_k = s_.options_.cache_type_k;
+    draft_options.cache_type_v = s_.options_.cache_type_v;
+    draft_options.n_ctx = std::min(s_.n_ctx_, static_cast<int64_t>(prompt.size()) + n_tokens + 1);
+    Session drafter(s_.draft_model_, s_.pool_, draft_options);
+    drafter.prefill(prompt);
+    const int64_t n_vocab = s_.model_->config().n_vocab;
+    const int64_t room = s_.n_ctx_ - static_cast<int64_t>(prompt.size());
+    for (int64_t i = 0; i < n_tokens && static_cast<int64_t>(out.size()) < room; ++i) {
+      const float* logits = drafter.last_logits();
+      const auto token = static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits);
+      if (s_.model_->tokenizer().is_end_of_generation(token)) break;
+      out.push_back(token);
+      if (i + 1 < n_tokens && drafter.n_past() < drafter.n_ctx()) drafter.decode(token);
+    }
+  });
+  return out;
+}
+
+void Session::Host::run_after_prompt(const std::vector<int32_t>& tokens, const AttentionObserver& observe) {
+  const int64_t n = std::min(static_cast<int64_t>(tokens.size()), s_.n_ctx_ - s_.n_past_);
+  run_n_after_prompt(n, observe, [&](int64_t begin, const int32_t* positions, int64_t count) {
+    s_.forward_->run(tokens.data() + begin, positions, count, *s_.cache_, false, nullptr);
+  });
+}
+
+void Session::Host::run_after_prompt(const LookaheadRows& rows, const AttentionObserver& observe) {
+  if (s_.n_past_ + rows.n_rows() > s_.n_ctx_) {
+    fail("internal: press '{}' runs {} rows after the prompt without reserve_after_prompt()", press_name(),
+         rows.n_rows());
+  }
+  run_n_after_prompt(rows.n_rows(), observe, [&](int64_t begin, const int32_t* positions, int64_t count) {
+    s_.forward_->run_rows(rows, begin, positions, count, *s_.cache_);
+  });
+}
+
+void Session::Host::refeed_last_token() {
+  at_prefill_end("feeding the prompt's last token again");
+  if (s_.options_.all_logits) {
+    fail("press '{}' feeds the prompt's last token again: turn all_logits off", press_name());
+  }
+  run_observed(nullptr, [&] {
+    s_.cache_->truncate(static_cast<int32_t>(s_.n_past_ - 1));
+    --s_.n_past_;
+    s_.feed({s_.prefill_tokens_->back()});
+  });
+}
+
+std::string Session::Host::press_name() const { return s_.press_ ? s_.press_->describe() : std::string("(none)"); }
+
+Session::PressNeeds& Session::Host::attaching(const char* what) const {
+  if (s_.attaching_ == nullptr) fail("internal: press '{}' called {} outside on_attach", press_name(), what);
+  return *s_.attaching_;
+}
+
+void Session::Host::at_prefill_end(const char* what) const {
+  if (s_.prefill_tokens_ == nullptr) {
+    fail("internal: press '{}' asked for {} outside on_prefill_end", press_name(), what);
+  }
+}
+
+void Session::Host::run_observed(const AttentionObserver* observe, const std::function<void()>& run) {
+  struct Scope {
+    Session& s;
+    ~Scope() {
+      s.capability_observer_ = nullptr;
+      s.in_capability_ = false;
+    }
+  } scope{s_};
+  const auto start = std::chrono::steady_clock::now();
+  s_.capability_observer_ = observe;
+  s_.in_capability_ = true;
+  run();
+  s_.timings_.lookahead_seconds += seconds_since(start);
+}
+
+void Session::Host::run_n_after_prompt(int64_t n, const AttentionObserver& observe,
+                                       const std::function<void(int64_t, const int32_t*, int64_t)>& run_batch) {
+  at_prefill_end("input after the prompt");
+  run_observed(&observe, [&] {
+    const int64_t batch = s_.forward_->max_batch();
+    for (int64_t begin = 0; begin < n; begin += batch) {
+      const int64_t count = std::min(batch, n - begin);
+      s_.positions_.resize(static_cast<size_t>(count));
+      for (int64_t i = 0; i < count; ++i) {
+        s_.positions_[static_cast<size_t>(i)] = static_cast<int32_t>(s_.n_past_ + begin + i);
+      }
+      run_batch(begin, s_.positions_.data(), count);
+    }
+    // n_past_ and the logits never moved; only the extra entries are to go.
+    s_.cache_->truncate(static_cast<int32_t>(s_.n_past_));
+  });
+}
+
+}  // namespace deferkv

@@ -161,7 +161,7 @@ PredictionScores score_predictions(std::string_view jsonl, std::string_view sour
       json line;
       try {
         line = json::parse(text);
-      } catch (const json::parse_error& e) {
+      } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
         fail("invalid JSON ({})", e.what());
       }
       if (!line.is_object()) fail("expected a JSON object, got {}", line.type_name());

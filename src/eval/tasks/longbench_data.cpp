@@ -48,8 +48,9 @@ LongBenchRow row_of(const json& line, const std::string& where) {
 }
 
 json read_json_file(const std::string& path) {
+  // A folder opens as a stream whose first read throws std::ios_base::failure.
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open '{}'", path);
+  if (!std::filesystem::is_regular_file(path) || !in) fail("cannot open '{}'", path);
   json value = json::parse(in, nullptr, false);
   if (value.is_discarded() || !value.is_object()) fail("'{}' is not a JSON object", path);
   return value;

@@ -136,6 +136,8 @@ TEST(LongBenchData, AFolderInPlaceOfAConfigFileIsAClearError) {
   std::ofstream(dir.file("dataset2maxlen.json")) << R"({"trec": 64})";
   const std::string error = error_of([&] { LongBenchConfig::load(dir.path().string()); });
   EXPECT_NE(error.find("cannot open '" + dir.file("dataset2prompt.json") + "'"), std::string::npos) << error;
+  const std::string too_long = "/" + std::string(5000, 'x') + ".jsonl";  // filesystem_error otherwise
+  EXPECT_NE(error_of([&] { read_longbench_file(too_long); }).find("does not exist"), std::string::npos);
 }
 
 // A context of `words` numbered words, so the kept halves can be told apart.

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages deferkv needs to build and test; does nothing when
-# they are all present already.
+# they are all present already. With --sanitizers, also clang and its runtimes
+# (libFuzzer, AddressSanitizer, ThreadSanitizer ...) for scripts/sanitize.sh and
+# scripts/fuzz.sh; the normal build does not need them.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
@@ -9,6 +11,9 @@ PACKAGES=(
   libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
+if [ "${1:-}" = "--sanitizers" ]; then
+  PACKAGES+=(clang-16 libclang-rt-16-dev)
+fi
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -205,7 +205,7 @@ PredictionScores score_predictions(const std::vector<PredictionSource>& sources,
         json line;
         try {
           line = json::parse(text);
-        } catch (const json::parse_error& e) {
+        } catch (const json::exception& e) {  // parse_error, or out_of_range for a number past double
           fail("invalid JSON ({})", e.what());
         }
         if (!line.is_object()) fail("expected a JSON object, got {}", line.type_name());

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -11,8 +12,11 @@
 namespace deferkv {
 
 CompressKvProfile load_compresskv_profile(const std::string& path) {
+  // A folder opens as a stream whose first read throws std::ios_base::failure; the
+  // error_code overload, because a name too long for the system throws otherwise.
+  std::error_code error;
   std::ifstream in(path);
-  if (!in) fail("cannot read the CompressKV profile '{}'", path);
+  if (!std::filesystem::is_regular_file(path, error) || !in) fail("cannot read the CompressKV profile '{}'", path);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);

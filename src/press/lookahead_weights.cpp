@@ -101,6 +101,8 @@ std::vector<float> to_floats(const GgufTensorInfo& t) {
   return out;
 }
 
+constexpr int64_t kMaxLayers = 4096;
+
 int64_t positive_count(const GgufFile& file, const std::string& key) {
   const uint64_t v = file.get_u64(key);
   if (v == 0 || v > (1u << 30)) fail("LookaheadKV weights '{}': {} is {}", file.path(), key, v);
@@ -171,6 +173,12 @@ LookaheadWeights load_lookahead_weights(const std::string& path) {
   expect_shape(file, e, w.base_n_embd, n_lookahead, fmt::format("[{}, {}] (n_embd, n_lookahead)", w.base_n_embd, n_lookahead));
   w.rows.n_embd = w.base_n_embd;
   w.rows.embeddings = to_floats(e);
+  // Each layer's deltas take memory before its tensors are read: a corrupt layer count
+  // must not allocate for a billion layers (a missing tensor is found below).
+  if (w.base_n_layer > kMaxLayers) {
+    fail("LookaheadKV weights '{}': lookaheadkv.base.n_layer is {} (at most {} layers)", path, w.base_n_layer,
+         kMaxLayers);
+  }
   w.rows.layers.resize(static_cast<size_t>(w.base_n_layer));
   const float scale = w.lora_alpha / static_cast<float>(w.lora_rank);
   for (int64_t l = 0; l < w.base_n_layer; ++l) {

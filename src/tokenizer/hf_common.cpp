@@ -1,5 +1,6 @@
 #include "tokenizer/hf_common.h"
 
+#include <cstdint>
 #include <fstream>
 
 #include "deferkv/error.h"
@@ -77,6 +78,14 @@ HfConfig read_tokenizer_config(const std::string& path) {
     fail("{}: unexpected content: {}", path, e.what());
   }
   return out;
+}
+
+int32_t json_token_id(const nlohmann::json& id, const std::string& text, const std::string& path) {
+  const bool fits = (id.is_number_unsigned() && id.get<uint64_t>() <= INT32_MAX) ||
+                    (id.is_number_integer() && !id.is_number_unsigned() && id.get<int64_t>() >= INT32_MIN &&
+                     id.get<int64_t>() <= INT32_MAX);
+  if (!fits) fail("{}: the id of '{}' is {}, not an integer token id", path, text, id.dump());
+  return static_cast<int32_t>(id.get<int64_t>());
 }
 
 AddedToken read_added_token(int32_t id, const nlohmann::json& token) {

@@ -34,6 +34,10 @@ struct HfConfig {
 
 HfConfig read_tokenizer_config(const std::string& path);
 
+// A token id as JSON gives it: Error naming the token and the file unless it is an
+// integer that fits an int32 (a float or a larger integer must not be cast).
+int32_t json_token_id(const nlohmann::json& id, const std::string& text, const std::string& path);
+
 // One entry of tokenizer.json's added_tokens or tokenizer_config.json's added_tokens_decoder.
 AddedToken read_added_token(int32_t id, const nlohmann::json& token);
 

@@ -31,8 +31,7 @@ TokenizerSpec read_vocab_and_merges(const std::string& vocab_path, const std::st
   std::vector<std::pair<std::string, int32_t>> base;
   base.reserve(vocab_json.size());
   for (const auto& [text, id] : vocab_json.items()) {
-    if (!id.is_number_integer()) fail("{}: the id of '{}' is not an integer", vocab_path, text);
-    base.emplace_back(text, id.get<int32_t>());
+    base.emplace_back(text, json_token_id(id, text, vocab_path));
   }
 
   TokenizerSpec spec;

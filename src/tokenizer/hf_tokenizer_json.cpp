@@ -128,11 +128,11 @@ TokenizerSpec parse(const json& root, const std::string& path, const HfConfig& c
   }
   std::vector<std::pair<std::string, int32_t>> base;
   for (const auto& [text, id] : model.at("vocab").items())
-    base.emplace_back(text, id.get<int32_t>());
+    base.emplace_back(text, json_token_id(id, text, path));
   std::vector<AddedToken> added = config.added_tokens;
   if (const auto it = root.find("added_tokens"); it != root.end()) {
     for (const json& token : *it) {
-      added.push_back(read_added_token(token.at("id").get<int32_t>(), token));
+      added.push_back(read_added_token(json_token_id(token.at("id"), token.value("content", ""), path), token));
     }
   }
 

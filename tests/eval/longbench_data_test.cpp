@@ -1,6 +1,7 @@
 // LongBench as pred.py feeds it: the official JSONL schema (files the test writes and a
 // real excerpt), the config JSONs, middle truncation, the chat-format exemptions, the
 // first-line rule of eval.py, and the prompts built from it all.
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -119,6 +120,18 @@ TEST(LongBenchData, ConfigIsTheOfficialOne) {
   EXPECT_NE(config.prompt_template("narrativeqa").find("asconcisely"), std::string::npos);
   EXPECT_TRUE(config.prompt_template("passage_count").ends_with("The final answer is: "));
   EXPECT_NE(error_of([&] { config.max_new_tokens("nope"); }).find("dataset2maxlen.json"), std::string::npos);
+}
+
+TEST(LongBenchData, AFolderInPlaceOfAConfigFileIsAClearError) {
+  // Found by fuzz/fuzz_press_spec.cpp on the CompressKV profile reader, which read JSON the
+  // same way: a folder opens as a stream whose first read throws std::ios_base::failure.
+  gguf_test::TempDir dir;
+  std::filesystem::create_directory(dir.file("dataset2prompt.json"));
+  std::ofstream(dir.file("dataset2maxlen.json")) << R"({"trec": 64})";
+  const std::string error = error_of([&] { LongBenchConfig::load(dir.path().string()); });
+  EXPECT_NE(error.find("cannot open '" + dir.file("dataset2prompt.json") + "'"), std::string::npos) << error;
+  const std::string too_long = "/" + std::string(5000, 'x') + ".jsonl";  // filesystem_error otherwise
+  EXPECT_NE(error_of([&] { read_longbench_file(too_long); }).find("does not exist"), std::string::npos);
 }
 
 // A context of `words` numbered words, so the kept halves can be told apart.

@@ -120,6 +120,10 @@ TEST(ScorePredictions, ErrorsNameTheLineAndTheProblem) {
             "pred.jsonl:1: give both 'length' and 'depth', or neither");
   EXPECT_EQ(error_of(good, Benchmark::kRuler), "pred.jsonl:1: missing field 'task'");
   EXPECT_EQ(error_of("\n  \n"), "pred.jsonl: no predictions in it");
+  // A number past double's range (found by fuzz/fuzz_score_predictions.cpp: nlohmann's
+  // out_of_range escaped as another exception type).
+  EXPECT_EQ(error_of(R"({"pred": "a", "needle": "a", "length": 1E400, "depth": 0})").substr(0, 48),
+            "pred.jsonl:1: invalid JSON ([json.exception.out_");
   EXPECT_EQ(error_of("{\"dataset\": \"hotpotqa\", \"pred\": \"\xff\", \"answers\": []}").substr(0, 32),
             "pred.jsonl:1: invalid JSON ([jso");
 }

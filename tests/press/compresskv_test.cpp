@@ -49,6 +49,13 @@ TEST(CompressKvProfile, ProblemsAreClearErrors) {
   EXPECT_NE(error_of("compresskv").find("needs profile=PATH"), std::string::npos);
   EXPECT_NE(error_of("compresskv:profile=/nonexistent.json").find("cannot read the CompressKV profile"),
             std::string::npos);
+  // A folder (found by fuzz/fuzz_press_spec.cpp: its first read threw std::ios_base::failure).
+  EXPECT_NE(error_of("compresskv:profile=" + ::testing::TempDir()).find("cannot read the CompressKV profile"),
+            std::string::npos);
+  // A name too long for the system (found by the same target once the folder was refused:
+  // std::filesystem::is_regular_file threw filesystem_error).
+  EXPECT_NE(error_of("compresskv:profile=/" + std::string(5000, 'x')).find("cannot read the CompressKV profile"),
+            std::string::npos);
   const auto wrong_format = write_profile("ckv-format.json", R"({"format": "x"})");
   EXPECT_NE(error_of("compresskv:profile=" + wrong_format).find("is not a CompressKV profile"), std::string::npos);
   const auto bad_head = profile_for_test_model("ckv-head.json", "[0], [9], [1]");

@@ -187,6 +187,15 @@ TEST(LookaheadWeights, EveryMalformedFileIsAClearError) {
   f = {};
   f.set("lookaheadkv.targets", RawWeightsFile::targets({"q", "down", "q"}));
   EXPECT_MENTIONS(load_error(f), "target 'q' is listed twice");
+  // A corrupt layer count (found by fuzz/fuzz_lookahead_weights.cpp: it allocated ~56 GB
+  // of empty deltas before reading a tensor), with and without targets.
+  f = {};
+  f.set("lookaheadkv.base.n_layer", GgufValue::of_u32(1u << 28));
+  EXPECT_MENTIONS(load_error(f), "lookaheadkv.base.n_layer is 268435456 (at most 4096 layers)");
+  f = {};
+  f.set("lookaheadkv.targets", RawWeightsFile::targets({}));
+  f.set("lookaheadkv.base.n_layer", GgufValue::of_u32(1u << 28));
+  EXPECT_MENTIONS(load_error(f), "(at most 4096 layers)");
   f = {};
   f.drop("blk.1.down.lora_b");
   EXPECT_MENTIONS(load_error(f), "tensor 'blk.1.down.lora_b' is missing");

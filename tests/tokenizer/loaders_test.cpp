@@ -267,5 +267,28 @@ TEST(HfLoader, ErrorsNameWhatIsMissing) {
             std::string::npos);
 }
 
+TEST(HfLoader, TokenIdsThatAreNoInt32AreErrors) {
+  // Found by fuzz/fuzz_hf_tokenizer.cpp: a float id was cast to int (undefined), and an
+  // integer past int32 wrapped around to another token's id.
+  const TempDir temp;
+  const fs::path& dir = temp.path;
+  write_text(dir / "vocab.json", R"({"a": 0, "b": 4294967297, "ab": 2})");
+  write_text(dir / "merges.txt", "a b\n");
+  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string(), {"gpt-2"}); })
+                .find("the id of 'b' is 4294967297, not an integer token id"),
+            std::string::npos);
+  fs::remove(dir / "vocab.json");
+  fs::remove(dir / "merges.txt");
+  write_text(dir / "tokenizer.json",
+             R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 6.2e118}, "merges": []}})");
+  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string()); }).find("the id of 'b' is 6.2e+118"),
+            std::string::npos);
+  write_text(dir / "tokenizer.json",
+             R"({"added_tokens": [{"id": -4294967296, "content": "<s>", "special": true}],)"
+             R"( "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  EXPECT_NE(error_of([&] { Tokenizer::from_path(dir.string()); }).find("the id of '<s>' is -4294967296"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace deferkv::test

@@ -49,8 +49,11 @@ LongBenchRow row_of(const json& line, const std::string& where) {
 }
 
 json read_json_file(const std::string& path) {
+  // A folder opens as a stream whose first read throws std::ios_base::failure; the
+  // error_code overload, because a name too long for the system throws otherwise.
+  std::error_code error;
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open '{}'", path);
+  if (!std::filesystem::is_regular_file(path, error) || !in) fail("cannot open '{}'", path);
   json value = json::parse(in, nullptr, false);
   if (value.is_discarded() || !value.is_object()) fail("'{}' is not a JSON object", path);
   return value;
@@ -59,7 +62,8 @@ json read_json_file(const std::string& path) {
 }  // namespace
 
 std::vector<LongBenchRow> read_longbench_file(const std::string& path, int64_t limit) {
-  if (!std::filesystem::is_regular_file(path)) {
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(path, error)) {
     fail("LongBench dataset file '{}' does not exist (the official <dataset>.jsonl of THUDM/LongBench)", path);
   }
   std::ifstream in(path, std::ios::binary);

@@ -1,0 +1,35 @@
+// Predictions files for `deferkv score` (JSON Lines of LongBench, RULER or NIAH
+// predictions). The first byte picks the benchmark (% 4: from the first line, LongBench,
+// RULER, NIAH), the rest is the file. Asserts: only deferkv::Error escapes; every group
+// has samples and a score in range (0..100, NIAH 0..10), and the average is their mean.
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "deferkv/score_predictions.h"
+#include "fuzz_support.h"
+
+using namespace deferkv;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0) return 0;
+  std::optional<eval::Benchmark> benchmark;
+  if (data[0] % 4 != 0) benchmark = static_cast<eval::Benchmark>(data[0] % 4 - 1);
+  eval::PredictionScores scores;
+  if (!fuzz::accepts([&] { scores = eval::score_predictions(fuzz::as_text(data + 1, size - 1), "fuzz", benchmark); })) {
+    return 0;
+  }
+  const double top = scores.benchmark == eval::Benchmark::kNiah ? 10 : 100;
+  double sum = 0;
+  for (const eval::GroupScore& g : scores.groups) {
+    fuzz::require(g.samples > 0, "every group has samples");
+    fuzz::require(g.score >= 0 && g.score <= top, "group scores are in range");
+    sum += g.score;
+  }
+  if (!scores.groups.empty()) {
+    fuzz::require(std::abs(scores.average - sum / static_cast<double>(scores.groups.size())) <= 0.006,
+                  "the average is the groups' mean (to its rounding)");
+  }
+  return 0;
+}

@@ -1,0 +1,101 @@
+#pragma once
+// What every fuzz target shares: a scratch folder for the readers that take a path, the
+// input cut into fields, and the two properties every target asserts: only
+// deferkv::Error escapes a reader, and a stated invariant that fails aborts the run
+// (so libFuzzer records the input) with a message saying which one broke.
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <typeinfo>
+#include <vector>
+
+#include "deferkv/error.h"
+
+namespace deferkv::fuzz {
+
+// A folder of this process's own, removed when the process exits normally.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    path_ = std::filesystem::temp_directory_path() / ("deferkv-fuzz-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  // Writes `bytes` to `name` in the folder (replacing it) and returns its path.
+  std::string write(const std::string& name, std::string_view bytes) const {
+    const std::string path = (path_ / name).string();
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) fail_invariant("cannot write the scratch file " + path);
+    return path;
+  }
+  void remove(const std::string& name) const {
+    std::error_code ignored;
+    std::filesystem::remove(path_ / name, ignored);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  [[noreturn]] static void fail_invariant(const std::string& what) {
+    std::fprintf(stderr, "fuzz setup failed: %s\n", what.c_str());
+    std::abort();
+  }
+  std::filesystem::path path_;
+};
+
+inline std::string_view as_text(const uint8_t* data, size_t size) {
+  return {reinterpret_cast<const char*>(data), size};
+}
+
+// The input cut at each NUL byte: the fields of targets that read several strings or
+// files. Text formats never hold a raw NUL, so no field loses an interesting byte.
+inline std::vector<std::string_view> split_fields(std::string_view input) {
+  std::vector<std::string_view> fields;
+  size_t start = 0;
+  for (size_t i = 0; i <= input.size(); ++i) {
+    if (i == input.size() || input[i] == '\0') {
+      fields.push_back(input.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  return fields;
+}
+
+// An invariant the target states; when it fails the run aborts naming it.
+inline void require(bool holds, const char* invariant) {
+  if (holds) return;
+  std::fprintf(stderr, "fuzz invariant broken: %s\n", invariant);
+  std::abort();
+}
+
+// Runs `body`; a deferkv::Error is the expected answer to bad input, anything else
+// (another exception type) aborts, naming it. Returns true when no Error was thrown.
+template <typename Body>
+bool accepts(Body&& body) {
+  try {
+    body();
+    return true;
+  } catch (const Error& e) {
+    require(*e.what() != '\0', "an Error names the problem");
+    return false;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "fuzz invariant broken: %s escaped instead of deferkv::Error: %s\n",
+                 typeid(e).name(), e.what());
+    std::abort();
+  }
+}
+
+}  // namespace deferkv::fuzz

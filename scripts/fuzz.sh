@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of fuzz/ (clang, AddressSanitizer + UndefinedBehavior-
+# Sanitizer) and runs each for SECONDS (default 60) on its seed corpus fuzz/corpus/<target>/.
+#   scripts/fuzz.sh [seconds-per-target] [target ...]     (targets: gguf, fuzz_gguf, ...)
+# The build folder is build-fuzz (DEFERKV_FUZZ_BUILD overrides it; scripts/sanitize.sh
+# shares its own). New inputs go to <build>/corpus/<target>/, never into the repository;
+# a finding is written to <build>/findings/ and makes the script fail. Memory is capped
+# (-rss_limit_mb, -malloc_limit_mb), so an input that makes a reader allocate far more
+# than its own size is a finding too. Prints executions per target at the end.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+seconds="${1:-60}"
+shift || true
+build="${DEFERKV_FUZZ_BUILD:-build-fuzz}"
+
+scripts/install-deps.sh --sanitizers
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
+  -DDEFERKV_SANITIZE=address,undefined -DDEFERKV_FUZZ=ON -DDEFERKV_BUILD_BENCH=OFF >/dev/null
+
+targets=()
+for name in "$@"; do targets+=("fuzz_${name#fuzz_}"); done
+if [ ${#targets[@]} -eq 0 ]; then
+  for source in fuzz/fuzz_*.cpp; do targets+=("$(basename "$source" .cpp)"); done
+fi
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+[ "$seconds" -gt 0 ] || exit 0
+
+# The largest input a target starts from (its corpus's largest file) caps -max_len;
+# 256 MiB of allocation at once, or 2 GiB resident, is far beyond what any input of
+# that size needs.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+mkdir -p "$build/findings"
+summary=()
+failed=0
+for target in "${targets[@]}"; do
+  mkdir -p "$build/corpus/$target"
+  log="$build/findings/$target.log"
+  status=ok
+  if ! "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 \
+       -print_final_stats=1 -artifact_prefix="$build/findings/$target-" \
+       "$build/corpus/$target" "fuzz/corpus/${target#fuzz_}" </dev/null >"$log" 2>&1; then
+    status="FINDING (see $log)"
+    failed=1
+    tail -40 "$log"
+  fi
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  summary+=("$(printf '%-26s %12s execs  %s' "$target" "${execs:-?}" "$status")")
+done
+printf '%s\n' "${summary[@]}"
+exit "$failed"

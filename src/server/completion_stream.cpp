@@ -55,6 +55,15 @@ void CompletionStream::release_text(bool all) {
 CompletionStream::Update CompletionStream::wait_for_update() {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return released_ > read_ || outcome_.has_value(); });
+  return take_released();
+}
+
+CompletionStream::Update CompletionStream::poll() {
+  std::lock_guard lock(mutex_);
+  return take_released();
+}
+
+CompletionStream::Update CompletionStream::take_released() {
   Update u;
   u.text = text_.substr(read_, released_ - read_);
   read_ = released_;

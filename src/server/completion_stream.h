@@ -31,6 +31,8 @@ class CompletionStream {
     bool ended = false;
   };
   Update wait_for_update();
+  // The same without waiting: the text released so far (tests read it token by token).
+  Update poll();
   const GenerationOutcome& outcome() const { return *outcome_; }
   bool stopped_by_string() const { return stopped_by_string_; }
   // Seconds from construction to the first token (nullopt: none came).
@@ -40,6 +42,7 @@ class CompletionStream {
  private:
   // Moves text that can no longer start a stop string to the readable part.
   void release_text(bool all);
+  Update take_released();  // with mutex_ held
 
   const Tokenizer& tokenizer_;
   StreamingDecoder decoder_;

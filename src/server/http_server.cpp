@@ -111,6 +111,10 @@ void HttpServer::guarded(httplib::Response& res, Handler&& handler) {
 void HttpServer::add_routes() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.max_body_bytes);
+  // A connection holds its thread while its request waits for a slot or streams, so there
+  // are threads for every slot and the queued requests beside the other endpoints.
+  const size_t n_threads = static_cast<size_t>(options_.n_slots) * 2 + 8;
+  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
   // httplib's own errors (404, 413 body too large, 400 unreadable request) in OpenAI's shape.
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

@@ -51,12 +51,15 @@ TEST(KvAdmission, AdmitsWhatFitsBesideTheReserved) {
   EXPECT_EQ(a.reserved(), 0);
 }
 
-// Feeds the tokens of `text` and collects what the stream lets out.
+// Feeds the tokens of `text` and collects what the stream lets out, reading after each
+// token as a streaming client does: text read early must never be cut off later.
 std::string stream_text(const Tokenizer& tok, const std::string& text, std::vector<std::string> stop, bool& stopped) {
   CompletionStream stream(tok, DecodeStart::kContinuation, std::move(stop));
   std::string out;
   for (int32_t id : tok.encode(text, false, false)) {
-    if (!stream.push(id)) break;
+    const bool go_on = stream.push(id);
+    out += stream.poll().text;
+    if (!go_on) break;
   }
   stream.finish({});
   for (;;) {

@@ -9,6 +9,7 @@ PACKAGES=(
   libhwy-dev libopenblas-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpcre2-dev libicu-dev
+  libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [ "${1:-}" = "--sanitizers" ]; then

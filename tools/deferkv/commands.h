@@ -24,5 +24,6 @@ void add_analyze_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_score_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace deferkv::cli

@@ -1,5 +1,6 @@
 // deferkv: long-context LLM inference with KV-cache compression.
 #include <cstdio>
+#include <cstring>
 #include <exception>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -33,11 +34,16 @@ int main(int argc, char** argv) {
   deferkv::cli::add_calibrate_command(app);
   deferkv::cli::add_score_command(app);
   deferkv::cli::add_eval_command(app);
+  deferkv::cli::add_serve_command(app);
   app.parse_complete_callback([&] {
     spdlog::set_default_logger(spdlog::stderr_color_mt("deferkv"));
     spdlog::set_pattern("[%l] %v");
     spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   });
+  // llama.cpp's multi-letter short flags, which CLI11 cannot name, under their long names.
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "-np") == 0) argv[i] = const_cast<char*>("--parallel");
+  }
   try {
     std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
     std::vector<char*> pointers;

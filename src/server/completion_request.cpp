@@ -1,0 +1,127 @@
+#include "server/completion_request.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "server/api_error.h"
+
+namespace deferkv::server {
+namespace {
+
+using nlohmann::json;
+
+const json* field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+std::string read_string(const json& value, const char* name) {
+  if (!value.is_string()) bad_request(name, fmt::format("'{}' must be a string", name));
+  return value.get<std::string>();
+}
+
+int64_t read_integer(const json& value, const char* name, int64_t lo, int64_t hi) {
+  if (!value.is_number_integer()) bad_request(name, fmt::format("'{}' must be an integer", name));
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(hi)) {
+    bad_request(name, fmt::format("'{}' must be between {} and {}", name, lo, hi));
+  }
+  const int64_t v = value.get<int64_t>();
+  if (v < lo || v > hi) bad_request(name, fmt::format("'{}' must be between {} and {}, got {}", name, lo, hi, v));
+  return v;
+}
+
+double read_number(const json& value, const char* name, double lo, double hi) {
+  if (!value.is_number()) bad_request(name, fmt::format("'{}' must be a number", name));
+  const double v = value.get<double>();
+  if (!std::isfinite(v) || v < lo || v > hi) {
+    bad_request(name, fmt::format("'{}' must be between {} and {}, got {}", name, lo, hi, v));
+  }
+  return v;
+}
+
+std::vector<ChatMessage> read_messages(const json& body) {
+  const json* messages = field(body, "messages");
+  if (messages == nullptr) bad_request("messages", "'messages' is required");
+  if (!messages->is_array() || messages->empty()) bad_request("messages", "'messages' must be a non-empty array");
+  std::vector<ChatMessage> out;
+  for (const json& m : *messages) {
+    if (!m.is_object()) bad_request("messages", "each message must be an object with 'role' and 'content'");
+    const json* role = field(m, "role");
+    const json* content = field(m, "content");
+    if (role == nullptr || content == nullptr) bad_request("messages", "each message needs 'role' and 'content'");
+    const std::string r = read_string(*role, "role");
+    if (r != "system" && r != "user" && r != "assistant") {
+      bad_request("messages", fmt::format("message role must be system, user or assistant, got '{}'", r));
+    }
+    out.push_back({r, read_string(*content, "content")});
+  }
+  return out;
+}
+
+std::vector<std::string> read_stop(const json& value) {
+  if (value.is_string()) return {value.get<std::string>()};
+  if (!value.is_array()) bad_request("stop", "'stop' must be a string or a list of strings");
+  std::vector<std::string> out;
+  for (const json& s : value) {
+    if (!s.is_string() || s.get<std::string>().empty()) bad_request("stop", "'stop' must hold non-empty strings");
+    out.push_back(s.get<std::string>());
+  }
+  if (out.size() > 16) bad_request("stop", "'stop' holds at most 16 strings");
+  return out;
+}
+
+}  // namespace
+
+CompletionRequest parse_completion_request(const json& body, bool chat, const CompletionDefaults& defaults) {
+  if (!body.is_object()) bad_request("", "the request body must be a JSON object");
+  CompletionRequest r;
+  r.chat = chat;
+  if (chat) {
+    r.messages = read_messages(body);
+  } else {
+    const json* prompt = field(body, "prompt");
+    if (prompt == nullptr) bad_request("prompt", "'prompt' is required");
+    r.prompt = read_string(*prompt, "prompt");
+  }
+  if (const json* v = field(body, "stream")) {
+    if (!v->is_boolean()) bad_request("stream", "'stream' must be true or false");
+    r.stream = v->get<bool>();
+  }
+  r.max_tokens = defaults.max_tokens;
+  const char* max_name = chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (const json* v = field(body, max_name)) r.max_tokens = read_integer(*v, max_name, 1, 1 << 20);
+  SamplerParams& s = r.sampling;
+  if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature", 0, 100));
+  if (const json* v = field(body, "top_p")) s.top_p = static_cast<float>(read_number(*v, "top_p", 0, 1));
+  if (const json* v = field(body, "min_p")) s.min_p = static_cast<float>(read_number(*v, "min_p", 0, 1));
+  if (const json* v = field(body, "top_k")) s.top_k = static_cast<int32_t>(read_integer(*v, "top_k", 0, 1 << 20));
+  if (const json* v = field(body, "seed")) {
+    s.seed = static_cast<uint64_t>(read_integer(*v, "seed", 0, std::numeric_limits<int64_t>::max()));
+  }
+  if (const json* v = field(body, "stop")) r.stop = read_stop(*v);
+  r.press = defaults.press;
+  r.kv_budget = defaults.kv_budget;
+  r.kv_ratio = defaults.kv_ratio;
+  if (const json* v = field(body, "kv_press")) r.press = read_string(*v, "kv_press");
+  const json* budget = field(body, "kv_budget");
+  const json* ratio = field(body, "kv_ratio");
+  if (budget != nullptr && ratio != nullptr) bad_request("kv_budget", "give 'kv_budget' or 'kv_ratio', not both");
+  if (budget != nullptr) {
+    r.kv_budget = read_integer(*budget, "kv_budget", 1, 1 << 24);
+    r.kv_ratio = -1;
+  }
+  if (ratio != nullptr) {
+    r.kv_ratio = read_number(*ratio, "kv_ratio", 0, 0.999);
+    r.kv_budget = 0;
+  }
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    bad_request("", e.what());
+  }
+  return r;
+}
+
+}  // namespace deferkv::server

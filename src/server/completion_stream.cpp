@@ -1,0 +1,74 @@
+#include "server/completion_stream.h"
+
+#include <algorithm>
+
+namespace deferkv::server {
+
+CompletionStream::CompletionStream(const Tokenizer& tokenizer, DecodeStart start, std::vector<std::string> stop)
+    : tokenizer_(tokenizer), decoder_(tokenizer, start), stop_(std::move(stop)) {
+  for (const auto& s : stop_) longest_stop_ = std::max(longest_stop_, s.size());
+}
+
+double CompletionStream::seconds_since_start() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+bool CompletionStream::push(int32_t token) {
+  std::lock_guard lock(mutex_);
+  if (!first_token_seconds_) first_token_seconds_ = seconds_since_start();
+  // Control tokens (<s>, <|im_start|>) are not text, as `deferkv generate` prints them.
+  if (tokenizer_.token_kind(token) != TokenKind::kControl) text_ += decoder_.push(token);
+  release_text(false);
+  changed_.notify_all();
+  return !stopped_by_string_;
+}
+
+void CompletionStream::finish(const GenerationOutcome& outcome) {
+  std::lock_guard lock(mutex_);
+  if (!stopped_by_string_) text_ += decoder_.finish();
+  release_text(true);
+  outcome_ = outcome;
+  changed_.notify_all();
+}
+
+void CompletionStream::release_text(bool all) {
+  if (stopped_by_string_) return;
+  // A stop string can only newly appear in the text not yet released, or across its start.
+  const size_t from = released_ >= longest_stop_ ? released_ - longest_stop_ + 1 : 0;
+  size_t cut = std::string::npos;
+  for (const auto& s : stop_) cut = std::min(cut, text_.find(s, from));
+  if (cut != std::string::npos) {
+    text_.resize(cut);
+    released_ = cut;
+    stopped_by_string_ = true;
+    return;
+  }
+  size_t end = text_.size();
+  if (!all && longest_stop_ > 0) {
+    end = text_.size() >= longest_stop_ - 1 ? text_.size() - (longest_stop_ - 1) : 0;
+    // Never split a UTF-8 character: back up over continuation bytes.
+    while (end > 0 && end < text_.size() && (static_cast<unsigned char>(text_[end]) & 0xC0) == 0x80) --end;
+  }
+  released_ = std::max(released_, end);
+}
+
+CompletionStream::Update CompletionStream::wait_for_update() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [&] { return released_ > read_ || outcome_.has_value(); });
+  return take_released();
+}
+
+CompletionStream::Update CompletionStream::poll() {
+  std::lock_guard lock(mutex_);
+  return take_released();
+}
+
+CompletionStream::Update CompletionStream::take_released() {
+  Update u;
+  u.text = text_.substr(read_, released_ - read_);
+  read_ = released_;
+  u.ended = outcome_.has_value() && read_ == released_;
+  return u;
+}
+
+}  // namespace deferkv::server

@@ -1,0 +1,361 @@
+#include "server/http_server.h"
+
+#include <chrono>
+#include <filesystem>
+
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include "base/thread_pool.h"
+#include "deferkv/error.h"
+#include "deferkv/tokenizer.h"
+#include "server/api_error.h"
+#include "server/completion_stream.h"
+#include "server/slot_scheduler.h"
+
+namespace deferkv::server {
+namespace {
+
+using nlohmann::json;
+
+// Text that is not UTF-8 (an error message quoting a client's bytes, a token piece that is
+// part of a character) is written with U+FFFD rather than failing the response.
+std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+void send_json(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& type, const std::string& param,
+                const std::string& code, const std::string& message) {
+  send_json(res, status, error_body(message, type, param, code));
+}
+
+json parse_body(const httplib::Request& req) {
+  try {
+    return json::parse(req.body);
+  } catch (const json::exception& e) {
+    bad_request("", std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
+  }
+}
+
+int64_t unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+const char* finish_reason(const CompletionStream& stream) {
+  if (stream.stopped_by_string()) return "stop";
+  switch (stream.outcome().stop) {
+    case StopReason::kEndOfGeneration: return "stop";
+    case StopReason::kCallback: return "stop";
+    case StopReason::kTokenLimit:
+    case StopReason::kContextFull: return "length";
+  }
+  return "length";
+}
+
+json usage_json(const GenerationUsage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"kv_entries_kept", u.kv_entries_kept},
+          {"kv_bytes", u.kv_bytes},
+          {"kv_peak_bytes", u.kv_peak_bytes},
+          {"capture_ms", u.capture_ms},
+          {"eviction_ms", u.eviction_ms}};
+}
+
+// One choice of a response or of a stream chunk: the text as `text` (completions) or as
+// the assistant's message / delta (chat).
+json choice_json(bool chat, bool chunk, const std::string& text, const json& finish) {
+  json c = {{"index", 0}, {"finish_reason", finish}};
+  if (!chat) {
+    c["text"] = text;
+    c["logprobs"] = nullptr;
+  } else if (chunk) {
+    c["delta"] = text.empty() ? json::object() : json{{"content", text}};
+  } else {
+    c["message"] = {{"role", "assistant"}, {"content", text}};
+  }
+  return c;
+}
+
+}  // namespace
+
+HttpServer::HttpServer(const ServerOptions& options) : options_(options), http_(std::make_unique<httplib::Server>()) {
+  model_name_ = std::filesystem::path(options.model_path).filename().string();
+  add_routes();
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+template <typename Handler>
+void HttpServer::guarded(httplib::Response& res, Handler&& handler) {
+  if (!ready_) {
+    send_error(res, 503, "unavailable_error", "", "", "the model is loading");
+    return;
+  }
+  try {
+    handler();
+  } catch (const ApiError& e) {
+    send_error(res, e.status, e.type, e.param, e.code, e.what());
+  } catch (const Error& e) {
+    send_error(res, 400, "invalid_request_error", "", "", e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("request failed: {}", e.what());
+    send_error(res, 500, "server_error", "", "", e.what());
+  }
+}
+
+void HttpServer::add_routes() {
+  httplib::Server& s = *http_;
+  s.set_payload_max_length(options_.max_body_bytes);
+  // A connection holds its thread while its request waits for a slot or streams, so there
+  // are threads for every slot and the queued requests beside the other endpoints.
+  const size_t n_threads = static_cast<size_t>(options_.n_slots) * 2 + 8;
+  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  // httplib's own errors (404, 413 body too large, 400 unreadable request) in OpenAI's shape.
+  s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const std::string message = res.status == 404   ? "no such endpoint"
+                                : res.status == 413 ? "the request body is over the server's size limit"
+                                                    : fmt::format("HTTP status {}", res.status);
+    send_error(res, res.status, "invalid_request_error", "", "", message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    if (!ready_) return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
+    send_json(res, 200, {{"status", "ok"}});
+  });
+  s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      const ModelConfig& c = model_->config();
+      send_json(res, 200, {{"object", "list"},
+                           {"data", json::array({{{"id", model_name_}, {"object", "model"}, {"created", unix_time()},
+                                                  {"owned_by", "deferkv"},
+                                                  {"meta", {{"n_ctx_train", c.n_ctx_train}, {"n_vocab", c.n_vocab}}}}})}});
+    });
+  });
+  s.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] { send_json(res, 200, props()); });
+  });
+  s.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] { res.set_content(metrics_.render(scheduler_->stats()), "text/plain; version=0.0.4"); });
+  });
+  s.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_tokenize(req, res); });
+  });
+  s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_detokenize(req, res); });
+  });
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_completion(req, res, false); });
+  });
+  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_completion(req, res, true); });
+  });
+}
+
+void HttpServer::start() {
+  listen();
+  load_model();
+}
+
+void HttpServer::listen() {
+  port_ = options_.port == 0 ? http_->bind_to_any_port(options_.host)
+                             : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
+  if (port_ < 0) fail("cannot listen on {}:{}", options_.host, options_.port);
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+}
+
+void HttpServer::load_model() {
+  model_ = Model::load(options_.model_path);
+  try {
+    chat_template_ = ChatTemplate::detect(model_->tokenizer(), options_.chat_template);
+  } catch (const Error& e) {
+    if (!options_.chat_template.empty()) throw;
+    chat_template_error_ = fmt::format("{} (start the server with --chat-template NAME)", e.what());
+  }
+  SlotSchedulerOptions o;
+  o.n_slots = options_.n_slots;
+  o.kv_capacity_bytes = options_.kv_memory_bytes;
+  o.session.n_ctx = options_.n_ctx;
+  auto scheduler = std::make_unique<SlotScheduler>(model_, std::make_shared<ThreadPool>(options_.threads), o);
+  n_ctx_ = scheduler->n_ctx();
+  scheduler_ = std::move(scheduler);
+  ready_ = true;
+}
+
+void HttpServer::stop() {
+  if (scheduler_) scheduler_->cancel_all();
+  if (http_->is_running() || listener_.joinable()) http_->stop();
+  if (listener_.joinable()) listener_.join();
+  scheduler_.reset();  // joins the slots, each finishing its cancelled request
+}
+
+json HttpServer::props() const {
+  const CompletionDefaults& d = options_.defaults;
+  return {{"model_path", options_.model_path},
+          {"total_slots", options_.n_slots},
+          {"n_ctx", n_ctx_},
+          {"kv_memory_bytes", options_.kv_memory_bytes},
+          {"chat_template", chat_template_ ? chat_template_->name() : ""},
+          {"default_generation_settings",
+           {{"max_tokens", d.max_tokens}, {"kv_press", d.press}, {"kv_budget", d.kv_budget}, {"kv_ratio", d.kv_ratio}}}};
+}
+
+void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req);
+  if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
+    bad_request("content", "'content' must be a string");
+  }
+  auto flag = [&](const char* name) {
+    if (!body.contains(name)) return false;
+    if (!body[name].is_boolean()) bad_request(name, fmt::format("'{}' must be true or false", name));
+    return body[name].get<bool>();
+  };
+  const bool add_special = flag("add_special");
+  const bool with_pieces = flag("with_pieces");
+  const Tokenizer& tok = model_->tokenizer();
+  const std::vector<int32_t> ids = tok.encode(body["content"].get<std::string>(), add_special, true);
+  json tokens = json::array();
+  for (int32_t id : ids) {
+    if (with_pieces) {
+      tokens.push_back({{"id", id}, {"piece", tok.token_piece(id)}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  send_json(res, 200, {{"tokens", tokens}});
+}
+
+void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_body(req);
+  if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
+    bad_request("tokens", "'tokens' must be a list of token ids");
+  }
+  const int32_t n_vocab = model_->tokenizer().n_vocab();
+  std::vector<int32_t> ids;
+  for (const json& t : body["tokens"]) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
+      bad_request("tokens", fmt::format("each token must be an id in [0, {})", n_vocab));
+    }
+    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  send_json(res, 200, {{"content", model_->tokenizer().decode(ids)}});
+}
+
+void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+  const json body = parse_body(req);
+  const CompletionRequest r = parse_completion_request(body, chat, options_.defaults);
+  const Tokenizer& tok = model_->tokenizer();
+
+  GenerationRequest g;
+  if (chat) {
+    if (!chat_template_) throw ApiError(400, "invalid_request_error", "messages", "", chat_template_error_);
+    g.prompt = tok.encode(chat_template_->apply(r.messages, true), true, true);
+  } else {
+    g.prompt = tok.encode(r.prompt, true, false);
+  }
+  const int64_t n_prompt = static_cast<int64_t>(g.prompt.size());
+  if (n_prompt >= n_ctx_) {
+    bad_request(chat ? "messages" : "prompt",
+                fmt::format("the prompt is {} tokens; the context holds {}", n_prompt, n_ctx_), "context_length_exceeded");
+  }
+  if (r.max_tokens > n_ctx_ - n_prompt) {
+    bad_request("max_tokens",
+                fmt::format("max_tokens is {} but only {} tokens fit after the {}-token prompt (context {})",
+                            r.max_tokens, n_ctx_ - n_prompt, n_prompt, n_ctx_));
+  }
+  g.max_tokens = r.max_tokens;
+  g.sampling = r.sampling;
+  if (r.press == "full") {
+    if (body.contains("kv_budget") || body.contains("kv_ratio")) {
+      bad_request("kv_press", "'kv_budget' and 'kv_ratio' need a 'kv_press' other than full");
+    }
+  } else {
+    g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
+               : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
+                                 : KvBudget();
+    try {
+      g.press = make_press(r.press, g.budget);
+    } catch (const Error& e) {
+      bad_request("kv_press", e.what());
+    }
+  }
+
+  auto stream = std::make_shared<CompletionStream>(tok, DecodeStart::kContinuation, r.stop);
+  GenerationCallbacks callbacks;
+  callbacks.on_token = [stream](int32_t token) { return stream->push(token); };
+  // The metrics first, so a client that has its response finds its request counted.
+  callbacks.on_finish = [this, stream](const GenerationOutcome& outcome) {
+    metrics_.record_request(outcome.usage, stream->first_token_seconds().value_or(0), stream->seconds_since_start(),
+                            stream->first_token_seconds().has_value());
+    stream->finish(outcome);
+  };
+  RequestId id = 0;
+  try {
+    id = scheduler_->submit(std::move(g), std::move(callbacks));
+  } catch (const Error& e) {
+    bad_request("max_tokens", e.what(), "kv_memory_exceeded");
+  }
+
+  const std::string completion_id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_completion_id_++);
+  const json head = {{"id", completion_id},
+                     {"object", chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+                     {"created", unix_time()},
+                     {"model", model_name_}};
+  if (!r.stream) {
+    std::string text;
+    for (;;) {
+      CompletionStream::Update u = stream->wait_for_update();
+      text += u.text;
+      if (u.ended) break;
+    }
+    const GenerationOutcome& outcome = stream->outcome();
+    if (!outcome.error.empty()) return send_error(res, 500, "server_error", "", "", outcome.error);
+    json out = head;
+    out["choices"] = json::array({choice_json(chat, false, text, finish_reason(*stream))});
+    out["usage"] = usage_json(outcome.usage);
+    return send_json(res, 200, out);
+  }
+
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, stream, head, chat, id, first = true](size_t, httplib::DataSink& sink) mutable {
+        auto send = [&](const json& event) {
+          const std::string frame = "data: " + dump(event) + "\n\n";
+          return sink.write(frame.data(), frame.size());
+        };
+        const CompletionStream::Update u = stream->wait_for_update();
+        if (!u.text.empty() || (first && chat)) {
+          json chunk = head;
+          json choice = choice_json(chat, true, u.text, nullptr);
+          if (chat && first) choice["delta"]["role"] = "assistant";
+          chunk["choices"] = json::array({choice});
+          first = false;
+          if (!send(chunk)) {
+            scheduler_->cancel(id);  // the client is gone
+            return false;
+          }
+        }
+        if (!u.ended) return true;
+        const GenerationOutcome& outcome = stream->outcome();
+        json last = head;
+        if (!outcome.error.empty()) {
+          last = error_body(outcome.error, "server_error", "", "");
+        } else {
+          last["choices"] = json::array({choice_json(chat, true, "", finish_reason(*stream))});
+          last["usage"] = usage_json(outcome.usage);
+        }
+        static const std::string kDone = "data: [DONE]\n\n";
+        if (send(last)) sink.write(kDone.data(), kDone.size());
+        sink.done();
+        return true;
+      },
+      [this, id](bool) { scheduler_->cancel(id); });  // finished already: ignored
+}
+
+}  // namespace deferkv::server

@@ -1,0 +1,85 @@
+#pragma once
+// `deferkv serve`: an OpenAI-compatible HTTP server over a Scheduler. It listens first and
+// loads the model after (GET /health answers 503 until the model is ready), routes
+//   POST /v1/completions, /v1/chat/completions   (stream: true → server-sent events)
+//   GET /v1/models, /health, /props, /metrics     POST /tokenize, /detokenize
+// and turns every deferkv::Error into OpenAI's JSON error shape with a 4xx status; a
+// failure inside one generation fails that request only.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "deferkv/chat_template.h"
+#include "deferkv/model.h"
+#include "server/completion_request.h"
+#include "server/scheduler.h"
+#include "server/server_metrics.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace deferkv::server {
+
+struct ServerOptions {
+  std::string model_path;
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (see port())
+  int n_slots = 1;
+  int64_t kv_memory_bytes = int64_t{2} << 30;
+  int threads = 1;
+  int64_t n_ctx = 0;  // 0: the model's, at most 4096
+  std::string chat_template;  // "" : the model's own
+  CompletionDefaults defaults;
+  size_t max_body_bytes = 1 << 20;
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(const ServerOptions& options);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // listen(), then load_model().
+  void start();
+  // Binds and starts answering: 503 ("the model is loading") until load_model() is done.
+  // Error when the address cannot be bound.
+  void listen();
+  // Loads the model and starts the scheduler; requests are served from then on.
+  void load_model();
+  int port() const { return port_; }
+  // Stops accepting, cancels running and waiting requests, returns when all are done.
+  void stop();
+
+ private:
+  void add_routes();
+  void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  nlohmann::json props() const;
+  // Runs a handler, turning its errors into JSON error responses.
+  template <typename Handler>
+  void guarded(httplib::Response& res, Handler&& handler);
+
+  ServerOptions options_;
+  std::unique_ptr<httplib::Server> http_;
+  std::thread listener_;
+  int port_ = 0;
+  std::atomic<bool> ready_{false};
+  std::shared_ptr<const Model> model_;
+  std::string model_name_;
+  std::optional<ChatTemplate> chat_template_;
+  std::string chat_template_error_;
+  std::unique_ptr<Scheduler> scheduler_;
+  int64_t n_ctx_ = 0;
+  ServerMetrics metrics_;
+  std::atomic<uint64_t> next_completion_id_{1};
+};
+
+}  // namespace deferkv::server

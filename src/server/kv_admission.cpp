@@ -1,0 +1,18 @@
+#include "server/kv_admission.h"
+
+#include <algorithm>
+
+namespace deferkv::server {
+
+KvProjection project_kv(int64_t bytes_per_token, int64_t prompt_tokens, int64_t max_tokens,
+                        int64_t kept_per_head) {
+  if (kept_per_head < 0) {
+    const int64_t full = (prompt_tokens + max_tokens) * bytes_per_token;
+    return {full, full};
+  }
+  const int64_t kept = std::min(prompt_tokens, kept_per_head);
+  const int64_t after = (kept + max_tokens) * bytes_per_token;
+  return {std::max(prompt_tokens * bytes_per_token, after), after};
+}
+
+}  // namespace deferkv::server

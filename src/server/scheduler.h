@@ -1,0 +1,77 @@
+#pragma once
+// What the HTTP layer asks of whatever runs the model: take a generation request, report
+// its tokens and its end through callbacks, cancel it, and say how busy it is. Today one
+// implementation (SlotScheduler: N sessions taking turns at forward steps); the batch
+// engine, which decodes every running sequence in one forward step, will be another, and
+// the HTTP layer will not change.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deferkv/generate.h"
+#include "deferkv/press.h"
+#include "deferkv/sampler.h"
+
+namespace deferkv::server {
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  SamplerParams sampling;
+  std::unique_ptr<Press> press;  // nullptr: the full cache
+  KvBudget budget;               // the budget the press was built with (for admission)
+};
+
+// What one request cost, for the response's `usage` object.
+struct GenerationUsage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t kv_entries_kept = 0;  // after the last eviction, summed over layers and heads
+  int64_t kv_bytes = 0;         // held at the end
+  int64_t kv_peak_bytes = 0;
+  double capture_ms = 0;
+  double eviction_ms = 0;
+};
+
+struct GenerationOutcome {
+  StopReason stop = StopReason::kTokenLimit;
+  bool cancelled = false;
+  std::string error;  // non-empty: the request failed (an internal error of this request only)
+  GenerationUsage usage;
+};
+
+struct GenerationCallbacks {
+  // Each generated token, on the scheduler's thread; returning false stops the request
+  // (a stop string was met).
+  std::function<bool(int32_t token)> on_token;
+  // Called exactly once, last, also for a cancelled or failed request.
+  std::function<void(const GenerationOutcome&)> on_finish;
+};
+
+struct SchedulerStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_bytes_used = 0;      // held by the running requests' caches now
+  int64_t kv_bytes_reserved = 0;  // what admission has set aside for them
+  int64_t kv_bytes_capacity = 0;
+};
+
+using RequestId = uint64_t;
+
+class Scheduler {
+ public:
+  virtual ~Scheduler() = default;
+  // Queues the request; throws an Error, queueing nothing, for one that can never be
+  // admitted (its projected KV exceeds the whole capacity).
+  virtual RequestId submit(GenerationRequest request, GenerationCallbacks callbacks) = 0;
+  // Stops a waiting or running request within one token; on_finish still runs. Unknown or
+  // finished ids are ignored.
+  virtual void cancel(RequestId id) = 0;
+  // Cancels everything and refuses new requests (shutdown).
+  virtual void cancel_all() = 0;
+  virtual SchedulerStats stats() const = 0;
+};
+
+}  // namespace deferkv::server

@@ -1,0 +1,120 @@
+// The slot scheduler on the embedded model: admission under a KV cap, cancellation.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <future>
+#include <mutex>
+
+#include "base/thread_pool.h"
+#include "deferkv/error.h"
+#include "deferkv/model.h"
+#include "deferkv/tokenizer.h"
+#include "server/slot_scheduler.h"
+#include "server/test_server.h"
+
+namespace deferkv::server {
+namespace {
+
+struct Finished {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<GenerationOutcome> outcomes;
+  void add(const GenerationOutcome& o) {
+    std::lock_guard lock(mutex);
+    outcomes.push_back(o);
+    cv.notify_all();
+  }
+  void wait_for(size_t n) {
+    std::unique_lock lock(mutex);
+    cv.wait(lock, [&] { return outcomes.size() >= n; });
+  }
+};
+
+GenerationRequest greedy_request(const Model& model, int64_t max_tokens) {
+  GenerationRequest r;
+  r.prompt = model.tokenizer().encode("Once upon a time", true, false);
+  r.max_tokens = max_tokens;
+  r.sampling.temperature = 0;
+  return r;
+}
+
+class SlotSchedulerTest : public ::testing::Test {
+ protected:
+  std::shared_ptr<const Model> model = Model::load(testing::stories_model_path());
+  std::shared_ptr<ThreadPool> pool = std::make_shared<ThreadPool>(1);
+  int64_t bytes_per_token() {
+    SlotScheduler probe(model, pool, {.n_slots = 1, .kv_capacity_bytes = 1});
+    return probe.kv_bytes_per_token();
+  }
+};
+
+// A cap that holds one request: with four slots the others wait, and all complete.
+TEST_F(SlotSchedulerTest, RequestsThatDoNotFitTogetherWaitAndAllComplete) {
+  const GenerationRequest one = greedy_request(*model, 8);
+  const int64_t need = static_cast<int64_t>(one.prompt.size() + 8) * bytes_per_token();
+  SlotScheduler scheduler(model, pool, {.n_slots = 4, .kv_capacity_bytes = need + need / 2});
+  Finished finished;
+  std::vector<SchedulerStats> seen_by_first;
+  std::promise<void> all_submitted;
+  std::shared_future<void> submitted = all_submitted.get_future().share();
+  for (int i = 0; i < 3; ++i) {
+    GenerationCallbacks cb;
+    cb.on_token = [&, i](int32_t) {
+      if (i == 0) {
+        submitted.wait();
+        seen_by_first.push_back(scheduler.stats());
+      }
+      return true;
+    };
+    cb.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
+    scheduler.submit(greedy_request(*model, 8), std::move(cb));
+  }
+  all_submitted.set_value();
+  finished.wait_for(3);
+  ASSERT_FALSE(seen_by_first.empty());
+  // While the first ran, nothing else fit beside it.
+  EXPECT_EQ(seen_by_first.back().running, 1);
+  EXPECT_EQ(seen_by_first.back().waiting, 2);
+  EXPECT_LE(seen_by_first.back().kv_bytes_reserved, need + need / 2);
+  for (const auto& o : finished.outcomes) {
+    EXPECT_TRUE(o.error.empty()) << o.error;
+    EXPECT_EQ(o.usage.completion_tokens, 8);
+  }
+  const SchedulerStats idle = scheduler.stats();
+  EXPECT_EQ(idle.running + idle.waiting + idle.kv_bytes_used + idle.kv_bytes_reserved, 0);
+}
+
+TEST_F(SlotSchedulerTest, ARequestThatCanNeverFitIsRefused) {
+  SlotScheduler scheduler(model, pool, {.n_slots = 1, .kv_capacity_bytes = bytes_per_token() * 5});
+  EXPECT_THROW(scheduler.submit(greedy_request(*model, 8), {}), Error);
+  EXPECT_EQ(scheduler.stats().waiting, 0);
+}
+
+TEST_F(SlotSchedulerTest, CancellingStopsWithinOneToken) {
+  SlotScheduler scheduler(model, pool, {.n_slots = 1, .kv_capacity_bytes = int64_t{64} << 20});
+  Finished finished;
+  int tokens = 0;
+  int cancelled_at = 0;
+  std::atomic<RequestId> id{0};  // set once submit returns
+  GenerationCallbacks cb;
+  cb.on_token = [&](int32_t) {
+    ++tokens;
+    if (tokens >= 3 && cancelled_at == 0 && id != 0) {
+      scheduler.cancel(id);
+      cancelled_at = tokens;
+    }
+    return true;
+  };
+  cb.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
+  id = scheduler.submit(greedy_request(*model, 200), std::move(cb));
+  finished.wait_for(1);
+  EXPECT_TRUE(finished.outcomes[0].cancelled);
+  ASSERT_GT(cancelled_at, 0);
+  EXPECT_EQ(tokens, cancelled_at);  // no token after the one that cancelled
+  EXPECT_LT(finished.outcomes[0].usage.completion_tokens, 200);
+  EXPECT_EQ(scheduler.stats().kv_bytes_used, 0);
+}
+
+}  // namespace
+}  // namespace deferkv::server

@@ -1,0 +1,60 @@
+#pragma once
+// A deferkv server for one test: on 127.0.0.1, on a free port, on the embedded
+// stories260K; stopped when the test ends. Clients are cpp-httplib's.
+#include <memory>
+#include <string>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "server/http_server.h"
+
+namespace deferkv::testing {
+
+inline std::string stories_model_path() { return std::string(DEFERKV_SOURCE_DIR) + "/models/stories260K.gguf"; }
+
+inline server::ServerOptions test_server_options() {
+  server::ServerOptions o;
+  o.model_path = stories_model_path();
+  o.host = "127.0.0.1";
+  o.port = 0;
+  o.threads = 2;
+  o.chat_template = "chatml";  // stories260K carries none
+  o.kv_memory_bytes = int64_t{256} << 20;
+  return o;
+}
+
+class TestServer {
+ public:
+  explicit TestServer(const server::ServerOptions& options = test_server_options(), bool load = true)
+      : server_(options) {
+    server_.listen();
+    if (load) server_.load_model();
+  }
+  ~TestServer() { server_.stop(); }
+  server::HttpServer& server() { return server_; }
+
+  // A new client (each thread of a test takes its own).
+  std::unique_ptr<httplib::Client> client() const {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", server_.port());
+    c->set_read_timeout(60, 0);
+    return c;
+  }
+  httplib::Result post(const std::string& path, const nlohmann::json& body) const {
+    return client()->Post(path.c_str(), body.dump(), "application/json");
+  }
+  httplib::Result get(const std::string& path) const { return client()->Get(path.c_str()); }
+
+ private:
+  server::HttpServer server_;
+};
+
+// The value of an unlabelled metric in Prometheus text ("name value" line); -1 if absent.
+inline double metric_value(const std::string& text, const std::string& name) {
+  const std::string key = "\n" + name + " ";
+  const size_t at = ("\n" + text).find(key);
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + key.size() - 1));
+}
+
+}  // namespace deferkv::testing

@@ -1,0 +1,74 @@
+// `deferkv serve`: the OpenAI-compatible HTTP server (src/server), until SIGINT/SIGTERM.
+#include <csignal>
+#include <cstdio>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.h"
+#include "common_options.h"
+#include "deferkv/chat_template.h"
+#include "deferkv/error.h"
+#include "server/byte_size.h"
+#include "server/http_server.h"
+
+namespace deferkv::cli {
+namespace {
+
+struct ServeArgs {
+  server::ServerOptions server;
+  std::string kv_memory = "2GiB";
+  PressOptions press;
+};
+
+void run_serve(ServeArgs& args) {
+  args.server.kv_memory_bytes = server::parse_byte_size(args.kv_memory);
+  make_press_from(args.press);  // refuses a bad --press / budget before anything starts
+  args.server.defaults.press = args.press.spec;
+  args.server.defaults.kv_budget = args.press.budget;
+  args.server.defaults.kv_ratio = args.press.ratio;
+
+  // The signals are waited for on this thread (sigwait), not handled asynchronously: they
+  // are blocked before the server starts its threads, which inherit the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::HttpServer http(args.server);
+  http.start();
+  fmt::print(stderr, "deferkv serve: listening on http://{}:{} ({} slots, KV memory {} bytes)\n",
+             args.server.host, http.port(), args.server.n_slots, args.server.kv_memory_bytes);
+  std::fflush(stderr);
+  int signal = 0;
+  sigwait(&signals, &signal);
+  fmt::print(stderr, "deferkv serve: {}, shutting down\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  http.stop();
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto args = std::make_shared<ServeArgs>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the model over an OpenAI-compatible HTTP API");
+  add_model_option(*cmd, args->server.model_path);
+  cmd->add_option("--host", args->server.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", args->server.port, "Port to listen on (0: any free port)")
+      ->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("--parallel", args->server.n_slots, "Requests generating at once (slots; also -np)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--kv-memory", args->kv_memory,
+                  "KV-cache memory shared by all requests (bytes, or with KiB/MiB/GiB); requests wait for room")
+      ->capture_default_str();
+  add_threads_option(*cmd, args->server.threads);
+  cmd->add_option("-c,--ctx-size", args->server.n_ctx, "Context size in tokens (default: model's, at most 4096)");
+  cmd->add_option("-n,--n-predict", args->server.defaults.max_tokens, "Default max_tokens of a request")
+      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--chat-template", args->server.chat_template,
+                  "Chat format instead of the model's: " + fmt::format("{}", fmt::join(ChatTemplate::known_names(), ", ")));
+  add_press_options(*cmd, args->press);
+  cmd->callback([args] { run_serve(*args); });
+}
+
+}  // namespace deferkv::cli

@@ -98,7 +98,8 @@ TEST(HttpServer, GreedyCompletionEqualsGenerateFullAndCompressed) {
   for (const auto& [press, flags] : std::vector<std::pair<json, std::string>>{
            {json{{"kv_press", "full"}}, ""},
            {json{{"kv_press", "snapkv:window=4"}, {"kv_budget", 8}}, "--press snapkv:window=4 --kv-budget 8"},
-           {json{{"kv_press", "snapkv:window=4+streaming_llm"}, {"kv_budget", 8}}, "--press snapkv:window=4+streaming_llm --kv-budget 8"}}) {
+           {json{{"kv_press", "snapkv:window=4+moment_kv:decode_budget=4"}, {"kv_budget", 8}},
+            "--press snapkv:window=4+moment_kv:decode_budget=4 --kv-budget 8"}}) {
     json body = {{"prompt", kPrompt}, {"max_tokens", 24}, {"temperature", 0}};
     body.update(press);
     const json r = parse(t.post("/v1/completions", body));

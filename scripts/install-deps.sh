@@ -8,6 +8,7 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpcre2-dev libicu-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-venv python3-setuptools python3-pip
 )
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -31,7 +31,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="GGUF model (default: the embedded stories260K)")
     parser.add_argument("--tokens", type=int, default=48)
-    parser.add_argument("--presses", default="snapkv,streaming_llm,deferkv:d=1")
+    parser.add_argument("--presses", default="snapkv:window=4;streaming_llm;deferkv:d=1,window=4",
+                        help="presses separated by ;")
     parser.add_argument("--budgets", default="8,16,32")
     args = parser.parse_args()
 
@@ -39,7 +40,7 @@ def main():
     full = [model.generate(p, max_tokens=args.tokens, temperature=0) for p in PROMPTS]
     rows = [("full", "-", 1.0, sum(r.kv.bytes for r in full) / len(full),
              sum(r.timings["decode_tokens"] / r.timings["decode_seconds"] for r in full) / len(full))]
-    for press in args.presses.split(","):
+    for press in args.presses.split(";"):
         for budget in (int(b) for b in args.budgets.split(",")):
             runs = [model.generate(p, max_tokens=args.tokens, temperature=0, press=press, kv_budget=budget)
                     for p in PROMPTS]
@@ -48,9 +49,9 @@ def main():
                          sum(r.kv.bytes for r in runs) / len(runs),
                          sum(r.timings["decode_tokens"] / r.timings["decode_seconds"] for r in runs) / len(runs)))
 
-    print(f"{'press':<16} {'budget':>6} {'agrees with full':>16} {'KV KiB':>8} {'decode tok/s':>12}")
+    print(f"{'press':<24} {'budget':>6} {'agrees with full':>16} {'KV KiB':>8} {'decode tok/s':>12}")
     for press, budget, agree, kv_bytes, speed in rows:
-        print(f"{press:<16} {budget:>6} {agree:>16.0%} {kv_bytes / 1024:>8.1f} {speed:>12.0f}")
+        print(f"{press:<24} {budget:>6} {agree:>16.0%} {kv_bytes / 1024:>8.1f} {speed:>12.0f}")
 
 
 if __name__ == "__main__":

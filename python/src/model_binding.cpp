@@ -1,0 +1,164 @@
+// deferkv.Model's engine side: loading, tokens, and building sessions and generations.
+#include <filesystem>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "bindings.h"
+#include "deferkv/chat_template.h"
+#include "deferkv/embedding.h"
+#include "deferkv/error.h"
+#include "deferkv/press.h"
+#include "deferkv/tokenizer.h"
+#include "generation.h"
+
+namespace py = pybind11;
+
+namespace deferkv::python {
+namespace {
+
+struct LoadedModel {
+  std::shared_ptr<const Model> model;
+  int n_threads;
+  int64_t n_ctx;
+};
+
+std::shared_ptr<const Model> load_model(const std::string& path) {
+  try {
+    py::gil_scoped_release release;
+    return Model::load(path);
+  } catch (const Error& e) {
+    // A missing file is FileNotFoundError, with the engine's message.
+    if (!std::filesystem::exists(path)) throw FileNotFound(e.what());
+    throw;
+  }
+}
+
+std::shared_ptr<LoadedModel> open_model(const std::optional<std::string>& path, int n_threads, int64_t n_ctx) {
+  if (n_threads < 1) throw py::value_error("n_threads must be at least 1, got " + std::to_string(n_threads));
+  if (n_ctx < 0) throw py::value_error("n_ctx must be 0 (the model's) or positive, got " + std::to_string(n_ctx));
+  auto loaded = std::make_shared<LoadedModel>();
+  loaded->model = load_model(path.value_or(embedded_model_path()));
+  loaded->n_threads = n_threads;
+  loaded->n_ctx = n_ctx;
+  return loaded;
+}
+
+// A press from its parameter string and budget; bad ones are ValueError ("full": none).
+std::unique_ptr<Press> press_from(const std::string& spec, int64_t kv_budget, double kv_ratio) {
+  if (kv_budget < 0) throw py::value_error("kv_budget must be positive, got " + std::to_string(kv_budget));
+  if (kv_budget > 0 && kv_ratio >= 0) throw py::value_error("give kv_budget or kv_ratio, not both");
+  if (spec == "full") {
+    if (kv_budget > 0 || kv_ratio >= 0) throw py::value_error("kv_budget and kv_ratio need a press other than 'full'");
+    return nullptr;
+  }
+  try {
+    const KvBudget budget = kv_ratio >= 0 ? KvBudget::ratio(kv_ratio)
+                            : kv_budget > 0 ? KvBudget::per_head(kv_budget)
+                                            : KvBudget();
+    return make_press(spec, budget);
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+}
+
+std::unique_ptr<Session> new_session(const LoadedModel& m, const std::string& press, int64_t kv_budget,
+                                     double kv_ratio, const std::optional<std::string>& draft_model) {
+  std::unique_ptr<Press> p = press_from(press, kv_budget, kv_ratio);
+  SessionOptions options;
+  options.n_ctx = m.n_ctx;
+  // A pool per session: generations in several Python threads run side by side.
+  auto session = std::make_unique<Session>(m.model, make_thread_pool(m.n_threads), options);
+  session->set_press(std::move(p));
+  if (draft_model) session->set_draft_model(load_model(*draft_model));
+  return session;
+}
+
+SamplerParams sampler_params(double temperature, int top_k, double top_p, double min_p, int64_t seed) {
+  SamplerParams s;
+  s.temperature = static_cast<float>(temperature);
+  s.top_k = top_k;
+  s.top_p = static_cast<float>(top_p);
+  s.min_p = static_cast<float>(min_p);
+  if (seed >= 0) s.seed = static_cast<uint64_t>(seed);
+  try {
+    s.validate();
+  } catch (const Error& e) {
+    throw py::value_error(e.what());
+  }
+  return s;
+}
+
+std::vector<int32_t> chat_prompt(const LoadedModel& m, const std::vector<std::pair<std::string, std::string>>& messages,
+                                 const std::string& template_name) {
+  const Tokenizer& tokenizer = m.model->tokenizer();
+  std::vector<ChatMessage> turns;
+  for (const auto& [role, content] : messages) turns.push_back({role, content});
+  const ChatTemplate chat = ChatTemplate::detect(tokenizer, template_name);
+  return tokenizer.encode(chat.apply(turns, true), true, true);
+}
+
+py::dict metadata(const LoadedModel& m) {
+  const ModelConfig& c = m.model->config();
+  py::dict d;
+  d["path"] = m.model->path();
+  d["architecture"] = c.arch_name;
+  d["n_vocab"] = c.n_vocab;
+  d["n_embd"] = c.n_embd;
+  d["n_layer"] = c.n_layer;
+  d["n_head"] = c.n_head;
+  d["n_head_kv"] = c.n_head_kv;
+  d["head_dim"] = c.head_dim;
+  d["n_ff"] = c.n_ff;
+  d["n_ctx_train"] = c.n_ctx_train;
+  d["rope_base"] = c.rope_base;
+  d["rms_eps"] = c.rms_eps;
+  d["tokenizer"] = m.model->tokenizer().model_name();
+  return d;
+}
+
+}  // namespace
+
+void bind_model(py::module_& m) {
+  py::class_<LoadedModel, std::shared_ptr<LoadedModel>>(m, "_Model")
+      .def(py::init(&open_model), py::arg("path"), py::arg("n_threads"), py::arg("n_ctx"))
+      .def("tokenize",
+           [](const LoadedModel& self, const std::string& text, bool add_bos, bool parse_special) {
+             return self.model->tokenizer().encode(text, add_bos, parse_special);
+           })
+      .def("detokenize",
+           [](const LoadedModel& self, const std::vector<int32_t>& ids) {
+             const int64_t n_vocab = self.model->config().n_vocab;
+             for (int32_t id : ids) {
+               if (id < 0 || id >= n_vocab) {
+                 throw py::value_error("token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                                       std::to_string(n_vocab - 1) + ")");
+               }
+             }
+             return py::bytes(self.model->tokenizer().decode(ids));
+           })
+      .def("chat_prompt", &chat_prompt)
+      .def_property_readonly("chat_template", [](const LoadedModel& self) { return self.model->tokenizer().chat_template(); })
+      .def_property_readonly("metadata", &metadata)
+      .def_readonly("n_threads", &LoadedModel::n_threads)
+      .def("generation",
+           [](const LoadedModel& self, const std::vector<int32_t>& prompt, int64_t max_tokens, double temperature,
+              int top_k, double top_p, double min_p, int64_t seed, const std::string& press, int64_t kv_budget,
+              double kv_ratio, const std::optional<std::string>& draft_model) {
+             const SamplerParams sampling = sampler_params(temperature, top_k, top_p, min_p, seed);
+             std::shared_ptr<Session> session = new_session(self, press, kv_budget, kv_ratio, draft_model);
+             py::gil_scoped_release release;
+             return std::make_unique<Generation>(std::move(session), prompt, sampling, max_tokens);
+           })
+      .def("compressed_session",
+           [](const LoadedModel& self, const std::vector<int32_t>& context, const std::string& press, int64_t kv_budget,
+              double kv_ratio) { return compress_context(new_session(self, press, kv_budget, kv_ratio, std::nullopt), context); })
+      .def("answer_generation",
+           [](const LoadedModel& self, CompressedContext& context, const std::vector<int32_t>& question,
+              int64_t max_tokens, double temperature, int top_k, double top_p, double min_p, int64_t seed) {
+             const SamplerParams sampling = sampler_params(temperature, top_k, top_p, min_p, seed);
+             return answer_generation(context, question, sampling, max_tokens);
+           });
+}
+
+}  // namespace deferkv::python

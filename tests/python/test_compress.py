@@ -1,0 +1,29 @@
+"""Model.compress + CompressedContext.answer: kvpress's question-agnostic workflow."""
+import deferkv
+
+CONTEXT = ("Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
+           "One day she saw a big red ball under a tree. She ran to the tree and picked up the ball. "
+           "Her friend Tom came and they played together all day.")
+QUESTIONS = [" Lily and Tom", " The ball was", " One day", " Lily and Tom"]
+
+
+def test_each_answer_equals_one_from_a_freshly_compressed_context(model):
+    ctx = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=16)
+    heads = [n for layer in ctx.kv.entries for n in layer]
+    assert ctx.context_tokens > 40 and heads == [16] * len(heads)  # compressed
+    held = ctx.kv.bytes
+    answers = []
+    for q in QUESTIONS:
+        answers.append(ctx.answer(q, max_tokens=24))
+        assert ctx.kv.bytes == held  # the answer left the context as it was
+    for q, answer in zip(QUESTIONS, answers):
+        fresh = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=16).answer(q, max_tokens=24)
+        assert answer.tokens == fresh.tokens and answer.text == fresh.text
+    assert answers[0].tokens == answers[3].tokens
+    assert answers[0].tokens != answers[1].tokens
+
+
+def test_the_press_changes_the_answer(model):
+    full = model.compress(CONTEXT).answer(" Lily", max_tokens=24)
+    pressed = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=6).answer(" Lily", max_tokens=24)
+    assert full.tokens != pressed.tokens

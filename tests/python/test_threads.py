@@ -1,0 +1,43 @@
+"""The GIL is released while the engine computes, and Ctrl-C stops a generation."""
+import _thread
+import sys
+import threading
+import time
+
+import pytest
+
+import deferkv
+
+PROMPT = "Once upon a time, there was a little girl named Lily."
+
+
+def test_another_thread_runs_while_generate_computes(model):
+    # With a long switch interval a thread holding the GIL keeps it: the main thread gets
+    # to run only while the generating thread has released it inside the engine.
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(30)
+    try:
+        done = []
+        worker = threading.Thread(target=lambda: done.append(model.generate(PROMPT, max_tokens=200, temperature=0)))
+        worker.start()
+        turns = 0
+        while worker.is_alive():
+            turns += 1
+            time.sleep(0)  # hands the GIL to the worker whenever it wants it back
+        worker.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert len(done[0].tokens) == 200
+    assert turns >= 50  # the main thread ran during the engine's steps
+
+
+def test_ctrl_c_stops_a_generation_between_tokens(model):
+    pieces = model.generate(PROMPT, max_tokens=200, temperature=0, stream=True)
+    next(pieces)
+    seen = 1
+    with pytest.raises(KeyboardInterrupt):
+        _thread.interrupt_main()  # as SIGINT does
+        for _ in pieces:
+            seen += 1
+    assert seen < 10  # it stopped at once, not at the end of the 200 tokens
+    assert len(model.generate(PROMPT, max_tokens=5, temperature=0).tokens) == 5  # the model still works

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <spdlog/spdlog.h>
+
 #include "deferkv/error.h"
 #include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
@@ -13,9 +15,17 @@ OneShotPress::OneShotPress(const PressParams& params, const KvBudget& budget, in
                            int64_t evict_at_step, CaptureConfig capture)
     : description_(params.describe()), budget_(budget), window_(protected_window),
       evict_at_step_(evict_at_step), capture_(std::move(capture)) {
+  // Budget rules (docs/budgets.md): the window is always kept, so a budget below it cannot
+  // be met and one equal to it selects nothing from the rest of the prompt.
   if (!budget.is_ratio() && budget.resolve(0) < window_) {
-    fail("the KV budget of {} entries per head is smaller than the {} protected window entries of '{}'",
-         budget.resolve(0), window_, description_);
+    fail("the KV budget of {} entries per head is smaller than the {} protected window entries of '{}': "
+         "raise the budget to at least {}, or shrink the window (window=N in the press's parameters)",
+         budget.resolve(0), window_, description_, window_);
+  }
+  if (!budget.is_ratio() && window_ > 0 && budget.resolve(0) == window_) {
+    spdlog::warn("the KV budget of {} entries per head is the protected window of '{}': it keeps the last {} "
+                 "prompt tokens and selects nothing from the rest of the prompt",
+                 window_, description_, window_);
   }
   if (!capture_.window_weights.empty() &&
       static_cast<int64_t>(capture_.window_weights.size()) != capture_.window) {
@@ -30,6 +40,11 @@ bool OneShotPress::will_evict() const {
 void OneShotPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
   prompt_end_ = first_position + n_tokens;
   resolved_budget_ = budget_.resolve(prompt_end_);
+  if (budget_.is_ratio() && prompt_end_ > window_ && resolved_budget_ <= window_) {
+    spdlog::warn("{} of a {}-token prompt is {} entries per head, not more than the {}-entry window of '{}': "
+                 "only the window is kept",
+                 budget_.describe(), prompt_end_, resolved_budget_, window_, description_);
+  }
   pending_ = true;
   prompt_attention_.clear();
   decode_attention_.assign(static_cast<size_t>(capture_.decode_steps), {});

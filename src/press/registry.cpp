@@ -27,7 +27,10 @@ const std::vector<PressMethod>& methods() {
 PressRole prompt_press_role(const PressParams&) { return {}; }
 
 KvBudget KvBudget::per_head(int64_t entries) {
-  if (entries <= 0) fail("the KV budget must be a positive number of entries per head, got {}", entries);
+  if (entries <= 0) {
+    fail("the KV budget must be a positive number of entries per head, got {} (press 'full' keeps every entry)",
+         entries);
+  }
   KvBudget b;
   b.per_head_ = entries;
   return b;

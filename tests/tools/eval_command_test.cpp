@@ -42,6 +42,18 @@ const std::string kRulerSweep =
     "eval" + kStories + " --bench ruler --tasks niah_single_1,fwe --lengths 640 --press 'snapkv;deferkv:d=1,eta=0.7' "
     "--kv-budget 32,64 --samples 2 -t 2";
 
+// A budget that covers the prompt makes the row the full cache: eval says so, once per row.
+TEST(EvalCommand, ABudgetCoveringThePromptIsWarnedOnce) {
+  gguf_test::TempDir dir;
+  const auto r = testing::run_cli("eval" + kStories + " --tasks niah_single_1 --lengths 640 --press snapkv --kv-budget 2000 "
+                                  "--samples 2 -t 2 -o '" + dir.path().string() + "' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string warning = "warning: snapkv@2000 at 640 tokens: the KV budget (2000 entries per head) is not smaller";
+  const size_t first = r.output.find(warning);
+  EXPECT_NE(first, std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find(warning, first + 1), std::string::npos) << r.output;
+}
+
 TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
   gguf_test::TempDir dir;
   const std::string command = kRulerSweep + " -o '" + dir.path().string() + "' 2>&1";

@@ -59,7 +59,7 @@ TEST(PressOptions, CacheTypeFlagsSetTheStorageAndReportIt) {
   EXPECT_EQ(stats["kv"]["bytes_per_entry"], head_dim * 2 + head_dim * 4 + 4);
 
   auto r = run_cli("generate -n 1 -p 'Hi' -ctv q4_1 2>&1");
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("unknown KV cache type 'q4_1' (valid: f32, f16, bf16, q8_0, q4_0)"), std::string::npos)
       << r.output;
   r = run_cli("generate -n 1 -p 'Hi' -ctk q8_0 2>&1");
@@ -82,6 +82,27 @@ TEST(PressOptions, BadPressInputIsAClearError) {
   r = run_cli("generate -n 1 -p 'Hi' --kv-budget 64 2>&1");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.output.find("need a --press"), std::string::npos) << r.output;
+}
+
+// Budgets that cannot do what they say are errors that name the fix, or warnings.
+TEST(PressOptions, BudgetRulesSayTheFix) {
+  const std::string prompt = " -p 'Once upon a time there was a little girl named Lily. She loved to play outside in the park.'";
+  auto r = run_cli("generate -n 1" + prompt + " --press snapkv --kv-budget 0 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("must be a positive number of entries per head, got 0 (press 'full' keeps every entry)"),
+            std::string::npos) << r.output;
+  r = run_cli("generate -n 1" + prompt + " --press snapkv --kv-budget 16 2>&1");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.output.find("raise the budget to at least 32, or shrink the window (window=N"), std::string::npos)
+      << r.output;
+  r = run_cli("generate -n 1" + prompt + " --press snapkv:window=8 --kv-budget 8 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("selects nothing from the rest of the prompt"), std::string::npos) << r.output;
+  // A ratio's budget is printed as what it resolves to, and warned about when only the window is left.
+  r = run_cli("generate -n 1" + prompt + " --press snapkv:window=8 --kv-ratio 0.9 2>&1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("(ratio 0.9 = "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("only the window is kept"), std::string::npos) << r.output;
 }
 
 TEST(PressOptions, BudgetAbovePromptWarnsAndKeepsEverything) {

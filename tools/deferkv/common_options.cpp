@@ -160,13 +160,20 @@ void add_press_options(CLI::App& cmd, PressOptions& options) {
 
 KvBudget budget_from(const PressOptions& options) {
   if (options.ratio >= 0) return KvBudget::ratio(options.ratio);
-  if (options.budget != 0) return KvBudget::per_head(options.budget);
+  if (options.budget != PressOptions::kNoBudget) return KvBudget::per_head(options.budget);
   return {};
+}
+
+bool warn_if_budget_covers_prompt(const KvBudget& budget, int64_t prompt_tokens, const std::string& what) {
+  if (!budget.is_set() || budget.resolve(prompt_tokens) < prompt_tokens) return false;
+  fmt::print(stderr, "warning: {}the KV budget ({} entries per head) is not smaller than the prompt ({} tokens): "
+             "nothing will be evicted\n", what, budget.resolve(prompt_tokens), prompt_tokens);
+  return true;
 }
 
 std::unique_ptr<Press> make_press_from(const PressOptions& options) {
   if (options.spec == "full") {
-    if (options.budget != 0 || options.ratio >= 0) fail("--kv-budget and --kv-ratio need a --press other than full");
+    if (options.budget != PressOptions::kNoBudget || options.ratio >= 0) fail("--kv-budget and --kv-ratio need a --press other than full");
     return nullptr;
   }
   return make_press(options.spec, budget_from(options));

@@ -74,8 +74,9 @@ void write_report(const ReportOutput& output, const std::string& text);
 
 // KV-cache compression: --press SPEC with --kv-budget N or --kv-ratio R.
 struct PressOptions {
+  static constexpr int64_t kNoBudget = -1;  // --kv-budget not given (0 is given, and refused)
   std::string spec = "full";
-  int64_t budget = 0;
+  int64_t budget = kNoBudget;
   double ratio = -1;
 };
 void add_press_options(CLI::App& cmd, PressOptions& options);
@@ -83,5 +84,8 @@ void add_press_options(CLI::App& cmd, PressOptions& options);
 std::unique_ptr<Press> make_press_from(const PressOptions& options);
 // The budget as given (unset when neither flag is).
 KvBudget budget_from(const PressOptions& options);
+// A warning on stderr when `budget` keeps the whole prompt (nothing will be evicted); `what`
+// names the run ("snapkv@2000 at 1024 tokens: ") when there are several. True if it warned.
+bool warn_if_budget_covers_prompt(const KvBudget& budget, int64_t prompt_tokens, const std::string& what = "");
 
 }  // namespace deferkv::cli

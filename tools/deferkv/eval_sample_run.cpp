@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/rng.h"
@@ -22,7 +24,16 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   cache_types_.apply(options);
   Session session(model_, pool_, options);
   if (draft_) session.set_draft_model(draft_);
-  if (method.budget) session.set_press(make_press(method.press, *method.budget));
+  if (method.budget) {
+    session.set_press(make_press(method.press, *method.budget));
+    // Once per row and length: such a row equals the full cache.
+    const std::string row = fmt::format("{}@{}", method.label(), sample.target_length);
+    if (!warned_.contains(row)) {
+      const auto prompt = static_cast<int64_t>(sample.tokens.size());
+      const std::string what = fmt::format("{} at {} tokens: ", method.label(), sample.target_length);
+      if (warn_if_budget_covers_prompt(*method.budget, prompt, what)) warned_.insert(row);
+    }
+  }
 
   SamplerParams params = sampling_;
   const int64_t which = sample.depth_percent >= 0 ? std::llround(sample.depth_percent * 1000) : sample.index;

@@ -4,6 +4,8 @@
 // run cost (timings, KV bytes after eviction and at peak).
 #include <cstdint>
 #include <memory>
+#include <set>
+#include <string>
 
 #include "deferkv/eval_sweep.h"
 #include "deferkv/model.h"
@@ -32,6 +34,7 @@ class EvalSampleRunner {
   SamplerParams sampling_;
   int64_t n_batch_;
   CacheTypeOptions cache_types_;
+  mutable std::set<std::string> warned_;  // rows (label@length) warned of keeping whole prompts
 };
 
 }  // namespace deferkv::cli

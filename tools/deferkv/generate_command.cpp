@@ -61,6 +61,12 @@ void write_logits(const std::string& path, const float* logits, int64_t n) {
   if (!out) fail("cannot write logits to '{}'", path);
 }
 
+// "64 per head", or a ratio with what it resolves to: "ratio 0.9 = 24 per head".
+std::string budget_text(const KvBudget& budget, int64_t prompt_tokens) {
+  if (!budget.is_ratio()) return budget.describe();
+  return fmt::format("{} = {} per head", budget.describe(), budget.resolve(prompt_tokens));
+}
+
 void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty() == args.prompt_file.empty()) fail("give the prompt with -p or -f (one of them)");
   // -p takes llama.cpp's escapes (\n, \t, \xHH ...) unless --no-escape; a file is read as it is.
@@ -78,12 +84,8 @@ void run_generate(const GenerateArgs& args) {
   Session session(model, make_thread_pool(args.threads), options);
   session.set_press(make_press_from(args.press));
   if (!args.draft_model.empty()) session.set_draft_model(Model::load(args.draft_model));
-  if (session.press() != nullptr && budget_from(args.press).is_set()) {
-    const int64_t budget = budget_from(args.press).resolve(static_cast<int64_t>(prompt.size()));
-    if (budget >= static_cast<int64_t>(prompt.size())) {
-      fmt::print(stderr, "warning: the KV budget ({} entries per head) is not smaller than the prompt ({} tokens): "
-                 "nothing will be evicted\n", budget, prompt.size());
-    }
+  if (session.press() != nullptr) {
+    warn_if_budget_covers_prompt(budget_from(args.press), static_cast<int64_t>(prompt.size()));
   }
   Sampler sampler(args.sampling);
 
@@ -117,7 +119,7 @@ void run_generate(const GenerateArgs& args) {
   const KvCache& kv = session.kv_cache();
   fmt::print(stderr, "kv: {} ({}), {}: {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
              session.press() != nullptr ? session.press()->describe() : "full",
-             budget_from(args.press).describe(), args.cache_types.describe(),
+             budget_text(budget_from(args.press), static_cast<int64_t>(prompt.size())), args.cache_types.describe(),
              kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
   if (!args.stats_json.empty()) {

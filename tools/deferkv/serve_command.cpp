@@ -25,7 +25,7 @@ void run_serve(ServeArgs& args) {
   args.server.kv_memory_bytes = server::parse_byte_size(args.kv_memory);
   make_press_from(args.press);  // refuses a bad --press / budget before anything starts
   args.server.defaults.press = args.press.spec;
-  args.server.defaults.kv_budget = args.press.budget;
+  args.server.defaults.kv_budget = args.press.budget == PressOptions::kNoBudget ? 0 : args.press.budget;
   args.server.defaults.kv_ratio = args.press.ratio;
 
   // The signals are waited for on this thread (sigwait), not handled asynchronously: they

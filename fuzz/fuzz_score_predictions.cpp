@@ -1,7 +1,8 @@
 // Predictions files for `deferkv score` (JSON Lines of LongBench, RULER or NIAH
 // predictions). The first byte picks the benchmark (% 4: from the first line, LongBench,
-// RULER, NIAH), the rest is the file. Asserts: only deferkv::Error escapes; every group
-// has samples and a score in range (0..100, NIAH 0..10), and the average is their mean.
+// RULER, NIAH), the rest is the file. Asserts: only deferkv::Error escapes; there is a
+// row; in every row each group has samples and a score in range (0..100, NIAH 0..10),
+// and the row's average is their mean.
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -21,15 +22,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const double top = scores.benchmark == eval::Benchmark::kNiah ? 10 : 100;
-  double sum = 0;
-  for (const eval::GroupScore& g : scores.groups) {
-    fuzz::require(g.samples > 0, "every group has samples");
-    fuzz::require(g.score >= 0 && g.score <= top, "group scores are in range");
-    sum += g.score;
-  }
-  if (!scores.groups.empty()) {
-    fuzz::require(std::abs(scores.average - sum / static_cast<double>(scores.groups.size())) <= 0.006,
-                  "the average is the groups' mean (to its rounding)");
+  fuzz::require(!scores.rows.empty(), "scored predictions have a row");
+  for (const eval::MethodScores& row : scores.rows) {
+    double sum = 0;
+    for (const eval::GroupScore& g : row.groups) {
+      fuzz::require(g.samples > 0, "every group has samples");
+      fuzz::require(g.score >= 0 && g.score <= top, "group scores are in range");
+      sum += g.score;
+    }
+    if (!row.groups.empty()) {
+      fuzz::require(std::abs(row.average - sum / static_cast<double>(row.groups.size())) <= 0.006,
+                    "the average is the groups' mean (to its rounding)");
+    }
   }
   return 0;
 }

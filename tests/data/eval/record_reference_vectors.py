@@ -13,7 +13,7 @@ How reference_vectors.json was made (Debian 12, /usr/bin/python3 = CPython 3.11.
   #                                                                      -> $GROUGE/rouge
   tests/data/eval/record_reference_vectors.py --longbench $LB --pltrdy $PLTRDY \
       --ruler-constants $RULER_CONSTANTS --rouge-score $GROUGE \
-      --essays ../shared/data/haystack/PaulGrahamEssays > tests/data/eval/reference_vectors.json
+      > tests/data/eval/reference_vectors.json
 
 fuzzywuzzy 0.18 finds python-Levenshtein 0.12.2, so code_sim uses the Levenshtein
 backend. NLTK is 3.8 (PorterStemmer in its default NLTK_EXTENSIONS mode).
@@ -181,12 +181,15 @@ PORTER_WORDS = [
 ]
 
 
-def essay_words(folder, limit):
-    words = set()
-    for name in sorted(os.listdir(folder)):
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            text = f.read().lower()
-        words.update(w for w in re.split(r"[^a-z0-9]+", text) if len(w) > 3)
+# NIAH's haystack: the first 644051 bytes of data/ruler/PaulGrahamEssays.json are the 49
+# Paul Graham essays (the words of the 49 files, which is all this reads, are the same).
+ESSAY_BYTES = 644051
+
+
+def essay_words(path, limit):
+    with open(path, encoding="utf-8") as f:
+        text = json.load(f)["text"].encode("utf-8")[:ESSAY_BYTES].decode("utf-8", "ignore").lower()
+    words = set(w for w in re.split(r"[^a-z0-9]+", text) if len(w) > 3)
     ordered = sorted(words)
     step = max(1, len(ordered) // limit)
     return ordered[::step]
@@ -223,7 +226,8 @@ def main():
     parser.add_argument("--pltrdy", required=True)
     parser.add_argument("--ruler-constants", required=True)
     parser.add_argument("--rouge-score", required=True)
-    parser.add_argument("--essays", required=True)
+    parser.add_argument("--essays", default=os.path.join(os.path.dirname(__file__), "../../../data/ruler/PaulGrahamEssays.json"),
+                        help="RULER's essay haystack JSON (default: the repository's data/ruler/PaulGrahamEssays.json)")
     args = parser.parse_args()
     rng = random.Random(42)
 

@@ -11,7 +11,7 @@ PACKAGES=(
   libpcre2-dev libicu-dev
   libcpp-httplib-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-dev python3-pytest python3-venv python3-setuptools python3-pip
+  pybind11-dev python3-dev python3-pytest python3-numpy python3-venv python3-setuptools python3-pip
 )
 if [ "${1:-}" = "--sanitizers" ]; then
   PACKAGES+=(clang-16 libclang-rt-16-dev)

@@ -1,7 +1,7 @@
 #pragma once
 // What a program embedding deferkv (the Python module) needs beyond session.h without
 // reaching into src/: a thread pool to build a Session with, the embedded default
-// model, and the KV cache's statistics per layer and KV head.
+// model, the KV cache's statistics per layer and KV head, and one head's kept entries.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +17,10 @@ std::shared_ptr<ThreadPool> make_thread_pool(int n_threads);
 // models/stories260K.gguf in the resource folder (src/base/resource_dir.h's rule).
 std::string embedded_model_path();
 
+// Fails unless `name` is a KV cache storage type (f32, f16, bf16, q8_0, q4_0), with an
+// error listing them; SessionOptions::cache_type_k/v take these names.
+void check_kv_cache_type_name(const std::string& name);
+
 struct KvStats {
   int64_t n_layer = 0;
   int64_t n_head_kv = 0;
@@ -26,5 +30,13 @@ struct KvStats {
   std::vector<int64_t> entries;  // [n_layer * n_head_kv], entries each head holds now
 };
 KvStats kv_stats(const Session& session);
+
+// One (layer, KV head) of the cache as it is now: the original positions of the entries it
+// holds (ascending: eviction keeps the order), and their keys (after RoPE) or values as
+// float32, [entries x head_dim], dequantised from the cache's storage type. An index out of
+// range is an error naming it.
+std::vector<int32_t> kv_positions(const Session& session, int64_t layer, int64_t kv_head);
+enum class KvPart { kKeys, kValues };
+std::vector<float> kv_rows(const Session& session, int64_t layer, int64_t kv_head, KvPart part);
 
 }  // namespace deferkv

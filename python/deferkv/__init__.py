@@ -10,6 +10,10 @@
     for q in questions:
         print(ctx.answer(q, max_tokens=32).text)  # ctx is unchanged by each answer
 
+    s = deferkv.Session(model, press="snapkv", kv_budget=16)   # one call at a time
+    s.prefill(model.tokenize("Once upon a time"))
+    s.logits.argmax(), s.kv_positions(layer=0, kv_head=0)     # NumPy arrays
+
 See docs/python.md in the deferkv checkout.
 """
 from __future__ import annotations
@@ -21,7 +25,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Seque
 from . import _deferkv
 from ._deferkv import Error
 
-__all__ = ["Error", "Model", "CompressedContext", "GenerateResult", "KvStats", "presses", "score"]
+__all__ = ["Error", "Model", "Session", "Checkpoint", "CompressedContext", "GenerateResult", "KvStats", "presses",
+           "score"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -133,15 +138,25 @@ class Model:
         n_threads: threads for the forward pass.
         n_ctx: tokens a generation's cache holds; 0: the model's training context, at
             most 4096.
+        cache_type_k, cache_type_v: how the KV cache stores keys and values: "f16" (the
+            default, as llama.cpp's), "bf16", "f32", "q8_0" or "q4_0" (-ctk/-ctv of the CLI).
 
     Raises:
         FileNotFoundError: the file does not exist.
+        ValueError: a bad n_threads, n_ctx or cache type.
         deferkv.Error: the file is not a model deferkv runs (the message names the key or
             tensor at fault).
     """
 
-    def __init__(self, path: Optional[str] = None, n_threads: int = 1, n_ctx: int = 0):
-        self._model = _deferkv._Model(None if path is None else str(path), n_threads, n_ctx)
+    def __init__(self, path: Optional[str] = None, n_threads: int = 1, n_ctx: int = 0,
+                 cache_type_k: str = "f16", cache_type_v: str = "f16"):
+        self._model = _deferkv._Model(None if path is None else str(path), n_threads, n_ctx, cache_type_k,
+                                      cache_type_v)
+
+    @property
+    def cache_types(self) -> tuple:
+        """(keys, values): the KV cache's storage types."""
+        return (self._model.cache_type_k, self._model.cache_type_v)
 
     def tokenize(self, text: str, add_bos: bool = True, parse_special: bool = False) -> List[int]:
         """Token ids of `text`; `parse_special` reads text such as "<|im_start|>" as that token."""
@@ -282,6 +297,143 @@ class CompressedContext:
             return steps.result("".join(steps))
         finally:
             self._compressed.restore()
+
+
+class Checkpoint:
+    """A saved state of a Session (its cache, position and logits), from Session.checkpoint()."""
+
+    def __init__(self, checkpoint: Any):
+        self._checkpoint = checkpoint
+
+    @property
+    def n_past(self) -> int:
+        """Tokens the session held when the checkpoint was taken."""
+        return self._checkpoint.n_past
+
+
+class Session:
+    """The engine one call at a time, for research: prefill, decode, logits and the KV cache
+    per (layer, KV head) as NumPy arrays (NumPy is needed for this class only).
+
+        s = deferkv.Session(model, press="snapkv", kv_budget=64)
+        s.prefill(model.tokenize(document))          # the press evicts at its trigger
+        s.kv_positions(0, 0)                          # original positions kept by layer 0, head 0
+        saved = s.checkpoint()
+        s.decode(int(s.logits.argmax()))
+        s.rollback(saved)                             # cache, position and logits as saved
+
+    Args:
+        model: the Model whose weights the session uses.
+        n_ctx: tokens the cache holds; None: the model's (Model's n_ctx, else its training
+            context, at most 4096).
+        n_batch: prompt tokens per forward pass.
+        all_logits: keep the logits of every position of the last prefill ([n_tokens, n_vocab]).
+        press, kv_budget, kv_ratio, draft_model: as in Model.generate().
+        cache_type_k, cache_type_v: storage types; None: the Model's.
+
+    The GIL is released while the engine computes. The press's own state is not part of a
+    checkpoint (as in the C++ Session): a one-shot press has evicted already; a press that
+    evicts during decoding keeps counting its steps from the last prefill.
+    """
+
+    def __init__(self, model: Model, n_ctx: Optional[int] = None, n_batch: int = 512, all_logits: bool = False,
+                 press: str = "full", kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None,
+                 draft_model: Optional[str] = None, cache_type_k: Optional[str] = None,
+                 cache_type_v: Optional[str] = None):
+        kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
+        self._session = _deferkv._Session(model._model, 0 if n_ctx is None else n_ctx, n_batch, all_logits, press,
+                                          kv_budget_entries, ratio, draft_model, cache_type_k, cache_type_v)
+
+    def prefill(self, tokens: Iterable[int]) -> None:
+        """Feeds `tokens` (ints, or a NumPy integer array) at the next positions; the press
+        sees their attention and evicts at its trigger. deferkv.Error when they do not fit
+        in n_ctx (the session is then unchanged); ValueError for an id outside the vocabulary."""
+        self._session.prefill(_token_list(tokens))
+
+    def decode(self, token: int) -> None:
+        """Feeds one token (the one sampled from `logits`)."""
+        self._session.decode(int(token))
+
+    @property
+    def logits(self) -> Any:
+        """float32 NumPy array of the last token's logits, [n_vocab] (with all_logits after a
+        prefill: [n_tokens, n_vocab]). A copy: it stays as it is after later calls."""
+        return self._session.logits
+
+    @property
+    def n_past(self) -> int:
+        """Tokens fed so far (the next token's position)."""
+        return self._session.n_past
+
+    @property
+    def n_ctx(self) -> int:
+        return self._session.n_ctx
+
+    def truncate(self, n_past: int) -> None:
+        """Forgets every token at position >= n_past."""
+        self._session.truncate(n_past)
+
+    def checkpoint(self) -> Checkpoint:
+        """A copy of the cache, position and logits, for rollback()."""
+        return Checkpoint(self._session.checkpoint())
+
+    def rollback(self, checkpoint: Checkpoint) -> None:
+        """Puts the cache, position and logits back as `checkpoint` saved them (ValueError for
+        another Session's checkpoint)."""
+        self._session.rollback(checkpoint._checkpoint)
+
+    def set_press(self, press: str, kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None) -> None:
+        """Replaces the press ("full": none); it acts from the next prefill or decode step on."""
+        kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
+        self._session.set_press(press, kv_budget_entries, ratio)
+
+    @property
+    def press(self) -> str:
+        """The press as built, every default filled in ("full": none)."""
+        return self._session.press
+
+    @property
+    def kv(self) -> KvStats:
+        """Entries per (layer, KV head), bytes now and at peak, the press's seconds."""
+        return KvStats(**self._session.kv)
+
+    @property
+    def last_eviction(self) -> Optional[Dict[str, Any]]:
+        """The cache right after the last eviction that removed entries: decode_step (0: at the
+        end of the prefill), n_past, layer_entries, layer_bytes, bytes; None before any."""
+        return self._session.last_eviction
+
+    @property
+    def timings(self) -> Dict[str, float]:
+        return dict(self._session.timings)
+
+    def kv_positions(self, layer: int, kv_head: int) -> Any:
+        """int32 array: the original positions of the entries (layer, kv_head) holds, ascending.
+        IndexError for a layer or head the model does not have."""
+        return self._session.kv_positions(layer, kv_head)
+
+    def kv_keys(self, layer: int, kv_head: int) -> Any:
+        """float32 array [entries, head_dim]: the stored keys (after RoPE), dequantised."""
+        return self._session.kv_keys(layer, kv_head)
+
+    def kv_values(self, layer: int, kv_head: int) -> Any:
+        """float32 array [entries, head_dim]: the stored values, dequantised."""
+        return self._session.kv_values(layer, kv_head)
+
+    def kept(self) -> List[List[Any]]:
+        """kv_positions of every head: [layer][kv_head] -> int32 array."""
+        n_layer, n_head_kv = len(self.kv.entries), len(self.kv.entries[0])
+        return [[self.kv_positions(l, h) for h in range(n_head_kv)] for l in range(n_layer)]
+
+
+def _token_list(tokens: Iterable[int]) -> List[int]:
+    """Token ids as a list of ints (a NumPy array's too); ValueError for a non-integer."""
+    out = []
+    for t in tokens:
+        if isinstance(t, bool) or int(t) != t:
+            raise ValueError(f"token ids are integers, got {t!r}")
+        out.append(int(t))
+    return out
 
 
 def presses() -> List[Dict[str, Any]]:

@@ -1,6 +1,7 @@
 #pragma once
 // The parts of the _deferkv extension, each binding one concern (see module.cpp).
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +14,23 @@
 namespace deferkv::python {
 
 class Generation;
+
+// A loaded model and what each of its sessions is built with.
+struct LoadedModel {
+  std::shared_ptr<const Model> model;
+  int n_threads;
+  int64_t n_ctx;
+  std::string cache_type_k, cache_type_v;  // validated at load
+};
+
+// A press from its parameter string and budget; bad ones are ValueError ("full": none).
+std::unique_ptr<Press> press_from(const std::string& spec, int64_t kv_budget, double kv_ratio);
+// A model file (FileNotFoundError when it does not exist), loaded with the GIL released.
+std::shared_ptr<const Model> load_model(const std::string& path);
+// A session of `m` with its own thread pool, the press set. n_ctx 0: the model's.
+std::unique_ptr<Session> new_session(const LoadedModel& m, const SessionOptions& options, const std::string& press,
+                                     int64_t kv_budget, double kv_ratio, const std::optional<std::string>& draft_model);
+SessionOptions session_options(const LoadedModel& m);
 
 // Raised as Python's FileNotFoundError.
 struct FileNotFound : std::runtime_error {
@@ -39,5 +57,6 @@ pybind11::dict timings_dict(const Session& session);
 void bind_model(pybind11::module_& m);
 void bind_generation(pybind11::module_& m);
 void bind_catalogue(pybind11::module_& m);
+void bind_session(pybind11::module_& m);
 
 }  // namespace deferkv::python

@@ -15,13 +15,6 @@
 namespace py = pybind11;
 
 namespace deferkv::python {
-namespace {
-
-struct LoadedModel {
-  std::shared_ptr<const Model> model;
-  int n_threads;
-  int64_t n_ctx;
-};
 
 std::shared_ptr<const Model> load_model(const std::string& path) {
   try {
@@ -34,17 +27,6 @@ std::shared_ptr<const Model> load_model(const std::string& path) {
   }
 }
 
-std::shared_ptr<LoadedModel> open_model(const std::optional<std::string>& path, int n_threads, int64_t n_ctx) {
-  if (n_threads < 1) throw py::value_error("n_threads must be at least 1, got " + std::to_string(n_threads));
-  if (n_ctx < 0) throw py::value_error("n_ctx must be 0 (the model's) or positive, got " + std::to_string(n_ctx));
-  auto loaded = std::make_shared<LoadedModel>();
-  loaded->model = load_model(path.value_or(embedded_model_path()));
-  loaded->n_threads = n_threads;
-  loaded->n_ctx = n_ctx;
-  return loaded;
-}
-
-// A press from its parameter string and budget; bad ones are ValueError ("full": none).
 std::unique_ptr<Press> press_from(const std::string& spec, int64_t kv_budget, double kv_ratio) {
   if (kv_budget < 0) throw py::value_error("kv_budget must be positive, got " + std::to_string(kv_budget));
   if (kv_budget > 0 && kv_ratio >= 0) throw py::value_error("give kv_budget or kv_ratio, not both");
@@ -62,16 +44,45 @@ std::unique_ptr<Press> press_from(const std::string& spec, int64_t kv_budget, do
   }
 }
 
-std::unique_ptr<Session> new_session(const LoadedModel& m, const std::string& press, int64_t kv_budget,
-                                     double kv_ratio, const std::optional<std::string>& draft_model) {
-  std::unique_ptr<Press> p = press_from(press, kv_budget, kv_ratio);
+SessionOptions session_options(const LoadedModel& m) {
   SessionOptions options;
   options.n_ctx = m.n_ctx;
+  options.cache_type_k = m.cache_type_k;
+  options.cache_type_v = m.cache_type_v;
+  return options;
+}
+
+std::unique_ptr<Session> new_session(const LoadedModel& m, const SessionOptions& options, const std::string& press,
+                                     int64_t kv_budget, double kv_ratio, const std::optional<std::string>& draft_model) {
+  std::unique_ptr<Press> p = press_from(press, kv_budget, kv_ratio);
+  std::shared_ptr<const Model> draft = draft_model ? load_model(*draft_model) : nullptr;
   // A pool per session: generations in several Python threads run side by side.
   auto session = std::make_unique<Session>(m.model, make_thread_pool(m.n_threads), options);
   session->set_press(std::move(p));
-  if (draft_model) session->set_draft_model(load_model(*draft_model));
+  if (draft) session->set_draft_model(std::move(draft));
   return session;
+}
+
+namespace {
+
+std::shared_ptr<LoadedModel> open_model(const std::optional<std::string>& path, int n_threads, int64_t n_ctx,
+                                        const std::string& cache_type_k, const std::string& cache_type_v) {
+  if (n_threads < 1) throw py::value_error("n_threads must be at least 1, got " + std::to_string(n_threads));
+  if (n_ctx < 0) throw py::value_error("n_ctx must be 0 (the model's) or positive, got " + std::to_string(n_ctx));
+  for (const std::string& type : {cache_type_k, cache_type_v}) {
+    try {
+      check_kv_cache_type_name(type);
+    } catch (const Error& e) {
+      throw py::value_error(e.what());
+    }
+  }
+  auto loaded = std::make_shared<LoadedModel>();
+  loaded->model = load_model(path.value_or(embedded_model_path()));
+  loaded->n_threads = n_threads;
+  loaded->n_ctx = n_ctx;
+  loaded->cache_type_k = cache_type_k;
+  loaded->cache_type_v = cache_type_v;
+  return loaded;
 }
 
 SamplerParams sampler_params(double temperature, int top_k, double top_p, double min_p, int64_t seed) {
@@ -121,7 +132,8 @@ py::dict metadata(const LoadedModel& m) {
 
 void bind_model(py::module_& m) {
   py::class_<LoadedModel, std::shared_ptr<LoadedModel>>(m, "_Model")
-      .def(py::init(&open_model), py::arg("path"), py::arg("n_threads"), py::arg("n_ctx"))
+      .def(py::init(&open_model), py::arg("path"), py::arg("n_threads"), py::arg("n_ctx"), py::arg("cache_type_k"),
+           py::arg("cache_type_v"))
       .def("tokenize",
            [](const LoadedModel& self, const std::string& text, bool add_bos, bool parse_special) {
              return self.model->tokenizer().encode(text, add_bos, parse_special);
@@ -141,18 +153,24 @@ void bind_model(py::module_& m) {
       .def_property_readonly("chat_template", [](const LoadedModel& self) { return self.model->tokenizer().chat_template(); })
       .def_property_readonly("metadata", &metadata)
       .def_readonly("n_threads", &LoadedModel::n_threads)
+      .def_readonly("cache_type_k", &LoadedModel::cache_type_k)
+      .def_readonly("cache_type_v", &LoadedModel::cache_type_v)
       .def("generation",
            [](const LoadedModel& self, const std::vector<int32_t>& prompt, int64_t max_tokens, double temperature,
               int top_k, double top_p, double min_p, int64_t seed, const std::string& press, int64_t kv_budget,
               double kv_ratio, const std::optional<std::string>& draft_model) {
              const SamplerParams sampling = sampler_params(temperature, top_k, top_p, min_p, seed);
-             std::shared_ptr<Session> session = new_session(self, press, kv_budget, kv_ratio, draft_model);
+             std::shared_ptr<Session> session =
+                 new_session(self, session_options(self), press, kv_budget, kv_ratio, draft_model);
              py::gil_scoped_release release;
              return std::make_unique<Generation>(std::move(session), prompt, sampling, max_tokens);
            })
       .def("compressed_session",
            [](const LoadedModel& self, const std::vector<int32_t>& context, const std::string& press, int64_t kv_budget,
-              double kv_ratio) { return compress_context(new_session(self, press, kv_budget, kv_ratio, std::nullopt), context); })
+              double kv_ratio) {
+             return compress_context(new_session(self, session_options(self), press, kv_budget, kv_ratio, std::nullopt),
+                                     context);
+           })
       .def("answer_generation",
            [](const LoadedModel& self, CompressedContext& context, const std::vector<int32_t>& question,
               int64_t max_tokens, double temperature, int top_k, double top_p, double min_p, int64_t seed) {

@@ -24,4 +24,5 @@ PYBIND11_MODULE(_deferkv, m) {
   deferkv::python::bind_model(m);
   deferkv::python::bind_generation(m);
   deferkv::python::bind_catalogue(m);
+  deferkv::python::bind_session(m);
 }

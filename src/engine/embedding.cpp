@@ -1,15 +1,21 @@
 #include "deferkv/embedding.h"
 
+#include <fmt/format.h>
+
 #include "base/resource_dir.h"
 #include "base/thread_pool.h"
+#include "deferkv/error.h"
 #include "deferkv/session.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_cache_type.h"
 
 namespace deferkv {
 
 std::shared_ptr<ThreadPool> make_thread_pool(int n_threads) { return std::make_shared<ThreadPool>(n_threads); }
 
 std::string embedded_model_path() { return resource_dir() + "/models/stories260K.gguf"; }
+
+void check_kv_cache_type_name(const std::string& name) { kv_cache_type_from_name(name); }
 
 KvStats kv_stats(const Session& session) {
   const KvCache& kv = session.kv_cache();
@@ -23,6 +29,38 @@ KvStats kv_stats(const Session& session) {
     for (int64_t h = 0; h < kv.n_head_kv(); ++h) stats.entries.push_back(kv.length(l, h));
   }
   return stats;
+}
+
+namespace {
+
+void check_head(const KvCache& kv, int64_t layer, int64_t kv_head) {
+  if (layer < 0 || layer >= kv.n_layer()) {
+    throw Error(fmt::format("layer {} is out of range: the model has {} layers (0..{})", layer, kv.n_layer(),
+                            kv.n_layer() - 1));
+  }
+  if (kv_head < 0 || kv_head >= kv.n_head_kv()) {
+    throw Error(fmt::format("KV head {} is out of range: the model has {} KV heads (0..{})", kv_head,
+                            kv.n_head_kv(), kv.n_head_kv() - 1));
+  }
+}
+
+}  // namespace
+
+std::vector<int32_t> kv_positions(const Session& session, int64_t layer, int64_t kv_head) {
+  const KvCache& kv = session.kv_cache();
+  check_head(kv, layer, kv_head);
+  const int32_t* positions = kv.positions(layer, kv_head);
+  return {positions, positions + kv.length(layer, kv_head)};
+}
+
+std::vector<float> kv_rows(const Session& session, int64_t layer, int64_t kv_head, KvPart part) {
+  const KvCache& kv = session.kv_cache();
+  check_head(kv, layer, kv_head);
+  const KvRows rows = part == KvPart::kKeys ? kv.keys(layer, kv_head) : kv.values(layer, kv_head);
+  const int64_t n = kv.length(layer, kv_head);
+  std::vector<float> out(static_cast<size_t>(n * kv.head_dim()));
+  if (n > 0) rows.to_f32(0, n, out.data());
+  return out;
 }
 
 }  // namespace deferkv

@@ -27,6 +27,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 struct SessionCheckpoint {
+  const Model* model;  // a checkpoint goes back into a session of the same model only
   KvCache::Snapshot kv;
   int64_t n_past;
   int64_t decode_step;
@@ -131,9 +132,11 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
 
 void Session::decode(int32_t token) {
   if (n_past_ + 1 > n_ctx_) fail("the context of {} tokens is full", n_ctx_);
+  const int64_t n_vocab = model_->config().n_vocab;
+  if (token < 0 || token >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", token, n_vocab - 1);
   const auto start = std::chrono::steady_clock::now();
   const int32_t position = static_cast<int32_t>(n_past_);
-  logits_.resize(static_cast<size_t>(model_->config().n_vocab));
+  logits_.resize(static_cast<size_t>(n_vocab));
   forward_->run(&token, &position, 1, *cache_, false, logits_.data());
   ++n_past_;
   timings_.decode_seconds += seconds_since(start);
@@ -197,10 +200,11 @@ void Session::set_press(std::unique_ptr<Press> press) {
 
 std::shared_ptr<const SessionCheckpoint> Session::checkpoint() const {
   return std::make_shared<const SessionCheckpoint>(
-      SessionCheckpoint{cache_->snapshot(), n_past_, decode_step_, logits_});
+      SessionCheckpoint{model_.get(), cache_->snapshot(), n_past_, decode_step_, logits_});
 }
 
 void Session::rollback(const SessionCheckpoint& checkpoint) {
+  if (checkpoint.model != model_.get()) fail("cannot roll back to a checkpoint of a session of another model");
   cache_->restore(checkpoint.kv);
   n_past_ = checkpoint.n_past;
   decode_step_ = checkpoint.decode_step;

@@ -142,6 +142,7 @@ void KvCache::truncate(int32_t position) {
 KvCache::Snapshot KvCache::snapshot() const {
   Snapshot s;
   s.types = types_;
+  s.head_dim = head_dim_;
   for (const auto& h : heads_) {
     s.lengths.push_back(h.length);
     s.keys.emplace_back(as_bytes(h.keys), as_bytes(h.keys) + h.length * key_row_bytes_);
@@ -159,6 +160,12 @@ void KvCache::restore(const Snapshot& s) {
     fail("cannot restore a KV snapshot stored as {}/{} (keys/values) into a cache of {}/{}",
          kv_cache_type_name(s.types.keys), kv_cache_type_name(s.types.values), kv_cache_type_name(types_.keys),
          kv_cache_type_name(types_.values));
+  }
+  if (s.head_dim != head_dim_) fail("cannot restore a KV snapshot of head_dim {} into a cache of {}", s.head_dim, head_dim_);
+  for (int64_t length : s.lengths) {
+    if (length > capacity_) {
+      fail("cannot restore a KV snapshot holding {} entries in a head into a cache of {}", length, capacity_);
+    }
   }
   for (size_t i = 0; i < heads_.size(); ++i) {
     HeadStore& h = heads_[i];

@@ -56,6 +56,7 @@ class KvCache {
   // A full copy of the stored entries (their stored bytes), for checkpoint / rollback.
   struct Snapshot {
     KvCacheTypes types;
+    int64_t head_dim = 0;
     std::vector<int64_t> lengths;
     std::vector<std::vector<uint8_t>> keys, values;
     std::vector<std::vector<int32_t>> positions;

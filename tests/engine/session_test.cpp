@@ -81,6 +81,29 @@ TEST(Session, TokenOutsideVocabularyIsRejected) {
   EXPECT_THROW(session.prefill({1, 512}), Error);
   EXPECT_THROW(session.prefill({-3}), Error);
   EXPECT_EQ(session.n_past(), 0);
+  session.prefill({1, 403});
+  EXPECT_THROW(session.decode(512), Error);
+  EXPECT_THROW(session.decode(-1), Error);
+  EXPECT_EQ(session.n_past(), 2);
+}
+
+TEST(Session, RollbackRefusesAnotherModelsCheckpoint) {
+  auto stories = Model::load(testing::stories_model_path());
+  auto other = Model::load(testing::stories_model_path());  // the same file, another model object
+  Session a(stories, pool()), b(other, pool());
+  a.prefill({1, 403, 407});
+  b.prefill({1, 261});
+  const auto saved = a.checkpoint();
+  try {
+    b.rollback(*saved);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(b.n_past(), 2);
+  a.decode(261);
+  a.rollback(*saved);
+  EXPECT_EQ(a.n_past(), 3);
 }
 
 TEST(Session, TruncateRollsBackToTheSameLogits) {

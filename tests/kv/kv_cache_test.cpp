@@ -154,6 +154,25 @@ TEST(KvCacheSnapshot, RestoreUndoesEvictionAndAppends) {
   EXPECT_THROW(other.restore(saved), Error);
 }
 
+// A snapshot of another shape would write past the heads' storage: refused, nothing changed.
+TEST(KvCacheSnapshot, RestoreRefusesAnotherHeadDimOrTooSmallACapacity) {
+  KvCache cache(1, 2, 4, 32, kF32);
+  fill(cache, 0, 0, 6);
+  const KvCache::Snapshot saved = cache.snapshot();
+  KvCache wider(1, 2, 8, 32, kF32);
+  EXPECT_THROW(wider.restore(saved), Error);
+  KvCache small(1, 2, 4, 4, kF32);
+  fill(small, 0, 0, 2);
+  try {
+    small.restore(saved);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holding 6 entries in a head into a cache of 4"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(small.length(0, 0), 2);
+  EXPECT_EQ(small.length(0, 1), 2);
+}
+
 TEST(KvCacheTruncate, WorksOnRaggedHeads) {
   KvCache cache(1, 2, 4, 32, kF32);
   fill(cache, 0, 0, 10);

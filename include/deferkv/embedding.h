@@ -16,6 +16,8 @@ std::shared_ptr<ThreadPool> make_thread_pool(int n_threads);
 
 // models/stories260K.gguf in the resource folder (src/base/resource_dir.h's rule).
 std::string embedded_model_path();
+// models/deferkv-retrieval-5m.gguf: the in-house retrieval model, `deferkv eval`'s default.
+std::string embedded_eval_model_path();
 
 // Fails unless `name` is a KV cache storage type (f32, f16, bf16, q8_0, q4_0), with an
 // error listing them; SessionOptions::cache_type_k/v take these names.

@@ -44,6 +44,10 @@ class KvBudget {
   double ratio_ = -1;
 };
 
+// The warning every command gives when `budget` keeps a whole prompt of `prompt_tokens`
+// (nothing will be evicted), "" when it does not.
+std::string budget_covers_prompt_warning(const KvBudget& budget, int64_t prompt_tokens);
+
 // The model shape a press is attached to.
 struct PressModelShape {
   int64_t n_layer, n_head, n_head_kv, head_dim;

@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _deferkv
+from . import eval  # deferkv.eval.run, the `deferkv eval` sweep
 from ._deferkv import Error
 
-__all__ = ["Error", "Model", "Session", "Checkpoint", "CompressedContext", "GenerateResult", "KvStats", "presses",
+__all__ = ["Error", "eval", "Model", "Session", "Checkpoint", "CompressedContext", "GenerateResult", "KvStats", "presses",
            "score"]
 
 Messages = Sequence[Mapping[str, str]]

@@ -3,6 +3,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Option
 import numpy as np
 import numpy.typing as npt
 
+from . import eval as eval
+
 Messages = Sequence[Mapping[str, str]]
 
 class Error(RuntimeError): ...

@@ -25,4 +25,5 @@ PYBIND11_MODULE(_deferkv, m) {
   deferkv::python::bind_generation(m);
   deferkv::python::bind_catalogue(m);
   deferkv::python::bind_session(m);
+  deferkv::python::bind_eval(m);
 }

@@ -15,6 +15,8 @@ std::shared_ptr<ThreadPool> make_thread_pool(int n_threads) { return std::make_s
 
 std::string embedded_model_path() { return resource_dir() + "/models/stories260K.gguf"; }
 
+std::string embedded_eval_model_path() { return resource_dir() + "/models/deferkv-retrieval-5m.gguf"; }
+
 void check_kv_cache_type_name(const std::string& name) { kv_cache_type_from_name(name); }
 
 KvStats kv_stats(const Session& session) {

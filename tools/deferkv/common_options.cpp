@@ -7,15 +7,15 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/resource_dir.h"
 #include "base/thread_pool.h"
+#include "deferkv/embedding.h"
 #include "deferkv/error.h"
 #include "kv/kv_cache_type.h"
 
 namespace deferkv::cli {
 
-std::string default_model_path() { return resource_dir() + "/models/stories260K.gguf"; }
-std::string default_eval_model_path() { return resource_dir() + "/models/deferkv-retrieval-5m.gguf"; }
+std::string default_model_path() { return embedded_model_path(); }
+std::string default_eval_model_path() { return embedded_eval_model_path(); }
 
 void add_model_option(CLI::App& cmd, std::string& path, const std::string& default_path,
                       const std::string& default_name) {
@@ -165,9 +165,9 @@ KvBudget budget_from(const PressOptions& options) {
 }
 
 bool warn_if_budget_covers_prompt(const KvBudget& budget, int64_t prompt_tokens, const std::string& what) {
-  if (!budget.is_set() || budget.resolve(prompt_tokens) < prompt_tokens) return false;
-  fmt::print(stderr, "warning: {}the KV budget ({} entries per head) is not smaller than the prompt ({} tokens): "
-             "nothing will be evicted\n", what, budget.resolve(prompt_tokens), prompt_tokens);
+  const std::string warning = budget_covers_prompt_warning(budget, prompt_tokens);
+  if (warning.empty()) return false;
+  fmt::print(stderr, "warning: {}{}\n", what, warning);
   return true;
 }
 

@@ -3,6 +3,7 @@
 // generation, the method's press, the decode loop with the task's stops, and what the
 // run cost (timings, KV bytes after eviction and at peak).
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <set>
 #include <string>
@@ -10,31 +11,33 @@
 #include "deferkv/eval_sweep.h"
 #include "deferkv/model.h"
 #include "deferkv/sampler.h"
-#include "common_options.h"
+#include "deferkv/session.h"
 
 namespace deferkv {
 class ThreadPool;
 }
 
-namespace deferkv::cli {
+namespace deferkv::eval {
 
-class EvalSampleRunner {
+class SampleRunner {
  public:
   // sampling.seed is the run's seed; each sample draws with a seed made from it and the
   // sample, so a resumed run decodes the rest as a fresh one would.
-  // draft: the draft model for presses that draft (may be null).
-  EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
-                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch, CacheTypeOptions cache_types);
+  // draft: the draft model for presses that draft (may be null). `options` gives each
+  // sample's session its batch size and cache types (n_ctx is the sample's). Warnings
+  // go to `warnings` (may be null).
+  SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft, std::shared_ptr<ThreadPool> pool,
+               SamplerParams sampling, SessionOptions options, std::FILE* warnings);
 
-  eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
+  SampleRun operator()(const SweepMethod& method, const TaskSample& sample) const;
 
  private:
   std::shared_ptr<const Model> model_, draft_;
   std::shared_ptr<ThreadPool> pool_;
   SamplerParams sampling_;
-  int64_t n_batch_;
-  CacheTypeOptions cache_types_;
+  SessionOptions options_;
+  std::FILE* warnings_;
   mutable std::set<std::string> warned_;  // rows (label@length) warned of keeping whole prompts
 };
 
-}  // namespace deferkv::cli
+}  // namespace deferkv::eval

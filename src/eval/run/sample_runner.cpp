@@ -1,4 +1,4 @@
-#include "eval_sample_run.h"
+#include "eval/run/sample_runner.h"
 
 #include <cmath>
 
@@ -7,37 +7,34 @@
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/rng.h"
-#include "run_stats.h"
+#include "kv/kv_cache.h"
 
-namespace deferkv::cli {
+namespace deferkv::eval {
 
-EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
-                                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch,
-                                   CacheTypeOptions cache_types)
+SampleRunner::SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
+                           std::shared_ptr<ThreadPool> pool, SamplerParams sampling, SessionOptions options,
+                           std::FILE* warnings)
     : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
-      n_batch_(n_batch), cache_types_(std::move(cache_types)) {}
+      options_(std::move(options)), warnings_(warnings) {}
 
-eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
-  SessionOptions options;
+SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& sample) const {
+  SessionOptions options = options_;
   options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens;
-  options.n_batch = n_batch_;
-  cache_types_.apply(options);
   Session session(model_, pool_, options);
   if (draft_) session.set_draft_model(draft_);
   if (method.budget) {
     session.set_press(make_press(method.press, *method.budget));
     // Once per row and length: such a row equals the full cache.
     const std::string row = fmt::format("{}@{}", method.label(), sample.target_length);
-    if (!warned_.contains(row)) {
-      const auto prompt = static_cast<int64_t>(sample.tokens.size());
-      const std::string what = fmt::format("{} at {} tokens: ", method.label(), sample.target_length);
-      if (warn_if_budget_covers_prompt(*method.budget, prompt, what)) warned_.insert(row);
+    const std::string warning = budget_covers_prompt_warning(*method.budget, static_cast<int64_t>(sample.tokens.size()));
+    if (!warning.empty() && warned_.insert(row).second && warnings_ != nullptr) {
+      fmt::print(warnings_, "warning: {} at {} tokens: {}\n", method.label(), sample.target_length, warning);
     }
   }
 
   SamplerParams params = sampling_;
   const int64_t which = sample.depth_percent >= 0 ? std::llround(sample.depth_percent * 1000) : sample.index;
-  params.seed = eval::sample_seed(sampling_.seed, sample.task, sample.target_length, which);
+  params.seed = sample_seed(sampling_.seed, sample.task, sample.target_length, which);
   Sampler sampler(params);
 
   const Tokenizer& tokenizer = model_->tokenizer();
@@ -47,7 +44,7 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
     return !(sample.stop_at_newline && tokenizer.token_piece(token).find('\n') != std::string::npos);
   });
 
-  eval::SampleRun run;
+  SampleRun run;
   // Bytes that form no character become U+FFFD, as Python's decode(errors="replace") does.
   StreamingDecoder decoder(tokenizer);
   for (int32_t token : result.tokens) run.prediction += decoder.push(token);
@@ -62,8 +59,8 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   run.capture_seconds = t.capture_seconds;
   run.eviction_seconds = t.eviction_seconds;
   if (const auto& eviction = session.last_eviction()) run.kv_bytes_after_eviction = eviction->bytes;
-  run.peak_kv_bytes = kv_peak_bytes(session);
+  run.peak_kv_bytes = session.kv_cache().peak_bytes();
   return run;
 }
 
-}  // namespace deferkv::cli
+}  // namespace deferkv::eval

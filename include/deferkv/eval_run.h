@@ -1,0 +1,77 @@
+#pragma once
+// `deferkv eval` as a library call: a RULER, Needle-in-a-Haystack or LongBench sweep over
+// presses and budgets on one model, run into a results folder (resumable, growable, one
+// shard of N), with its reports. The CLI's flags and the Python module's deferkv.eval.run
+// both fill an EvalRequest; everything a row's result depends on goes into the folder's
+// config.json (eval_sweep.h).
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "deferkv/eval_tasks.h"
+#include "deferkv/sampler.h"
+
+namespace deferkv::eval {
+
+struct EvalRequest {
+  std::string model;        // GGUF; "" the embedded retrieval model (models/README.md)
+  std::string draft_model;  // for presses that draft (speckv); "" none
+  std::string bench = "ruler";  // ruler, niah or longbench
+  // RULER tasks or LongBench datasets; empty: RULER's 13 (qa_1/qa_2 only with their data
+  // files) or LongBench's 16 English datasets.
+  std::vector<std::string> tasks;
+  std::vector<int64_t> lengths;  // tokens (RULER, NIAH)
+  std::vector<double> depths;    // NIAH, percent; empty: 0, 11, …, 100
+  std::vector<std::string> presses = {"full"};  // press specs; "full" keeps everything
+  std::vector<int64_t> budgets;  // entries per KV head; every press but "full" runs at each
+  std::vector<double> ratios;    // or compression ratios (kvpress's), not both
+  int64_t samples = 0;  // RULER: per task and length (0: 500); LongBench: per dataset (0: all)
+  uint64_t seed = 42;   // of the task generators and of sampled decoding
+  std::string word_split = "all";
+  SamplerParams sampling = greedy();
+  int threads = 1;
+  int64_t n_batch = 512;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
+  std::string output = "results";  // the folder the results folder is made in
+  std::string name;                // the results folder's name; "" from the configuration's hash
+  std::string shard = "1/1";       // "i/N": run shard i of N of the grid
+  bool chat = true;                // the model's chat format, when it has one
+  std::string chat_template;       // a chat format by name instead of the model's
+  std::string data_dir = TaskOptions::default_data_dir();
+  std::string squad, hotpotqa;     // qa_1's and qa_2's data files
+  std::string longbench_dir;       // LongBench: the folder of <dataset>.jsonl
+  int64_t max_length = 0;          // LongBench: prompt tokens kept (0: the model's context minus the answer)
+
+  static SamplerParams greedy() {
+    SamplerParams s;
+    s.temperature = 0;
+    return s;
+  }
+};
+
+struct EvalOutcome {
+  std::string dir;          // the results folder
+  int64_t samples_run = 0;  // this run's (rows already in the folder are reused)
+  double seconds = 0;
+  bool interrupted = false;  // stop_requested said so; the reports hold what was done
+  // The score and cost tables as Markdown; empty for a shard of several (eval merge writes
+  // the reports once every shard is done).
+  std::string tables;
+};
+
+// Runs the sweep, printing warnings and progress to `progress` (may be null), and checking
+// `stop_requested` (may be empty) before each sample: when it says stop, the sample in
+// flight is finished and written, then the reports of what is done. Bad requests are errors
+// naming the field at fault.
+EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress,
+                     const std::function<bool()>& stop_requested = {});
+
+// What summary.json records of the run (write_reports' `run`): the commit deferkv was built
+// from, the fields of `more`, and the process's peak resident memory.
+nlohmann::ordered_json run_record(const nlohmann::ordered_json& more);
+
+}  // namespace deferkv::eval

@@ -1,0 +1,259 @@
+// run_eval: a request checked and turned into a sweep plan and a results folder, the
+// samples run on the model, the reports written (deferkv eval, deferkv.eval.run).
+#include "deferkv/eval_run.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "base/sha256.h"
+#include "base/thread_pool.h"
+#include "deferkv/embedding.h"
+#include "deferkv/error.h"
+#include "deferkv/eval_longbench.h"
+#include "deferkv/eval_metrics.h"
+#include "deferkv/eval_sweep.h"
+#include "deferkv/model.h"
+#include "eval/run/sample_runner.h"
+
+namespace deferkv::eval {
+namespace {
+
+constexpr int64_t kRulerDefaultSamples = 500;
+
+// LongBench datasets by name (unknown: an error listing the 21); none: the 16 English ones.
+std::vector<std::string> longbench_dataset_list(const EvalRequest& r) {
+  if (!r.tasks.empty()) {
+    for (const std::string& d : r.tasks) longbench_metric(d);
+    return r.tasks;
+  }
+  std::vector<std::string> datasets;
+  for (std::string_view d : longbench_english_datasets()) datasets.emplace_back(d);
+  return datasets;
+}
+
+std::vector<std::string> ruler_task_list(const EvalRequest& r, std::FILE* progress) {
+  if (!r.tasks.empty()) {
+    for (const std::string& t : r.tasks) ruler_tokens_to_generate(t);  // unknown: an error listing the 13
+    return r.tasks;
+  }
+  std::vector<std::string> tasks;
+  for (std::string_view t : ruler_tasks()) {
+    if ((t == "qa_1" && r.squad.empty()) || (t == "qa_2" && r.hotpotqa.empty())) {
+      if (progress != nullptr) {
+        fmt::print(progress, "note: {} left out: it needs {}\n", t, t == "qa_1" ? "--squad" : "--hotpotqa");
+      }
+      continue;
+    }
+    tasks.emplace_back(t);
+  }
+  return tasks;
+}
+
+std::vector<SweepMethod> sweep_methods(const EvalRequest& r) {
+  if (!r.budgets.empty() && !r.ratios.empty()) fail("give KV budgets or KV ratios, not both");
+  std::vector<std::pair<KvBudget, std::string>> budgets;
+  for (int64_t b : r.budgets) {
+    if (b < 1) fail("--kv-budget: {} is not a positive whole number of entries", b);
+    budgets.emplace_back(KvBudget::per_head(b), fmt::format("{}", b));
+  }
+  for (double ratio : r.ratios) budgets.emplace_back(KvBudget::ratio(ratio), fmt::format("r{}", ratio));
+  if (r.presses.empty()) fail("no press to evaluate: give at least one (\"full\" keeps the whole cache)");
+  std::vector<SweepMethod> methods;
+  for (const std::string& press : r.presses) {
+    if (press == "full") {
+      methods.push_back({press, std::nullopt, ""});
+      continue;
+    }
+    if (budgets.empty()) fail("--press {} needs --kv-budget or --kv-ratio", press);
+    for (const auto& [budget, label] : budgets) methods.push_back({press, budget, label});
+  }
+  return methods;
+}
+
+SweepPlan plan_of(const EvalRequest& r, std::FILE* progress) {
+  SweepPlan plan;
+  plan.benchmark = benchmark_from_name(r.bench);
+  if (plan.benchmark == Benchmark::kLongBench) {
+    if (r.longbench_dir.empty()) fail("--bench longbench needs --longbench-dir, the folder of the <dataset>.jsonl files");
+    if (!r.lengths.empty()) fail("--lengths is for ruler and niah; LongBench prompts are cut to --max-length");
+    if (!r.depths.empty()) fail("--depths is for --bench niah");
+    plan.tasks = longbench_dataset_list(r);
+    plan.samples = r.samples > 0 ? r.samples : -1;
+  } else {
+    if (!r.longbench_dir.empty() || r.max_length > 0) fail("--longbench-dir and --max-length are for --bench longbench");
+    if (r.lengths.empty()) fail("give the lengths to evaluate with --lengths, e.g. 4k,8k");
+    plan.lengths = r.lengths;
+    if (plan.benchmark == Benchmark::kNiah) {
+      if (!r.tasks.empty()) fail("--tasks is for --bench ruler and longbench; NIAH has one task");
+      plan.depths = r.depths.empty() ? niah_default_depths() : r.depths;
+    } else {
+      if (!r.depths.empty()) fail("--depths is for --bench niah");
+      plan.tasks = ruler_task_list(r, progress);
+      plan.samples = r.samples > 0 ? r.samples : kRulerDefaultSamples;
+    }
+  }
+  plan.methods = sweep_methods(r);
+  return plan;
+}
+
+// Everything a row's result depends on, and the sweep's grid under "sweep". A field added here
+// is part of every row's identity (row_context) without more ado.
+nlohmann::ordered_json config_of(const EvalRequest& r, const SweepPlan& plan, const std::string& chat,
+                                 const nlohmann::ordered_json& max_lengths) {
+  nlohmann::ordered_json c;
+  c["benchmark"] = r.bench;
+  c["model"] = {{"path", std::filesystem::absolute(r.model).string()}, {"sha256", sha256_file(r.model)}};
+  if (!r.draft_model.empty()) {
+    c["draft_model"] = {{"path", std::filesystem::absolute(r.draft_model).string()},
+                        {"sha256", sha256_file(r.draft_model)}};
+  }
+  if (plan.benchmark == Benchmark::kLongBench) {
+    c["longbench_dir"] = std::filesystem::absolute(r.longbench_dir).string();
+    // As given: the limits it resolves to per dataset follow from the model and the dataset.
+    c["max_length"] = r.max_length > 0 ? nlohmann::ordered_json(r.max_length) : nlohmann::ordered_json("model context");
+  }
+  c["seed"] = r.seed;
+  if (r.word_split != "all") c["word_split"] = r.word_split;
+  c["decoding"] = r.sampling.temperature <= 0
+                      ? nlohmann::ordered_json{{"temperature", 0}}
+                      : nlohmann::ordered_json{{"temperature", r.sampling.temperature},
+                                               {"top_k", r.sampling.top_k},
+                                               {"top_p", r.sampling.top_p},
+                                               {"min_p", r.sampling.min_p}};
+  c["kv_cache"] = {{"type_k", r.cache_type_k}, {"type_v", r.cache_type_v}};
+  c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
+  // The prompt's tokens per forward pass pick the matmul route (matvec below a per-type count,
+  // tiled GEMM above), whose sums round differently: greedy answers can change with it.
+  c["n_batch"] = r.n_batch;
+  c["threads"] = r.threads;
+  if (r.data_dir != TaskOptions::default_data_dir()) c["data_dir"] = r.data_dir;
+  if (!r.squad.empty()) c["squad"] = std::filesystem::absolute(r.squad).string();
+  if (!r.hotpotqa.empty()) c["hotpotqa"] = std::filesystem::absolute(r.hotpotqa).string();
+  c["sweep"] = sweep_config(plan);
+  if (!max_lengths.is_null()) c["sweep"]["max_length"] = max_lengths;
+  return c;
+}
+
+// The commit of the source tree deferkv was built from, "" when git cannot tell.
+std::string git_commit() {
+  FILE* pipe = ::popen("git -C '" DEFERKV_SOURCE_DIR "' rev-parse HEAD 2>/dev/null", "r");
+  if (pipe == nullptr) return "";
+  char buffer[64] = {};
+  const size_t n = std::fread(buffer, 1, sizeof(buffer) - 1, pipe);
+  ::pclose(pipe);
+  std::string commit(buffer, n);
+  while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
+  return commit;
+}
+
+int64_t peak_rss_bytes() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
+}
+
+struct Stopped {};  // thrown out of the executor when the caller asked to stop
+
+}  // namespace
+
+nlohmann::ordered_json run_record(const nlohmann::ordered_json& more) {
+  nlohmann::ordered_json run = {{"git_commit", git_commit()}};
+  run.update(more);
+  run["peak_rss_bytes"] = peak_rss_bytes();
+  return run;
+}
+
+EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std::function<bool()>& stop_requested) {
+  EvalRequest r = request;
+  if (r.model.empty()) r.model = embedded_eval_model_path();
+  if (!r.chat && !r.chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");
+  if (r.threads < 1) fail("threads must be at least 1, got {}", r.threads);
+  if (r.n_batch < 1) fail("the batch size must be at least 1, got {}", r.n_batch);
+  for (const std::string& type : {r.cache_type_k, r.cache_type_v}) check_kv_cache_type_name(type);
+  SweepPlan plan = plan_of(r, progress);
+  const Shard shard = Shard::parse(r.shard);
+  r.sampling.validate();
+
+  const auto model = Model::load(r.model);
+  const std::shared_ptr<const Model> draft = r.draft_model.empty() ? nullptr : Model::load(r.draft_model);
+  std::unique_ptr<TaskGenerator> generator;
+  std::unique_ptr<LongBenchSet> longbench;
+  const PromptOptions prompt{r.chat, r.chat_template};
+  nlohmann::ordered_json max_lengths;  // LongBench: per dataset
+  if (plan.benchmark == Benchmark::kLongBench) {
+    LongBenchOptions options;
+    options.data_dir = r.longbench_dir;
+    options.datasets = plan.tasks;
+    options.samples = plan.samples;
+    options.max_length = r.max_length;
+    options.prompt = prompt;
+    longbench = std::make_unique<LongBenchSet>(model->tokenizer(), model->config().n_ctx_train, options);
+    for (const std::string& d : plan.tasks) {
+      max_lengths[d] = longbench->max_length(d);
+      plan.rows.push_back(longbench->rows(d));
+    }
+  } else {
+    TaskOptions task_options;
+    task_options.data_dir = r.data_dir;
+    task_options.squad_path = r.squad;
+    task_options.hotpotqa_path = r.hotpotqa;
+    task_options.prompt = prompt;
+    task_options.seed = r.seed;
+    task_options.word_split = word_split_from_name(r.word_split);
+    generator = std::make_unique<TaskGenerator>(model->tokenizer(), task_options);
+    for (int64_t length : plan.lengths) {
+      if (length > model->config().n_ctx_train && progress != nullptr) {
+        fmt::print(progress, "warning: {} tokens is beyond the model's training context of {}\n", length,
+                   model->config().n_ctx_train);
+      }
+    }
+  }
+
+  const std::string stem = fmt::format("{}-{}", r.bench, std::filesystem::path(r.model).stem().string());
+  const std::string chat = longbench ? longbench->chat_template_name() : generator->chat_template_name();
+  EvalOutcome outcome;
+  outcome.dir = prepare_results_dir(r.output, r.name, stem, config_of(r, plan, chat, max_lengths));
+  if (progress != nullptr) {
+    fmt::print(progress, "results: {}{}\n", outcome.dir,
+               shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count));
+  }
+
+  SamplerParams sampling = r.sampling;
+  sampling.seed = r.seed;
+  SessionOptions session_options;
+  session_options.n_batch = r.n_batch;
+  session_options.cache_type_k = r.cache_type_k;
+  session_options.cache_type_v = r.cache_type_v;
+  const SampleRunner runner(model, draft, make_thread_pool(r.threads), sampling, session_options, progress);
+  const SampleExecutor execute = [&](const SweepMethod& method, const TaskSample& sample) {
+    if (stop_requested && stop_requested()) throw Stopped{};
+    SampleRun run = runner(method, sample);
+    ++outcome.samples_run;
+    return run;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    if (longbench) {
+      run_sweep(plan, *longbench, execute, outcome.dir, progress, shard);
+    } else {
+      run_sweep(plan, *generator, execute, outcome.dir, progress, shard);
+    }
+  } catch (const Stopped&) {
+    outcome.interrupted = true;
+  }
+  outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // A shard's reports need every shard's rows: `eval merge` writes them.
+  if (shard.whole()) {
+    outcome.tables = write_reports(
+        plan, outcome.dir,
+        run_record({{"threads", r.threads}, {"samples_run", outcome.samples_run}, {"seconds", outcome.seconds}}));
+  }
+  return outcome;
+}
+
+}  // namespace deferkv::eval

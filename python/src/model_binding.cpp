@@ -152,7 +152,10 @@ void bind_model(py::module_& m) {
            })
       .def("compressed_session",
            [](const LoadedModel& self, const std::vector<int32_t>& context, const std::string& press, int64_t kv_budget,
-              double kv_ratio) { return compress_context(new_session(self, press, kv_budget, kv_ratio, std::nullopt), context); })
+              double kv_ratio) {
+             const bool answers_once = press != "full" && press_evicts_after_prefill(press);
+             return compress_context(new_session(self, press, kv_budget, kv_ratio, std::nullopt), context, answers_once);
+           })
       .def("answer_generation",
            [](const LoadedModel& self, CompressedContext& context, const std::vector<int32_t>& question,
               int64_t max_tokens, double temperature, int top_k, double top_p, double min_p, int64_t seed) {

@@ -22,6 +22,7 @@
 #include "deferkv/eval_longbench.h"
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_sweep.h"
+#include "deferkv/generate.h"
 #include "deferkv/model.h"
 #include "eval_lists.h"
 #include "eval_sample_run.h"
@@ -54,6 +55,7 @@ struct EvalArgs {
   std::string longbench_dir;
   int64_t max_length = 0;  // 0: the model's context minus the dataset's new tokens
   CacheTypeOptions cache_types;
+  bool question_agnostic = false;
 };
 
 constexpr int64_t kRulerDefaultSamples = 500;
@@ -137,6 +139,9 @@ nlohmann::ordered_json config_of(const EvalArgs& args, const eval::SweepPlan& pl
                                                {"min_p", args.sampling.min_p}};
   c["kv_cache"] = {{"type_k", args.cache_types.keys}, {"type_v", args.cache_types.values}};
   c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
+  // Whether the press compressed the context before the question was read: part of every
+  // row's identity, so a resumed sweep never mixes the two modes.
+  c["question_agnostic"] = args.question_agnostic;
   // The prompt's tokens per forward pass pick the matmul route (matvec below a per-type count,
   // tiled GEMM above), whose sums round differently: greedy answers can change with it.
   c["n_batch"] = args.n_batch;
@@ -276,11 +281,13 @@ void run_eval(const EvalArgs& args) {
   const std::string chat = longbench ? longbench->chat_template_name() : generator->chat_template_name();
   const std::string dir =
       eval::prepare_results_dir(args.output, args.name, stem, config_of(args, plan, chat, max_lengths));
-  fmt::print(stderr, "results: {}{}\n", dir, shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count));
+  fmt::print(stderr, "results: {}{} ({})\n", dir, shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count),
+             question_mode_name(args.question_agnostic));
 
   SamplerParams sampling = args.sampling;
   sampling.seed = args.seed;
-  const EvalSampleRunner runner(model, draft, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
+  const EvalSampleRunner runner(model, draft, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types,
+                                args.question_agnostic);
   int64_t ran = 0;
   const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
     if (interrupted) throw Interrupted{};
@@ -347,6 +354,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--min-p", args->sampling.min_p, "Min-p for sampled decoding")->capture_default_str();
   add_threads_option(*cmd, args->threads);
   add_cache_type_options(*cmd, args->cache_types);
+  add_question_agnostic_option(*cmd, args->question_agnostic,
+                               "each prompt is split where the template's context ends, docs/evaluation.md");
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
   cmd->add_option("-o,--output", args->output, "Folder the results folder is made in (with a 'latest' link to it)")
       ->capture_default_str();

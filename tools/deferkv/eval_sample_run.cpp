@@ -1,9 +1,11 @@
 #include "eval_sample_run.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/rng.h"
@@ -13,11 +15,17 @@ namespace deferkv::cli {
 
 EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
                                    std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch,
-                                   CacheTypeOptions cache_types)
+                                   CacheTypeOptions cache_types, bool question_agnostic)
     : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
-      n_batch_(n_batch), cache_types_(std::move(cache_types)) {}
+      n_batch_(n_batch), cache_types_(std::move(cache_types)), question_agnostic_(question_agnostic) {}
 
 eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
+  const auto split = sample.tokens.begin() + std::clamp<int64_t>(sample.context_tokens, 0, std::ssize(sample.tokens));
+  const std::vector<int32_t> context(sample.tokens.begin(), split), question(split, sample.tokens.end());
+  if (question_agnostic_ && (context.empty() || question.empty())) {
+    fail("{} sample {}: its prompt has no {} part to compress apart (question-agnostic mode)", sample.task, sample.index,
+         context.empty() ? "context" : "question");
+  }
   SessionOptions options;
   options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens;
   options.n_batch = n_batch_;
@@ -29,7 +37,8 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
     // Once per row and length: such a row equals the full cache.
     const std::string row = fmt::format("{}@{}", method.label(), sample.target_length);
     if (!warned_.contains(row)) {
-      const auto prompt = static_cast<int64_t>(sample.tokens.size());
+      // The prompt the press compresses: the context alone in question-agnostic mode.
+      const auto prompt = static_cast<int64_t>(question_agnostic_ ? context.size() : sample.tokens.size());
       const std::string what = fmt::format("{} at {} tokens: ", method.label(), sample.target_length);
       if (warn_if_budget_covers_prompt(*method.budget, prompt, what)) warned_.insert(row);
     }
@@ -43,7 +52,8 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   const Tokenizer& tokenizer = model_->tokenizer();
   GenerateOptions generate_options;
   generate_options.n_predict = sample.max_new_tokens;
-  const GenerateResult result = generate(session, sample.tokens, generate_options, sampler, [&](int32_t token) {
+  generate_options.question_agnostic = question_agnostic_;
+  const GenerateResult result = generate(session, context, question, generate_options, sampler, [&](int32_t token) {
     return !(sample.stop_at_newline && tokenizer.token_piece(token).find('\n') != std::string::npos);
   });
 

@@ -1,7 +1,8 @@
 #pragma once
 // Runs one evaluation sample on the model: a fresh Session sized to the prompt and its
-// generation, the method's press, the decode loop with the task's stops, and what the
-// run cost (timings, KV bytes after eviction and at peak).
+// generation, the method's press, the prompt fed question-aware or question-agnostic
+// (deferkv::prefill_prompt, split where TaskSample::context_tokens says), the decode loop
+// with the task's stops, and what the run cost (timings, KV bytes after eviction and at peak).
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -24,7 +25,8 @@ class EvalSampleRunner {
   // sample, so a resumed run decodes the rest as a fresh one would.
   // draft: the draft model for presses that draft (may be null).
   EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
-                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch, CacheTypeOptions cache_types);
+                   std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch, CacheTypeOptions cache_types,
+                   bool question_agnostic);
 
   eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
 
@@ -34,6 +36,7 @@ class EvalSampleRunner {
   SamplerParams sampling_;
   int64_t n_batch_;
   CacheTypeOptions cache_types_;
+  bool question_agnostic_;
   mutable std::set<std::string> warned_;  // rows (label@length) warned of keeping whole prompts
 };
 

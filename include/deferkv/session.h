@@ -143,6 +143,8 @@ class Session {
   void check_input(const std::vector<int32_t>& tokens, const char* what) const;
   // Runs prompt tokens through the model in n_batch batches at the next positions.
   void feed(const std::vector<int32_t>& tokens);
+  // feed(), timed as prefill; decode steps then count from the tokens' end.
+  void feed_input(const std::vector<int32_t>& tokens);
   // Refuses a prefill of n_tokens that the press's declarations rule out.
   void check_press_needs(int64_t n_tokens) const;
 };

@@ -70,11 +70,7 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
-  const auto start = std::chrono::steady_clock::now();
-  feed(tokens);
-  timings_.prefill_seconds += seconds_since(start);
-  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
-  decode_step_ = 0;
+  feed_input(tokens);
   if (press_) {
     struct Scope {
       const std::vector<int32_t>*& tokens;
@@ -88,6 +84,10 @@ void Session::prefill_question(const std::vector<int32_t>& tokens) {
   if (n_past_ == 0) fail("a question follows a context: prefill the context first");
   check_input(tokens, "question");
   if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
+  feed_input(tokens);
+}
+
+void Session::feed_input(const std::vector<int32_t>& tokens) {
   const auto start = std::chrono::steady_clock::now();
   feed(tokens);
   timings_.prefill_seconds += seconds_since(start);

@@ -74,7 +74,8 @@ TEST(PromptSplit, AChatFormatSplitsInsideTheUserTurn) {
   const TaskSample s = TaskGenerator(qwen, TaskOptions{}).ruler("niah_single_1", 1024, 0);
   const Parts p = parts_of(s, qwen);
   EXPECT_EQ(p.context.rfind("<|im_start|>user\nA special magic number", 0), 0u) << p.context.substr(0, 80);
-  EXPECT_EQ(p.question.rfind("\nWhat is the special magic number for ", 0), 0u) << p.question;
+  // Qwen2's pre-tokenizer makes ".\n" one token: the haystack's last period goes with the question.
+  EXPECT_EQ(p.question.rfind(".\nWhat is the special magic number for ", 0), 0u) << p.question;
   EXPECT_NE(p.question.find(" mentioned in the provided text?<|im_end|>\n<|im_start|>assistant\n The special magic number for "),
             std::string::npos)
       << p.question;

@@ -10,10 +10,12 @@
 //   prefill_prompt's agnostic branch prefills context and question in one call, so the
 //   press's prefill end comes after the question                   -> SnapKvKeepsWhatTheContextAloneDecides,
 //                                                                     DeferKvObservesTheAnswerAfterTheQuestion
-//   OneShotPress::on_question does nothing (the question's rows are
-//   taken for decode steps 1..d)                                    -> DeferKvObservesTheAnswerAfterTheQuestion
+//   OneShotPress::on_question does nothing (the question's first row
+//   is taken for decode step 1, the answer's steps are past d)      -> DeferKvObservesTheAnswerAfterTheQuestion
+//                                                                     (a crash: step 2 has no observation)
 //   Session::prefill_question calls on_prefill_begin/on_prefill_end
-//   as prefill does                                                 -> SnapKvKeepsWhatTheContextAloneDecides
+//   as prefill does                                                 -> SnapKvKeepsWhatTheContextAloneDecides,
+//                                                                     DeferKvObservesTheAnswerAfterTheQuestion
 #include <gtest/gtest.h>
 
 #include <algorithm>

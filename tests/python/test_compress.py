@@ -31,7 +31,8 @@ def test_the_press_changes_the_answer(model):
 
 def test_a_press_evicting_after_the_prefill_answers_one_question(model):
     # DeferKV evicts at decode step d, counted after the question: what it keeps depends on
-    # the question, so the compressed context answers once.
+    # the question, so the compressed context answers once. (Mutant seen failing: compress
+    # taking the press off after the context, as it did before, never evicts.)
     ctx = model.compress(CONTEXT, press="deferkv:d=2,window=4", kv_budget=16)
     held = ctx.kv.bytes
     answer = ctx.answer(" Lily and Tom", max_tokens=8)

@@ -13,6 +13,8 @@
 //   OneShotPress::on_question does nothing (the question's first row
 //   is taken for decode step 1, the answer's steps are past d)      -> DeferKvObservesTheAnswerAfterTheQuestion
 //                                                                     (a crash: step 2 has no observation)
+//   MomentKvPress::on_question does nothing (the question's entries
+//   are ranked as generated ones)                                   -> MomentKvKeepsTheQuestionAsPrompt
 //   Session::prefill_question calls on_prefill_begin/on_prefill_end
 //   as prefill does                                                 -> SnapKvKeepsWhatTheContextAloneDecides,
 //                                                                     DeferKvObservesTheAnswerAfterTheQuestion
@@ -149,6 +151,28 @@ TEST(QuestionAgnostic, DeferKvObservesTheAnswerAfterTheQuestion) {
   });
   // Until step d it decodes on the full cache: the answer is the full cache's.
   EXPECT_EQ(agnostic.generated, run("full", true, d).generated);
+}
+
+// Per-step presses hold the question's entries as generated ones: the first cut after it
+// brings every head, question included, back to the budget.
+TEST(QuestionAgnostic, PerStepPressesCutTheQuestionLikeGeneratedTokens) {
+  for (const std::string spec : {"h2o:per_step=true", "tova", "streaming_llm:per_step=true"}) {
+    const auto agnostic = run(spec, true, 1);
+    for (const auto& layer : agnostic.positions) {
+      for (const auto& head : layer) EXPECT_EQ(static_cast<int64_t>(head.size()), kBudget) << spec;
+    }
+  }
+}
+
+// Moment-KV ranks generated tokens only: the question is kept whole, as the prompt is.
+TEST(QuestionAgnostic, MomentKvKeepsTheQuestionAsPrompt) {
+  const auto agnostic = run("moment_kv:decode_budget=2", true, 4);
+  for (const auto& layer : agnostic.positions) {
+    for (const auto& head : layer) {
+      ASSERT_EQ(static_cast<int64_t>(head.size()), kContext + kQuestion + 2);
+      EXPECT_EQ(Positions(head.begin(), head.begin() + kContext + kQuestion), span(0, kContext + kQuestion));
+    }
+  }
 }
 
 TEST(QuestionAgnostic, RefusesAMissingQuestionOrContext) {

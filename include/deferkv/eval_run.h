@@ -36,6 +36,9 @@ struct EvalRequest {
   int threads = 1;
   int64_t n_batch = 512;
   std::string cache_type_k = "f16", cache_type_v = "f16";
+  // Compress each prompt's context before its question is read (GenerateOptions'
+  // question_agnostic); false: the press sees context and question together.
+  bool question_agnostic = false;
   std::string output = "results";  // the folder the results folder is made in
   std::string name;                // the results folder's name; "" from the configuration's hash
   std::string shard = "1/1";       // "i/N": run shard i of N of the grid

@@ -52,6 +52,13 @@ struct TaskSample {
   int64_t max_new_tokens = 0;
   bool stop_at_newline = false;  // NIAH stops at a newline; RULER only at end of generation
   std::vector<std::string> all_classes;  // LongBench: trec's labels, read by its metric
+  // tokens[0, context_tokens): the context, up to the end of the template's context field
+  // (the chat format's opening included); the rest, the question: what follows the context
+  // in the template (its question, instructions, closing tags), the chat turn's end, the
+  // assistant's opening and the answer prefix. Question-agnostic mode compresses the
+  // context alone, then reads the rest. A token that merges across the split goes with the
+  // question; a LongBench prompt whose truncation cut into the question has no question part.
+  int64_t context_tokens = 0;
 };
 
 class TaskGenerator {

@@ -120,6 +120,12 @@ class Press {
   virtual void on_attention(const AttentionEvent& event) {}
   // After the whole prefill forward; may evict, and may use the host's capabilities.
   virtual void on_prefill_end(KvCache& cache) {}
+  // Question-agnostic mode (Session::prefill_question): n_tokens of question, at
+  // first_position, follow the prompt the press has just seen, and their attention comes
+  // next. The press's prompt stays the one before (the context): a one-shot press neither
+  // scores nor evicts the question's entries, and decode step 1 is the first token fed
+  // after the question. What each family does: docs/compression.md.
+  virtual void on_question(int64_t first_position, int64_t n_tokens) {}
   // After decode step `step` (1 for the first token fed after the prefill); may evict.
   virtual void on_decode_step(KvCache& cache, int64_t step) {}
 
@@ -167,5 +173,11 @@ const std::vector<PressInfo>& press_catalogue();
 // is ("adakv+tova": TOVA keeps AdaKV's ragged heads within b while decoding; "tova+adakv"
 // and "deferkv+tova" are refused). "full" joins anything.
 std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget);
+
+// Whether a press built from `spec` (a valid one) evicts after the end of the prefill: at
+// decode step d (deferkv), while decoding (per-step and decode-time presses). What it
+// keeps then depends on what is read after the prompt, so a context it compressed
+// question-agnostic serves one question.
+bool press_evicts_after_prefill(const std::string& spec);
 
 }  // namespace deferkv

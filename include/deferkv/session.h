@@ -66,6 +66,12 @@ class Session {
   // Feeds tokens (a prompt, or more text) at the next positions, n_batch at a time.
   // Throws, leaving the session unchanged, when they do not fit in the context.
   void prefill(const std::vector<int32_t>& tokens);
+  // Question-agnostic mode: feeds a question after the context that prefill() has just fed
+  // (and the press compressed at its end), on the cache as the press left it. The press's
+  // prompt stays the context (Press::on_question): no prefill hook runs for the question,
+  // its entries are kept, and decode steps count from its end. Throws, leaving the session
+  // unchanged, when it does not fit or nothing was prefilled before it.
+  void prefill_question(const std::vector<int32_t>& tokens);
   // Feeds one token (the last sampled one).
   void decode(int32_t token);
 
@@ -132,8 +138,13 @@ class Session {
 
   template <typename Hook>
   void run_press_hook(int64_t decode_step, Hook&& hook);
+  // Refuses tokens (`what`: "prompt", "question") that are empty, out of the vocabulary or
+  // do not fit in the context.
+  void check_input(const std::vector<int32_t>& tokens, const char* what) const;
   // Runs prompt tokens through the model in n_batch batches at the next positions.
   void feed(const std::vector<int32_t>& tokens);
+  // feed(), timed as prefill; decode steps then count from the tokens' end.
+  void feed_input(const std::vector<int32_t>& tokens);
   // Refuses a prefill of n_tokens that the press's declarations rule out.
   void check_press_needs(int64_t n_tokens) const;
 };

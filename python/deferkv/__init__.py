@@ -250,7 +250,9 @@ class Model:
         """Prefills `context` once with `press` (kvpress's question-agnostic compression).
 
         Answer questions about it with CompressedContext.answer(), as often as wanted;
-        the question is read uncompressed after the compressed context."""
+        each question is read after the compressed context (as `deferkv generate
+        --question-agnostic` reads it). A press that evicts after the prefill (deferkv,
+        per-step and decode-time presses) decides with the question: its context answers once."""
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
         tokens = self._model.tokenize(context, True, False)
         return CompressedContext(self, self._model.compressed_session(tokens, press, kv_budget_entries, ratio))
@@ -287,7 +289,8 @@ class CompressedContext:
         """Continues the compressed context with `question` (tokenized without BOS) and
         returns the answer; greedy by default. The context is put back afterwards.
 
-        Raises deferkv.Error when the question does not fit in the context window."""
+        Raises deferkv.Error when the question does not fit in the context window, or
+        when the press evicts after the prefill and this context has answered already."""
         _check_max_tokens(max_tokens)
         tokens = self._model._model.tokenize(question, False, False)
         generation = self._model._model.answer_generation(

@@ -85,6 +85,7 @@ def run(
     n_batch: int = 512,
     cache_type_k: str = "f16",
     cache_type_v: str = "f16",
+    question_agnostic: bool = False,
     output: str = "results",
     name: Optional[str] = None,
     shard: str = "1/1",
@@ -115,6 +116,8 @@ def run(
         seed, temperature, top_k, top_p, min_p: the task generators' seed and the decoding
             (greedy by default, as the papers').
         threads, n_batch, cache_type_k, cache_type_v: the engine's, as the CLI's -t, -b, -ctk, -ctv.
+        question_agnostic: compress each context before its question is read (kvpress's
+            default); False: the press sees context and question (docs/compression.md).
         output, name: the folder the results folder is made in, and its name (None: from a
             hash of the configuration); the same configuration reuses its rows.
         shard: "i/N" runs shard i of N of the grid (then `deferkv eval merge`).
@@ -151,6 +154,7 @@ def run(
     r.threads = threads
     r.n_batch = n_batch
     r.cache_type_k, r.cache_type_v = cache_type_k, cache_type_v
+    r.question_agnostic = question_agnostic
     r.output = str(output)
     r.name = "" if name is None else name
     r.shard = shard

@@ -38,13 +38,19 @@ struct FileNotFound : std::runtime_error {
 };
 
 // A context prefilled once with a press (question-agnostic compression), then kept as a
-// checkpoint: each answer starts from it and puts it back.
+// checkpoint: each answer starts from it and puts it back. The press stays set: each
+// question is read as Session::prefill_question reads it (deferkv::prefill_prompt's path).
 struct CompressedContext {
   std::shared_ptr<Session> session;
   std::shared_ptr<const SessionCheckpoint> checkpoint;
   int64_t context_tokens = 0;
+  // The press evicts after the prefill (press_evicts_after_prefill): its state, not part of
+  // the checkpoint, is spent by the first answer, so the context answers once.
+  bool answers_once = false;
+  bool answered = false;
 };
-std::shared_ptr<CompressedContext> compress_context(std::shared_ptr<Session> session, const std::vector<int32_t>& context);
+std::shared_ptr<CompressedContext> compress_context(std::shared_ptr<Session> session, const std::vector<int32_t>& context,
+                                                    bool answers_once);
 std::unique_ptr<Generation> answer_generation(CompressedContext& context, const std::vector<int32_t>& question,
                                               const SamplerParams& sampling, int64_t max_tokens);
 // Puts the context back to its compressed state (after an answer).

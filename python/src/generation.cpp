@@ -3,14 +3,18 @@
 namespace deferkv::python {
 
 Generation::Generation(std::shared_ptr<Session> session, const std::vector<int32_t>& prompt,
-                       const SamplerParams& sampling, int64_t max_tokens)
+                       const SamplerParams& sampling, int64_t max_tokens, Feed feed)
     : session_(std::move(session)),
       sampler_(sampling),
       // The text continues the prompt: its first piece keeps its leading space.
       decoder_(session_->model().tokenizer(), DecodeStart::kContinuation),
       max_tokens_(max_tokens),
       prompt_tokens_(static_cast<int64_t>(prompt.size())) {
-  session_->prefill(prompt);
+  if (feed == Feed::kQuestion) {
+    session_->prefill_question(prompt);
+  } else {
+    session_->prefill(prompt);
+  }
   for (int32_t t : prompt) sampler_.accept(t);
 }
 

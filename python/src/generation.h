@@ -17,9 +17,12 @@ namespace deferkv::python {
 
 class Generation {
  public:
-  // Prefills `prompt` (with the press already set on `session`) and readies the sampler.
+  // How the prompt is fed: as a prompt, or as the question after a context the session
+  // holds compressed (Session::prefill_question, question-agnostic mode).
+  enum class Feed { kPrompt, kQuestion };
+  // Feeds `prompt` (with the press already set on `session`) and readies the sampler.
   Generation(std::shared_ptr<Session> session, const std::vector<int32_t>& prompt,
-             const SamplerParams& sampling, int64_t max_tokens);
+             const SamplerParams& sampling, int64_t max_tokens, Feed feed = Feed::kPrompt);
 
   // The next token and its text, or nothing once generation stopped. A control token's
   // text is empty (as `deferkv generate` prints them only with --special).

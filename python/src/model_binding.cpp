@@ -168,8 +168,9 @@ void bind_model(py::module_& m) {
       .def("compressed_session",
            [](const LoadedModel& self, const std::vector<int32_t>& context, const std::string& press, int64_t kv_budget,
               double kv_ratio) {
-             return compress_context(new_session(self, session_options(self), press, kv_budget, kv_ratio, std::nullopt),
-                                     context);
+             std::shared_ptr<Session> session =
+                 new_session(self, session_options(self), press, kv_budget, kv_ratio, std::nullopt);
+             return compress_context(std::move(session), context, press != "full" && press_evicts_after_prefill(press));
            })
       .def("answer_generation",
            [](const LoadedModel& self, CompressedContext& context, const std::vector<int32_t>& question,

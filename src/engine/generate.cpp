@@ -1,5 +1,6 @@
 #include "deferkv/generate.h"
 
+#include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
 
 namespace deferkv {
@@ -14,13 +15,44 @@ const char* stop_reason_name(StopReason reason) {
   return "?";
 }
 
+void prefill_prompt(Session& session, const std::vector<int32_t>& context, const std::vector<int32_t>& question,
+                    bool question_agnostic) {
+  if (question_agnostic) {
+    if (question.empty()) {
+      fail("question-agnostic mode compresses the context before the question is read: it needs a question "
+           "(give it apart from the context)");
+    }
+    session.prefill(context);
+    session.prefill_question(question);
+    return;
+  }
+  if (question.empty()) {
+    session.prefill(context);
+    return;
+  }
+  std::vector<int32_t> prompt = context;
+  prompt.insert(prompt.end(), question.begin(), question.end());
+  session.prefill(prompt);
+}
+
+const char* question_mode_name(bool question_agnostic) {
+  return question_agnostic ? "question-agnostic" : "question-aware";
+}
+
 GenerateResult generate(Session& session, const std::vector<int32_t>& prompt,
                         const GenerateOptions& options, Sampler& sampler,
                         const std::function<bool(int32_t)>& on_token) {
+  return generate(session, prompt, {}, options, sampler, on_token);
+}
+
+GenerateResult generate(Session& session, const std::vector<int32_t>& context, const std::vector<int32_t>& question,
+                        const GenerateOptions& options, Sampler& sampler,
+                        const std::function<bool(int32_t)>& on_token) {
   GenerateResult result;
-  session.prefill(prompt);
+  prefill_prompt(session, context, question, options.question_agnostic);
   if (options.after_prefill) options.after_prefill(session);
-  for (int32_t t : prompt) sampler.accept(t);
+  for (int32_t t : context) sampler.accept(t);
+  for (int32_t t : question) sampler.accept(t);
   const Tokenizer& tokenizer = session.model().tokenizer();
   const int64_t n_vocab = session.model().config().n_vocab;
   for (;;) {

@@ -55,23 +55,23 @@ const float* Session::last_logits() const {
   return logits_.data() + logits_.size() - static_cast<size_t>(model_->config().n_vocab);
 }
 
-void Session::prefill(const std::vector<int32_t>& tokens) {
-  if (tokens.empty()) fail("nothing to prefill: the prompt has no tokens");
+void Session::check_input(const std::vector<int32_t>& tokens, const char* what) const {
+  if (tokens.empty()) fail("nothing to prefill: the {} has no tokens", what);
   if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
-    fail("the prompt has {} tokens, which do not fit in the context of {} ({} already used); "
-         "raise the context size (-c)", tokens.size(), n_ctx_, n_past_);
+    fail("the {} has {} tokens, which do not fit in the context of {} ({} already used); "
+         "raise the context size (-c)", what, tokens.size(), n_ctx_, n_past_);
   }
   const int64_t n_vocab = model_->config().n_vocab;
   for (int32_t t : tokens) {
     if (t < 0 || t >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", t, n_vocab - 1);
   }
+}
+
+void Session::prefill(const std::vector<int32_t>& tokens) {
+  check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
-  const auto start = std::chrono::steady_clock::now();
-  feed(tokens);
-  timings_.prefill_seconds += seconds_since(start);
-  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
-  decode_step_ = 0;
+  feed_input(tokens);
   if (press_) {
     struct Scope {
       const std::vector<int32_t>*& tokens;
@@ -79,6 +79,21 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
     } scope{prefill_tokens_ = &tokens};
     run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
   }
+}
+
+void Session::prefill_question(const std::vector<int32_t>& tokens) {
+  if (n_past_ == 0) fail("a question follows a context: prefill the context first");
+  check_input(tokens, "question");
+  if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
+  feed_input(tokens);
+}
+
+void Session::feed_input(const std::vector<int32_t>& tokens) {
+  const auto start = std::chrono::steady_clock::now();
+  feed(tokens);
+  timings_.prefill_seconds += seconds_since(start);
+  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+  decode_step_ = 0;
 }
 
 // What the press declared at on_attach, checked before any hook of the prefill runs.

@@ -26,6 +26,9 @@ class ComposedPress final : public Press {
   void on_decode_step(KvCache& cache, int64_t step) override {
     for (auto& p : parts_) p->on_decode_step(cache, step);
   }
+  void on_question(int64_t first_position, int64_t n_tokens) override {
+    for (auto& p : parts_) p->on_question(first_position, n_tokens);
+  }
   std::string describe() const override {
     std::string out;
     for (const auto& p : parts_) out += (out.empty() ? "" : "+") + p->describe();

@@ -46,6 +46,7 @@ void OneShotPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
                  budget_.describe(), prompt_end_, resolved_budget_, window_, description_);
   }
   pending_ = true;
+  decode_origin_ = prompt_end_;
   prompt_attention_.clear();
   decode_attention_.assign(static_cast<size_t>(capture_.decode_steps), {});
   prompt_first_ = first_position;
@@ -56,11 +57,13 @@ void OneShotPress::on_attention(const AttentionEvent& event) {
   const int64_t position = event.positions[0];
   if (position < prompt_end_) {
     capture_prompt(event);
-  } else {
-    const int64_t step = position - prompt_end_ + 1;
+  } else if (position >= decode_origin_) {
+    const int64_t step = position - decode_origin_ + 1;
     if (step <= capture_.decode_steps) capture_decode(event, step);
   }
 }
+
+void OneShotPress::on_question(int64_t first_position, int64_t n_tokens) { decode_origin_ = first_position + n_tokens; }
 
 namespace {
 

@@ -55,6 +55,7 @@ class OneShotPress : public Press {
   void on_attention(const AttentionEvent& event) override;
   void on_prefill_end(KvCache& cache) override;
   void on_decode_step(KvCache& cache, int64_t step) override;
+  void on_question(int64_t first_position, int64_t n_tokens) override;
   std::string describe() const override { return description_; }
 
  protected:
@@ -77,6 +78,9 @@ class OneShotPress : public Press {
 
   int64_t prompt_first_ = 0;  // first position of the last prefill
   int64_t prompt_end_ = 0;
+  // Where decode step 1's token goes: the prompt's end, or the question's (question-agnostic
+  // mode, whose question queries are neither window nor decode observers).
+  int64_t decode_origin_ = 0;
   int64_t resolved_budget_ = 0;
   bool pending_ = false;  // a prefill ran and its eviction has not fired yet
   std::vector<std::vector<std::vector<float>>> prompt_attention_;  // [layer][g][entry]

@@ -66,34 +66,53 @@ const std::vector<PressInfo>& press_catalogue() {
 
 namespace {
 
-RolePress make_one_press(const std::string& spec, const KvBudget& budget) {
+// The method of one press spec "name[:params]" and its parameters.
+std::pair<const PressMethod*, PressParams> method_of(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
   for (const auto& m : methods()) {
-    if (m.info.name != name) continue;
-    if (m.info.uses_budget && !budget.is_set()) {
-      fail("press '{}' needs a KV budget (--kv-budget or --kv-ratio)", name);
-    }
-    const PressParams params(m.info, colon == std::string::npos ? "" : spec.substr(colon + 1));
-    return {m.make(params, budget), m.role(params)};
+    if (m.info.name == name) return {&m, PressParams(m.info, colon == std::string::npos ? "" : spec.substr(colon + 1))};
   }
   std::string known;
   for (const auto& m : methods()) known += (known.empty() ? "" : ", ") + m.info.name;
   fail("unknown press '{}' (known: {})", name, known);
 }
 
+RolePress make_one_press(const std::string& spec, const KvBudget& budget) {
+  const auto [m, params] = method_of(spec);
+  if (m->info.uses_budget && !budget.is_set()) {
+    fail("press '{}' needs a KV budget (--kv-budget or --kv-ratio)", m->info.name);
+  }
+  return {m->make(params, budget), m->role(params)};
+}
+
+// The parts of "a+b+c".
+std::vector<std::string> press_parts(const std::string& spec) {
+  std::vector<std::string> parts;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = spec.find('+', begin);
+    parts.push_back(spec.substr(begin, end - begin));
+    if (end == std::string::npos) return parts;
+    begin = end + 1;
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget) {
   std::vector<RolePress> parts;
-  size_t begin = 0;
-  for (;;) {
-    const size_t end = spec.find('+', begin);
-    parts.push_back(make_one_press(spec.substr(begin, end - begin), budget));
-    if (end == std::string::npos) break;
-    begin = end + 1;
-  }
+  for (const std::string& part : press_parts(spec)) parts.push_back(make_one_press(part, budget));
   return compose_presses(std::move(parts));
+}
+
+bool press_evicts_after_prefill(const std::string& spec) {
+  for (const std::string& part : press_parts(spec)) {
+    const auto [m, params] = method_of(part);
+    const PressRole role = m->role(params);
+    if ((role.evicts_prompt || role.evicts_generated) && !role.evicts_at_prefill_end_only) return true;
+  }
+  return false;
 }
 
 }  // namespace deferkv

@@ -5,6 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "deferkv/generate.h"
 #include "kv/kv_cache.h"
 #include "press/lookahead_test_util.h"
 
@@ -49,15 +50,9 @@ std::string with_test_files(std::string spec) {
   return spec;
 }
 
-}  // namespace
-
-PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
-                   int64_t n_decode, const std::string& cache_type) {
-  return run_press_on_model(press_test_model_path(), spec, budget, prompt, n_decode, cache_type);
-}
-
-PressRun run_press_on_model(const std::string& model_path, const std::string& spec, const KvBudget& budget,
-                            const std::vector<int32_t>& prompt, int64_t n_decode, const std::string& cache_type) {
+PressRun run_on_model(const std::string& model_path, const std::string& spec, const KvBudget& budget,
+                      const std::vector<int32_t>& context, const std::vector<int32_t>& question, bool question_agnostic,
+                      int64_t n_decode, const std::string& cache_type) {
   static std::map<std::string, std::shared_ptr<const Model>> models;
   auto& model = models[model_path];
   if (!model) model = Model::load(model_path);
@@ -74,7 +69,7 @@ PressRun run_press_on_model(const std::string& model_path, const std::string& sp
     run.logits.emplace_back(l, l + n_vocab);
     return static_cast<int32_t>(std::max_element(l, l + n_vocab) - l);
   };
-  run.session->prefill(prompt);
+  prefill_prompt(*run.session, context, question, question_agnostic);
   run.generated.push_back(argmax());
   for (int64_t s = 0; s < n_decode; ++s) {
     run.session->decode(run.generated.back());
@@ -88,6 +83,24 @@ PressRun run_press_on_model(const std::string& model_path, const std::string& sp
     }
   }
   return run;
+}
+
+}  // namespace
+
+PressRun run_press(const std::string& spec, const KvBudget& budget, const std::vector<int32_t>& prompt,
+                   int64_t n_decode, const std::string& cache_type) {
+  return run_press_on_model(press_test_model_path(), spec, budget, prompt, n_decode, cache_type);
+}
+
+PressRun run_press_on_model(const std::string& model_path, const std::string& spec, const KvBudget& budget,
+                            const std::vector<int32_t>& prompt, int64_t n_decode, const std::string& cache_type) {
+  return run_on_model(model_path, spec, budget, prompt, {}, false, n_decode, cache_type);
+}
+
+PressRun run_press_with_question(const std::string& model_path, const std::string& spec, const KvBudget& budget,
+                                 const std::vector<int32_t>& context, const std::vector<int32_t>& question,
+                                 bool question_agnostic, int64_t n_decode) {
+  return run_on_model(model_path, spec, budget, context, question, question_agnostic, n_decode, "f32");
 }
 
 const std::vector<std::string>& press_test_cache_types() {

@@ -38,6 +38,11 @@ PressRun run_press(const std::string& spec, const KvBudget& budget, const std::v
 // The same on the model at model_path.
 PressRun run_press_on_model(const std::string& model_path, const std::string& spec, const KvBudget& budget,
                             const std::vector<int32_t>& prompt, int64_t n_decode, const std::string& cache_type = "f32");
+// The same with the prompt given as a context and its question, fed by deferkv::prefill_prompt
+// question-aware or question-agnostic.
+PressRun run_press_with_question(const std::string& model_path, const std::string& spec, const KvBudget& budget,
+                                 const std::vector<int32_t>& context, const std::vector<int32_t>& question,
+                                 bool question_agnostic, int64_t n_decode);
 
 // The cache types every press test runs on: f32, the default f16, and q8_0.
 const std::vector<std::string>& press_test_cache_types();

@@ -27,3 +27,19 @@ def test_the_press_changes_the_answer(model):
     full = model.compress(CONTEXT).answer(" Lily", max_tokens=24)
     pressed = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=6).answer(" Lily", max_tokens=24)
     assert full.tokens != pressed.tokens
+
+
+def test_a_press_evicting_after_the_prefill_answers_one_question(model):
+    # DeferKV evicts at decode step d, counted after the question: what it keeps depends on
+    # the question, so the compressed context answers once. (Mutant seen failing: compress
+    # taking the press off after the context, as it did before, never evicts.)
+    ctx = model.compress(CONTEXT, press="deferkv:d=2,window=4", kv_budget=16)
+    held = ctx.kv.bytes
+    answer = ctx.answer(" Lily and Tom", max_tokens=8)
+    assert answer.kv.bytes < held  # evicted while answering
+    assert ctx.kv.bytes == held  # and put back
+    try:
+        ctx.answer(" The ball was", max_tokens=8)
+        assert False, "a second answer"
+    except deferkv.Error as e:
+        assert "answered its question" in str(e)

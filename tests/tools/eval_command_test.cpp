@@ -62,7 +62,7 @@ TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
   EXPECT_NE(first.output.find("[16/16] 100%"), std::string::npos) << first.output;
   EXPECT_NE(first.output.find("ETA"), std::string::npos);
   // The score table is printed at the end, as summary.md has it.
-  EXPECT_NE(first.output.find("## 640 tokens\n\n| method | niah_single_1 | fwe | Avg. |"), std::string::npos)
+  EXPECT_NE(first.output.find("## 640 tokens (question-aware)\n\n| method | niah_single_1 | fwe | Avg. |"), std::string::npos)
       << first.output;
   const std::filesystem::path out = results_folder(dir.path());
   EXPECT_EQ(out.filename().string().rfind("ruler-stories260K-", 0), 0u) << out;
@@ -156,7 +156,7 @@ TEST(EvalCommand, TwoShardsMergedEqualTheUnshardedRun) {
   EXPECT_FALSE(std::filesystem::exists(sharded / "summary.md"));  // a shard alone has no reports
   const testing::CliResult merge = testing::run_cli("eval merge '" + sharded.string() + "' -o '" + merged.string() + "' 2>&1");
   ASSERT_EQ(merge.status, 0) << merge.output;
-  EXPECT_NE(merge.output.find("## 640 tokens\n\n| method | niah_single_1 | fwe | Avg. |"), std::string::npos) << merge.output;
+  EXPECT_NE(merge.output.find("## 640 tokens (question-aware)\n\n| method | niah_single_1 | fwe | Avg. |"), std::string::npos) << merge.output;
   const auto single_rows = predictions(dir.path() / "single" / "samples.jsonl");
   EXPECT_EQ(single_rows.size(), 8u);
   EXPECT_EQ(predictions(merged / "samples.jsonl"), single_rows);
@@ -192,6 +192,41 @@ TEST(EvalCommand, ASecondRunIntoTheSameFolderIsRefused) {
     EXPECT_TRUE(indices.insert(nlohmann::json::parse(line)["index"].dump()).second) << line;
   }
   EXPECT_FALSE(indices.empty());
+}
+
+// The question mode is part of the configuration: an agnostic sweep never reuses or joins
+// the rows of an aware one (the same --name is refused, naming the field), and its reports
+// say which mode ran.
+TEST(EvalCommand, TheQuestionModeIsRecordedAndNeverMixed) {
+  gguf_test::TempDir dir;
+  const std::string sweep = "eval" + kStories + " --tasks niah_single_1 --lengths 640 --press snapkv --kv-budget 32 "
+                            "--samples 1 -t 2 -o '" + dir.path().string() + "'";
+  const testing::CliResult aware = testing::run_cli(sweep + " --name modes 2>&1");
+  ASSERT_EQ(aware.status, 0) << aware.output;
+  EXPECT_NE(aware.output.find("(question-aware)"), std::string::npos) << aware.output;
+  const testing::CliResult mixed = testing::run_cli(sweep + " --name modes --question-agnostic 2>&1");
+  EXPECT_EQ(mixed.status, 1);
+  EXPECT_NE(mixed.output.find("question_agnostic"), std::string::npos) << mixed.output;
+
+  const testing::CliResult agnostic = testing::run_cli(sweep + " --question-agnostic 2>&1");
+  ASSERT_EQ(agnostic.status, 0) << agnostic.output;
+  EXPECT_EQ(agnostic.output.find("resuming"), std::string::npos) << agnostic.output;
+  EXPECT_NE(agnostic.output.find("## 640 tokens (question-agnostic)\n\n| method | niah_single_1 | Avg. |"),
+            std::string::npos)
+      << agnostic.output;
+  std::filesystem::path folder;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path())) {
+    if (entry.path().filename() != "latest" && entry.path().filename() != "modes") folder = entry.path();
+  }
+  ASSERT_FALSE(folder.empty());
+  EXPECT_EQ(nlohmann::json::parse(read(folder / "config.json"))["question_agnostic"], true);
+  EXPECT_EQ(nlohmann::json::parse(read(dir.path() / "modes" / "config.json"))["question_agnostic"], false);
+  EXPECT_EQ(nlohmann::json::parse(read(folder / "summary.json"))["question_agnostic"], true);
+  EXPECT_NE(read(folder / "summary.md").find("- compression: question-agnostic"), std::string::npos);
+  const std::string csv = read(folder / "results.csv");
+  EXPECT_EQ(csv.rfind("label,method,kv_budget,kv_ratio,question_agnostic,task,", 0), 0u) << csv;
+  EXPECT_NE(csv.find("\nsnapkv@32,snapkv,32,,true,niah_single_1,640,"), std::string::npos) << csv;
+  EXPECT_NE(read(dir.path() / "modes" / "results.csv").find("\nsnapkv@32,snapkv,32,,false,"), std::string::npos);
 }
 
 TEST(EvalCommand, NiahGridWritesAHeatMapPerMethod) {

@@ -86,6 +86,31 @@ TEST(GenerateCommand, BadInputGivesAClearErrorAndExitCodeOne) {
   EXPECT_NE(r.output.find("top-p must be in (0, 1]"), std::string::npos) << r.output;
 }
 
+// --question gives the question apart from the prompt (the context). Question-aware, the
+// ids and so the text are those of the prompt with the question appended; question-agnostic
+// compresses the context alone first. Without a question, agnostic mode is an error naming the fix.
+TEST(GenerateCommand, AQuestionIsReadAfterTheContextInEitherMode) {
+  const std::string context = "Once upon a time there was a little girl named Lily. She loved to play outside.";
+  const std::string common = "generate --temp 0 -n 12 --press snapkv:window=4 --kv-budget 8 ";
+  const auto whole = run_cli(common + "-p '" + context + " What did Lily love?' 2>/dev/null");
+  const auto aware = run_cli(common + "-p '" + context + "' --question ' What did Lily love?' 2>&1");
+  const auto agnostic = run_cli(common + "-p '" + context + "' --question ' What did Lily love?' --question-agnostic 2>&1");
+  ASSERT_EQ(whole.status, 0);
+  ASSERT_EQ(aware.status, 0) << aware.output;
+  ASSERT_EQ(agnostic.status, 0) << agnostic.output;
+  EXPECT_EQ(aware.output.rfind(whole.output.substr(0, whole.output.size() - 1), 0), 0u) << aware.output;
+  EXPECT_NE(aware.output.find("question-aware, 26 context + 10 question tokens"), std::string::npos) << aware.output;
+  EXPECT_NE(agnostic.output.find("question-agnostic, 26 context + 10 question tokens"), std::string::npos)
+      << agnostic.output;
+  // Compressed before the question, the context keeps other entries: another answer.
+  EXPECT_NE(agnostic.output.substr(0, agnostic.output.find("\nprompt:")), aware.output.substr(0, aware.output.find("\nprompt:")));
+
+  const auto missing = run_cli("generate -p 'Once upon a time' --question-agnostic 2>&1");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("give the question with --question TEXT or --question-file FILE"), std::string::npos)
+      << missing.output;
+}
+
 TEST(GenerateCommand, MakeModelThenBenchRunsOnIt) {
   gguf_test::TempDir dir;
   const std::string path = dir.file("bench-model.gguf");

@@ -158,6 +158,13 @@ void add_press_options(CLI::App& cmd, PressOptions& options) {
   budget->excludes(ratio);
 }
 
+void add_question_agnostic_option(CLI::App& cmd, bool& question_agnostic, const std::string& context_is) {
+  cmd.add_flag("--question-agnostic", question_agnostic,
+               "Compress the context before the question is read, then read the question and decode on the "
+               "compressed cache (kvpress's default; " + context_is + "); default: question-aware, the press "
+               "compresses context and question together (docs/compression.md)");
+}
+
 KvBudget budget_from(const PressOptions& options) {
   if (options.ratio >= 0) return KvBudget::ratio(options.ratio);
   if (options.budget != PressOptions::kNoBudget) return KvBudget::per_head(options.budget);

@@ -84,6 +84,10 @@ void add_press_options(CLI::App& cmd, PressOptions& options);
 std::unique_ptr<Press> make_press_from(const PressOptions& options);
 // The budget as given (unset when neither flag is).
 KvBudget budget_from(const PressOptions& options);
+// --question-agnostic: the press compresses the context before the question is read
+// (deferkv::prefill_prompt); without it, context and question together.
+void add_question_agnostic_option(CLI::App& cmd, bool& question_agnostic, const std::string& context_is);
+
 // A warning on stderr when `budget` keeps the whole prompt (nothing will be evicted); `what`
 // names the run ("snapkv@2000 at 1024 tokens: ") when there are several. True if it warned.
 bool warn_if_budget_covers_prompt(const KvBudget& budget, int64_t prompt_tokens, const std::string& what = "");

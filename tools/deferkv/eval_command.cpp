@@ -135,6 +135,8 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--min-p", args->request.sampling.min_p, "Min-p for sampled decoding")->capture_default_str();
   add_threads_option(*cmd, args->request.threads);
   add_cache_type_options(*cmd, args->cache_types);
+  add_question_agnostic_option(*cmd, args->request.question_agnostic,
+                               "each prompt is split where the template's context ends, docs/evaluation.md");
   cmd->add_option("-b,--batch-size", args->request.n_batch, "Prompt tokens per forward pass")->capture_default_str();
   cmd->add_option("-o,--output", args->request.output, "Folder the results folder is made in (with a 'latest' link to it)")
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
+#include "eval/tasks/prompt_builder.h"
 #include "kv/kv_cache.h"
 #include "run_stats.h"
 
@@ -22,6 +23,9 @@ struct GenerateArgs {
   std::string model;
   std::string prompt;
   std::string prompt_file;
+  std::string question;  // read after the prompt (the context)
+  std::string question_file;
+  bool question_agnostic = false;
   int64_t n_predict = 128;
   int threads = 1;
   int64_t n_ctx = 0;
@@ -41,16 +45,41 @@ struct GenerateArgs {
   std::string stats_json;
 };
 
+// The prompt's ids: the context's, then the question's (empty without --question).
+struct PromptTokens {
+  std::vector<int32_t> context, question;
+};
+
 // The prompt as the model reads it: raw text, or (with --chat) a user turn, after an
-// optional system turn, in the model's chat format with the assistant's turn opened.
-std::vector<int32_t> prompt_tokens(const GenerateArgs& args, const std::string& text,
-                                   const Tokenizer& tokenizer) {
-  if (!args.chat) return tokenizer.encode(text, !args.no_bos, args.parse_special);
-  const ChatTemplate chat = ChatTemplate::detect(tokenizer, args.chat_template);
-  std::vector<ChatMessage> messages;
-  if (!args.system.empty()) messages.push_back({"system", args.no_escape ? args.system : process_escapes(args.system)});
-  messages.push_back({"user", text});
-  return tokenizer.encode(chat.apply(messages, true), !args.no_bos, true);
+// optional system turn, in the model's chat format with the assistant's turn opened. The
+// question follows the context as it is given (a separator such as "\n" is the question's);
+// the whole text is encoded once and split where the context's own ids end, so both modes
+// read the same ids. With --chat the split is inside the user's turn: the turn's end and the
+// assistant's opening go with the question.
+PromptTokens prompt_tokens(const GenerateArgs& args, const std::string& context, const std::string& question,
+                           const Tokenizer& tokenizer) {
+  std::string text = context + question;
+  size_t context_end = context.size();
+  bool parse_special = args.parse_special;
+  if (args.chat) {
+    const ChatTemplate chat = ChatTemplate::detect(tokenizer, args.chat_template);
+    std::vector<ChatMessage> messages;
+    if (!args.system.empty()) messages.push_back({"system", args.no_escape ? args.system : process_escapes(args.system)});
+    messages.push_back({"user", text});
+    text = chat.apply(messages, true);
+    context_end = eval::context_end_in_chat(text, messages.back().content, context_end);
+    parse_special = true;
+  }
+  std::vector<int32_t> ids = tokenizer.encode(text, !args.no_bos, parse_special);
+  if (question.empty()) return {std::move(ids), {}};
+  const auto split = eval::shared_prefix_length(ids, tokenizer.encode(text.substr(0, context_end), !args.no_bos, parse_special));
+  return {std::vector<int32_t>(ids.begin(), ids.begin() + split), std::vector<int32_t>(ids.begin() + split, ids.end())};
+}
+
+// -p takes llama.cpp's escapes (\n, \t, \xHH ...) unless --no-escape; a file is read as it is.
+std::string text_of(const GenerateArgs& args, const std::string& inline_text, const std::string& file) {
+  if (!file.empty()) return read_text_file(file);
+  return args.no_escape ? inline_text : process_escapes(inline_text);
 }
 
 void write_logits(const std::string& path, const float* logits, int64_t n) {
@@ -69,13 +98,21 @@ std::string budget_text(const KvBudget& budget, int64_t prompt_tokens) {
 
 void run_generate(const GenerateArgs& args) {
   if (args.prompt.empty() == args.prompt_file.empty()) fail("give the prompt with -p or -f (one of them)");
-  // -p takes llama.cpp's escapes (\n, \t, \xHH ...) unless --no-escape; a file is read as it is.
-  const std::string text = !args.prompt_file.empty() ? read_text_file(args.prompt_file)
-                           : args.no_escape          ? args.prompt
-                                                     : process_escapes(args.prompt);
+  if (!args.question.empty() && !args.question_file.empty()) fail("give the question with --question or --question-file, not both");
+  const bool has_question = !args.question.empty() || !args.question_file.empty();
+  if (args.question_agnostic && !has_question) {
+    fail("--question-agnostic compresses the prompt (-p/-f) as the context before the question is read: give the "
+         "question with --question TEXT or --question-file FILE");
+  }
+  const std::string question = has_question ? text_of(args, args.question, args.question_file) : "";
+  if (has_question && question.empty()) fail("the question is empty: --question-file '{}' has no text", args.question_file);
   auto model = Model::load(args.model);
   const Tokenizer& tokenizer = model->tokenizer();
-  const std::vector<int32_t> prompt = prompt_tokens(args, text, tokenizer);
+  const PromptTokens prompt = prompt_tokens(args, text_of(args, args.prompt, args.prompt_file), question, tokenizer);
+  if (has_question && prompt.question.empty()) fail("the question encodes to no tokens of its own");
+  // The prompt the press compresses: the context alone in question-agnostic mode.
+  const auto pressed_tokens = static_cast<int64_t>(prompt.context.size() + (args.question_agnostic ? 0 : prompt.question.size()));
+  const auto prompt_size = static_cast<int64_t>(prompt.context.size() + prompt.question.size());
 
   SessionOptions options;
   options.n_ctx = args.n_ctx;
@@ -85,12 +122,13 @@ void run_generate(const GenerateArgs& args) {
   session.set_press(make_press_from(args.press));
   if (!args.draft_model.empty()) session.set_draft_model(Model::load(args.draft_model));
   if (session.press() != nullptr) {
-    warn_if_budget_covers_prompt(budget_from(args.press), static_cast<int64_t>(prompt.size()));
+    warn_if_budget_covers_prompt(budget_from(args.press), pressed_tokens);
   }
   Sampler sampler(args.sampling);
 
   GenerateOptions gen;
   gen.n_predict = args.n_predict;
+  gen.question_agnostic = args.question_agnostic;
   if (!args.dump_logits.empty()) {
     gen.after_prefill = [&](const Session& s) {
       write_logits(args.dump_logits, s.last_logits(), model->config().n_vocab);
@@ -98,7 +136,7 @@ void run_generate(const GenerateArgs& args) {
   }
   // The output continues the prompt: its first piece keeps its leading space.
   StreamingDecoder decoder(tokenizer, DecodeStart::kContinuation);
-  GenerateResult result = generate(session, prompt, gen, sampler, [&](int32_t token) {
+  GenerateResult result = generate(session, prompt.context, prompt.question, gen, sampler, [&](int32_t token) {
     // Control tokens (<s>, <|im_start|>) print only with --special, as in llama.cpp.
     if (!args.special && tokenizer.token_kind(token) == TokenKind::kControl) return true;
     const std::string piece = decoder.push(token);
@@ -117,14 +155,18 @@ void run_generate(const GenerateArgs& args) {
              t.decode_tokens, t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9),
              stop_reason_name(result.stop), sampler.seed());
   const KvCache& kv = session.kv_cache();
-  fmt::print(stderr, "kv: {} ({}), {}: {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
+  fmt::print(stderr, "kv: {} ({}{}), {}: {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
              session.press() != nullptr ? session.press()->describe() : "full",
-             budget_text(budget_from(args.press), static_cast<int64_t>(prompt.size())), args.cache_types.describe(),
+             budget_text(budget_from(args.press), pressed_tokens),
+             has_question ? fmt::format("; {}, {} context + {} question tokens", question_mode_name(args.question_agnostic),
+                                        prompt.context.size(), prompt.question.size())
+                          : "",
+             args.cache_types.describe(),
              kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
   if (!args.stats_json.empty()) {
     write_json_file(args.stats_json,
-                    session_stats(session, static_cast<int64_t>(prompt.size()), static_cast<int64_t>(result.tokens.size())));
+                    session_stats(session, prompt_size, static_cast<int64_t>(result.tokens.size())));
   }
 }
 
@@ -137,6 +179,11 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", args->prompt, "Prompt text (escapes such as \\n are processed)");
   cmd->add_flag("--no-escape", args->no_escape, "Take -p and --system as they are, without processing \\n, \\t, \\xHH ...");
   cmd->add_option("-f,--file", args->prompt_file, "Read the prompt from a file");
+  cmd->add_option("--question", args->question,
+                  "A question read after the prompt, which is then its context (escapes as for -p; a separator "
+                  "such as \\n is the question's)");
+  cmd->add_option("--question-file", args->question_file, "Read the question from a file");
+  add_question_agnostic_option(*cmd, args->question_agnostic, "the prompt -p/-f is the context, --question the question");
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate; -1 = until end of text")
       ->capture_default_str();
   add_threads_option(*cmd, args->threads);

@@ -11,6 +11,7 @@
 
 #include "deferkv/error.h"
 #include "deferkv/eval_sweep.h"
+#include "deferkv/generate.h"
 #include "eval/plots/cost_bars.h"
 #include "eval/plots/niah_heatmap.h"
 #include "eval/plots/png_export.h"
@@ -40,11 +41,11 @@ std::string decoding_text(const ordered_json& d) {
                      d.value("top_k", 0), d.value("top_p", 1.0), d.value("min_p", 0.0));
 }
 
-// Each table's scores and its cost table, "## title" first.
+// Each table's scores and its cost table, "## title (question mode)" first.
 std::string tables_markdown(const Summary& summary) {
   std::ostringstream md;
   for (const SummaryTable& table : summary.tables) {
-    md << "\n## " << table.title << "\n\n| method |";
+    md << "\n## " << table.title << " (" << question_mode_name(summary.question_agnostic) << ")\n\n| method |";
     for (const std::string& c : table.columns) md << ' ' << c << " |";
     md << " Avg. |\n| --- |";
     for (size_t i = 0; i <= table.columns.size(); ++i) md << " ---: |";
@@ -85,6 +86,11 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
     md << fmt::format("- KV cache storage: keys {}, values {}\n", config["kv_cache"].value("type_k", ""),
                       config["kv_cache"].value("type_v", ""));
   }
+  md << fmt::format("- compression: {}\n", summary.question_agnostic
+                                               ? "question-agnostic (each press compressed the context before the "
+                                                 "question was read; docs/compression.md)"
+                                               : "question-aware (each press compressed context and question "
+                                                 "together; docs/compression.md)");
   for (const auto& m : config.value("sweep", ordered_json::object()).value("methods", ordered_json::array())) {
     md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
   }
@@ -126,7 +132,7 @@ BudgetNumbers budget_numbers(const std::string& label) {
 // per method for NIAH and LongBench.
 std::string tidy_csv(const Summary& summary) {
   std::ostringstream out;
-  out << "label,method,kv_budget,kv_ratio,task,length,score,samples,prompt_tokens,prefill_seconds,"
+  out << "label,method,kv_budget,kv_ratio,question_agnostic,task,length,score,samples,prompt_tokens,prefill_seconds,"
          "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes\n";
   const bool niah = summary.benchmark == Benchmark::kNiah;
   for (const SummaryTable& table : summary.tables) {
@@ -139,7 +145,8 @@ std::string tidy_csv(const Summary& summary) {
         const std::string length = niah ? table.columns[i] : table.length ? std::to_string(*table.length) : "";
         out << csv_field(row.label) << ',' << csv_field(row.method) << ','
             << (budget.per_head ? std::to_string(*budget.per_head) : "") << ','
-            << (budget.ratio ? fmt::format("{}", *budget.ratio) : "") << ',' << csv_field(task) << ',' << length << ','
+            << (budget.ratio ? fmt::format("{}", *budget.ratio) : "") << ','
+            << (summary.question_agnostic ? "true" : "false") << ',' << csv_field(task) << ',' << length << ','
             << (row.scores[i] ? fmt::format("{:.2f}", *row.scores[i]) : "") << ',' << row.counts[i]
             << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{}\n", c.prompt_tokens, c.prefill_seconds,
                            c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
@@ -183,7 +190,11 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
                       {"columns", table.columns},
                       {"rows", rows}});
   }
-  ordered_json out = {{"benchmark", benchmark_name(summary.benchmark)}, {"config", config}, {"run", run}, {"tables", tables}};
+  ordered_json out = {{"benchmark", benchmark_name(summary.benchmark)},
+                      {"question_agnostic", summary.question_agnostic},
+                      {"config", config},
+                      {"run", run},
+                      {"tables", tables}};
   if (!summary.grids.empty()) {
     ordered_json grids = ordered_json::array();
     for (const NiahGrid& g : summary.grids) {
@@ -246,7 +257,8 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   std::ifstream config_in(folder / "config.json", std::ios::binary);
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
-  const Summary summary = summarize(plan, folder_records(dir));
+  Summary summary = summarize(plan, folder_records(dir));
+  summary.question_agnostic = config.value("question_agnostic", false);
   write_file(folder / "summary.md", markdown(summary, config));
   write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");

@@ -51,6 +51,8 @@ struct NiahGrid {
 
 struct Summary {
   Benchmark benchmark;
+  // config.json's question_agnostic: the presses compressed the context before the question.
+  bool question_agnostic = false;
   std::vector<SummaryTable> tables;
   std::vector<NiahGrid> grids;  // NIAH only
 };

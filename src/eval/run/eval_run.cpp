@@ -17,6 +17,7 @@
 #include "deferkv/eval_longbench.h"
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_sweep.h"
+#include "deferkv/generate.h"
 #include "deferkv/model.h"
 #include "eval/run/sample_runner.h"
 
@@ -127,6 +128,9 @@ nlohmann::ordered_json config_of(const EvalRequest& r, const SweepPlan& plan, co
                                                {"min_p", r.sampling.min_p}};
   c["kv_cache"] = {{"type_k", r.cache_type_k}, {"type_v", r.cache_type_v}};
   c["chat_template"] = chat.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(chat);
+  // Whether the press compressed the context before the question was read: part of every
+  // row's identity, so a resumed sweep never mixes the two modes.
+  c["question_agnostic"] = r.question_agnostic;
   // The prompt's tokens per forward pass pick the matmul route (matvec below a per-type count,
   // tiled GEMM above), whose sums round differently: greedy answers can change with it.
   c["n_batch"] = r.n_batch;
@@ -219,8 +223,9 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   EvalOutcome outcome;
   outcome.dir = prepare_results_dir(r.output, r.name, stem, config_of(r, plan, chat, max_lengths));
   if (progress != nullptr) {
-    fmt::print(progress, "results: {}{}\n", outcome.dir,
-               shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count));
+    fmt::print(progress, "results: {}{} ({})\n", outcome.dir,
+               shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count),
+               question_mode_name(r.question_agnostic));
   }
 
   SamplerParams sampling = r.sampling;
@@ -229,7 +234,8 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   session_options.n_batch = r.n_batch;
   session_options.cache_type_k = r.cache_type_k;
   session_options.cache_type_v = r.cache_type_v;
-  const SampleRunner runner(model, draft, make_thread_pool(r.threads), sampling, session_options, progress);
+  const SampleRunner runner(model, draft, make_thread_pool(r.threads), sampling, session_options, r.question_agnostic,
+                            progress);
   const SampleExecutor execute = [&](const SweepMethod& method, const TaskSample& sample) {
     if (stop_requested && stop_requested()) throw Stopped{};
     SampleRun run = runner(method, sample);

@@ -1,9 +1,11 @@
 #include "eval/run/sample_runner.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
+#include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/rng.h"
@@ -13,11 +15,17 @@ namespace deferkv::eval {
 
 SampleRunner::SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
                            std::shared_ptr<ThreadPool> pool, SamplerParams sampling, SessionOptions options,
-                           std::FILE* warnings)
+                           bool question_agnostic, std::FILE* warnings)
     : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
-      options_(std::move(options)), warnings_(warnings) {}
+      options_(std::move(options)), question_agnostic_(question_agnostic), warnings_(warnings) {}
 
 SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& sample) const {
+  const auto split = sample.tokens.begin() + std::clamp<int64_t>(sample.context_tokens, 0, std::ssize(sample.tokens));
+  const std::vector<int32_t> context(sample.tokens.begin(), split), question(split, sample.tokens.end());
+  if (question_agnostic_ && (context.empty() || question.empty())) {
+    fail("{} sample {}: its prompt has no {} part to compress apart (question-agnostic mode)", sample.task, sample.index,
+         context.empty() ? "context" : "question");
+  }
   SessionOptions options = options_;
   options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens;
   Session session(model_, pool_, options);
@@ -26,7 +34,9 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
     session.set_press(make_press(method.press, *method.budget));
     // Once per row and length: such a row equals the full cache.
     const std::string row = fmt::format("{}@{}", method.label(), sample.target_length);
-    const std::string warning = budget_covers_prompt_warning(*method.budget, static_cast<int64_t>(sample.tokens.size()));
+    // The prompt the press compresses: the context alone in question-agnostic mode.
+    const auto prompt = static_cast<int64_t>(question_agnostic_ ? context.size() : sample.tokens.size());
+    const std::string warning = budget_covers_prompt_warning(*method.budget, prompt);
     if (!warning.empty() && warned_.insert(row).second && warnings_ != nullptr) {
       fmt::print(warnings_, "warning: {} at {} tokens: {}\n", method.label(), sample.target_length, warning);
     }
@@ -40,7 +50,8 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   const Tokenizer& tokenizer = model_->tokenizer();
   GenerateOptions generate_options;
   generate_options.n_predict = sample.max_new_tokens;
-  const GenerateResult result = generate(session, sample.tokens, generate_options, sampler, [&](int32_t token) {
+  generate_options.question_agnostic = question_agnostic_;
+  const GenerateResult result = generate(session, context, question, generate_options, sampler, [&](int32_t token) {
     return !(sample.stop_at_newline && tokenizer.token_piece(token).find('\n') != std::string::npos);
   });
 

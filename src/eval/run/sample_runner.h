@@ -1,7 +1,8 @@
 #pragma once
 // Runs one evaluation sample on the model: a fresh Session sized to the prompt and its
-// generation, the method's press, the decode loop with the task's stops, and what the
-// run cost (timings, KV bytes after eviction and at peak).
+// generation, the method's press, the prompt fed question-aware or question-agnostic
+// (deferkv::prefill_prompt, split where TaskSample::context_tokens says), the decode loop
+// with the task's stops, and what the run cost (timings, KV bytes after eviction and at peak).
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -27,7 +28,7 @@ class SampleRunner {
   // sample's session its batch size and cache types (n_ctx is the sample's). Warnings
   // go to `warnings` (may be null).
   SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft, std::shared_ptr<ThreadPool> pool,
-               SamplerParams sampling, SessionOptions options, std::FILE* warnings);
+               SamplerParams sampling, SessionOptions options, bool question_agnostic, std::FILE* warnings);
 
   SampleRun operator()(const SweepMethod& method, const TaskSample& sample) const;
 
@@ -36,6 +37,7 @@ class SampleRunner {
   std::shared_ptr<ThreadPool> pool_;
   SamplerParams sampling_;
   SessionOptions options_;
+  bool question_agnostic_;
   std::FILE* warnings_;
   mutable std::set<std::string> warned_;  // rows (label@length) warned of keeping whole prompts
 };

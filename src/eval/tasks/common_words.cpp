@@ -73,7 +73,7 @@ GeneratedPrompt generate_common_words(const GeneratorContext& ctx, const CweConf
   const WordList example =
       word_list(ctx, pool, rng.sample(pool_size, example_words), c.num_common, example_common, example_rare);
   const std::string example_text =
-      ctx.prompt.wrap(fill_template(kTemplate, {{"context", example.context}}), kAnswerPrefix) + " " +
+      ctx.prompt.wrap(fill_template(kTemplate, {{"context", example.context}}), 0, kAnswerPrefix).text + " " +
       numbered(example.common);
   const uint64_t list_seed = rng.bits();
   std::vector<std::string> answers;
@@ -81,7 +81,9 @@ GeneratedPrompt generate_common_words(const GeneratorContext& ctx, const CweConf
     Rng list_rng(list_seed);
     WordList list = word_list(ctx, pool, list_rng.sample(pool_size, n), c.num_common, common_repeats, rare_repeats);
     answers = std::move(list.common);
-    return example_text + "\n" + ctx.prompt.wrap(fill_template(kTemplate, {{"context", list.context}}), kAnswerPrefix);
+    const FilledTemplate text = fill_template_until(kTemplate, {{"context", list.context}}, "context");
+    const SplitPrompt turn = ctx.prompt.wrap(text.text, text.field_end, kAnswerPrefix);
+    return SplitPrompt{example_text + "\n" + turn.text, example_text.size() + 1 + turn.context_end};
   };
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, c.num_common, std::min(budget, pool_size));
   const int64_t tokens = static_cast<int64_t>(fit.tokens.size());
@@ -90,7 +92,7 @@ GeneratedPrompt generate_common_words(const GeneratorContext& ctx, const CweConf
          "english_words.json, which deferkv does not ship)", length, pool_size);
   }
   build(fit.size);  // the answers of the fitted list
-  return {std::move(fit.prompt), std::move(fit.tokens), answers};
+  return {std::move(fit.prompt), std::move(fit.tokens), answers, fit.context_tokens};
 }
 
 }  // namespace deferkv::eval

@@ -68,10 +68,11 @@ GeneratedPrompt generate_freq_words(const GeneratorContext& ctx, double alpha, i
       if (i > 0) context += ' ';
       context += *words[i];
     }
-    return ctx.prompt.wrap(fill_template(kTemplate, {{"context", context}}), kAnswerPrefix);
+    const FilledTemplate text = fill_template_until(kTemplate, {{"context", context}}, "context");
+    return ctx.prompt.wrap(text.text, text.field_end, kAnswerPrefix);
   };
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, 1, 2 * budget);
-  return {std::move(fit.prompt), std::move(fit.tokens), {vocab[1], vocab[2], vocab[3]}};
+  return {std::move(fit.prompt), std::move(fit.tokens), {vocab[1], vocab[2], vocab[3]}, fit.context_tokens};
 }
 
 }  // namespace deferkv::eval

@@ -31,6 +31,7 @@ struct GeneratedPrompt {
   std::string prompt;
   std::vector<int32_t> tokens;
   std::vector<std::string> references;
+  int64_t context_tokens = 0;  // tokens[0, context_tokens): up to the end of the template's context
 };
 
 // RULER niah.py: the haystack and what the needles' keys and values are.

@@ -5,29 +5,36 @@
 
 namespace deferkv::eval {
 
-FittedPrompt fit_prompt(const PromptBuilder& builder, const std::function<std::string(int64_t)>& build,
+FittedPrompt fit_prompt(const PromptBuilder& builder, const std::function<SplitPrompt(int64_t)>& build,
                         int64_t budget, int64_t min_size, int64_t max_size) {
-  const auto measure = [&](int64_t size) {
-    FittedPrompt p{size, build(size), {}};
-    p.tokens = builder.encode(p.prompt);
-    return p;
+  struct Measured {
+    SplitPrompt prompt;
+    std::vector<int32_t> tokens;
   };
-  FittedPrompt best = measure(min_size);
+  const auto measure = [&](int64_t size) {
+    Measured m{build(size), {}};
+    m.tokens = builder.encode(m.prompt.text);
+    return m;
+  };
+  Measured best = measure(min_size);
+  int64_t best_size = min_size;
   if (static_cast<int64_t>(best.tokens.size()) > budget) {
     fail("the prompt does not fit in {} tokens: even the smallest haystack gives {}", budget, best.tokens.size());
   }
   int64_t lo = min_size, hi = max_size + 1;  // lo fits; hi is over (or past the range)
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
-    FittedPrompt p = measure(mid);
-    if (static_cast<int64_t>(p.tokens.size()) <= budget) {
+    Measured m = measure(mid);
+    if (static_cast<int64_t>(m.tokens.size()) <= budget) {
       lo = mid;
-      best = std::move(p);
+      best = std::move(m);
+      best_size = mid;
     } else {
       hi = mid;
     }
   }
-  return best;
+  const int64_t context_tokens = builder.context_tokens(best.prompt, best.tokens);
+  return {best_size, std::move(best.prompt.text), std::move(best.tokens), context_tokens};
 }
 
 }  // namespace deferkv::eval

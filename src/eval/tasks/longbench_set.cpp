@@ -75,7 +75,15 @@ const LongBenchRow& LongBenchSet::row(std::string_view dataset, int64_t index) c
 TaskSample LongBenchSet::sample(std::string_view dataset, int64_t index) const {
   const LongBenchRow& r = row(dataset, index);
   const Tokenizer& tokenizer = impl_->tokenizer;
-  std::string prompt = fill_longbench_prompt(impl_->config.prompt_template(dataset), r);
+  const std::string& prompt_template = impl_->config.prompt_template(dataset);
+  std::string prompt = fill_longbench_prompt(prompt_template, r);
+  // What follows the context in the template, filled (one pass: it is the prompt's end).
+  constexpr std::string_view kContextField = "{context}";
+  const size_t context_field = prompt_template.rfind(kContextField);
+  const std::string after_context =
+      context_field == std::string::npos
+          ? prompt
+          : fill_longbench_prompt(std::string_view(prompt_template).substr(context_field + kContextField.size()), r);
   const int64_t max_length = this->max_length(dataset);
   const std::vector<int32_t> ids = tokenizer.encode(prompt, true, false);
   if (static_cast<int64_t>(ids.size()) > max_length) {
@@ -85,13 +93,17 @@ TaskSample LongBenchSet::sample(std::string_view dataset, int64_t index) const {
     prompt = decode_without_control(tokenizer, all.first(half)) + decode_without_control(tokenizer, all.subspan(half));
   }
   const bool chat = longbench_uses_chat(dataset) && !impl_->builder.chat_name().empty();
+  // A truncation that cut into the question leaves the prompt without a question part.
+  const size_t context_end = prompt.ends_with(after_context) ? prompt.size() - after_context.size() : prompt.size();
+  const SplitPrompt split = chat ? impl_->builder.wrap(prompt, context_end, "") : SplitPrompt{prompt, context_end};
 
   TaskSample s;
   s.task = std::string(dataset);
   s.target_length = max_length;
   s.index = index;
-  s.prompt = chat ? impl_->builder.wrap(prompt, "") : prompt;
+  s.prompt = split.text;
   s.tokens = tokenizer.encode(s.prompt, true, chat);
+  s.context_tokens = shared_prefix_length(s.tokens, tokenizer.encode(s.prompt.substr(0, split.context_end), true, chat));
   s.references = r.answers;
   s.all_classes = r.all_classes;
   s.max_new_tokens = impl_->config.max_new_tokens(dataset);

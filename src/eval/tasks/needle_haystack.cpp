@@ -59,10 +59,11 @@ GeneratedPrompt NeedleHaystack::generate(int64_t budget, double depth_percent) c
       ids.insert(ids.begin() + at, needle_tokens_.begin(), needle_tokens_.end());
     }
     const std::string context = ctx_.prompt.tokenizer().decode(ids);
-    return ctx_.prompt.wrap(fill_template(kPrompt, {{"context", context}, {"question", kQuestion}}), "");
+    const FilledTemplate text = fill_template_until(kPrompt, {{"context", context}, {"question", kQuestion}}, "context");
+    return ctx_.prompt.wrap(text.text, text.field_end, "");
   };
   FittedPrompt fit = fit_prompt(ctx_.prompt, build, budget, 1, budget);
-  return {std::move(fit.prompt), std::move(fit.tokens), {std::string(kNeedle)}};
+  return {std::move(fit.prompt), std::move(fit.tokens), {std::string(kNeedle)}, fit.context_tokens};
 }
 
 std::string_view niah_needle() { return kNeedle; }

@@ -65,11 +65,12 @@ GeneratedPrompt generate_qa(const GeneratorContext& ctx, const QaDataset& datase
     for (size_t i = 0; i < docs.size(); ++i) {
       context += fmt::format("{}Document {}:\n{}", i > 0 ? "\n\n" : "", i + 1, dataset.docs[static_cast<size_t>(docs[i])]);
     }
-    return ctx.prompt.wrap(fill_template(kTemplate, {{"context", context}, {"query", item.question}}), kAnswerPrefix);
+    const FilledTemplate text = fill_template_until(kTemplate, {{"context", context}, {"query", item.question}}, "context");
+    return ctx.prompt.wrap(text.text, text.field_end, kAnswerPrefix);
   };
   const auto min_docs = static_cast<int64_t>(item.gold_docs.size());
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_docs, std::max(budget, min_docs));
-  return {std::move(fit.prompt), std::move(fit.tokens), item.answers};
+  return {std::move(fit.prompt), std::move(fit.tokens), item.answers, fit.context_tokens};
 }
 
 }  // namespace deferkv::eval

@@ -171,12 +171,13 @@ GeneratedPrompt generate_ruler_niah(const GeneratorContext& ctx, const NiahConfi
     Rng layout(layout_seed);
     const std::string context = c.haystack == Haystack::kEssay ? essay_context(ctx.data, d, n)
                                                                : line_context(ctx, c, d, n, layout);
-    return ctx.prompt.wrap(
-        fill_template(task_template, {{"type_needle_v", type_v}, {"context", context}, {"query", d.query}}), prefix);
+    const FilledTemplate text = fill_template_until(
+        task_template, {{"type_needle_v", type_v}, {"context", context}, {"query", d.query}}, "context");
+    return ctx.prompt.wrap(text.text, text.field_end, prefix);
   };
   const int64_t min_size = c.haystack == Haystack::kEssay ? 1 : static_cast<int64_t>(d.needles.size());
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_size, std::max(budget, min_size));
-  return {std::move(fit.prompt), std::move(fit.tokens), d.answers};
+  return {std::move(fit.prompt), std::move(fit.tokens), d.answers, fit.context_tokens};
 }
 
 }  // namespace deferkv::eval

@@ -113,7 +113,7 @@ TaskSample TaskGenerator::ruler(std::string_view task, int64_t length, int64_t i
     fail("{} at {} tokens (with {} to generate): {}", task, length, generate, e.what());
   }
   return {std::string(task), length, index, -1, std::move(p.prompt), std::move(p.tokens), std::move(p.references),
-          generate, false, {}};
+          generate, false, {}, p.context_tokens};
 }
 
 TaskSample TaskGenerator::niah(int64_t length, double depth_percent) const {
@@ -124,7 +124,8 @@ TaskSample TaskGenerator::niah(int64_t length, double depth_percent) const {
     fail("niah at {} tokens, depth {}%: {}", length, depth_percent, e.what());
   }
   // 30 new tokens, stopping at end of generation or a newline (KVCache-Factory).
-  return {"niah", length, 0, depth_percent, std::move(p.prompt), std::move(p.tokens), std::move(p.references), 30, true, {}};
+  return {"niah", length, 0, depth_percent, std::move(p.prompt), std::move(p.tokens), std::move(p.references), 30, true,
+          {}, p.context_tokens};
 }
 
 std::string TaskGenerator::chat_template_name() const { return impl_->prompt.chat_name(); }

@@ -53,6 +53,18 @@ std::string fill_template(std::string_view text,
   return out;
 }
 
+FilledTemplate fill_template_until(std::string_view text,
+                                   const std::vector<std::pair<std::string_view, std::string_view>>& fields,
+                                   std::string_view field) {
+  const std::string placeholder = "{" + std::string(field) + "}";
+  const size_t at = text.rfind(placeholder);
+  if (at == std::string_view::npos) fail("internal: the template has no {}", placeholder);
+  // One pass, left to right: the rest of the template fills to the rest of the text.
+  FilledTemplate out{fill_template(text, fields), 0};
+  out.field_end = out.text.size() - fill_template(text.substr(at + placeholder.size()), fields).size();
+  return out;
+}
+
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
   std::string out;
   size_t i = 0;

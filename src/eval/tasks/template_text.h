@@ -15,6 +15,16 @@ namespace deferkv::eval {
 std::string fill_template(std::string_view text,
                           const std::vector<std::pair<std::string_view, std::string_view>>& fields);
 
+// fill_template, and where the text that `field` brought in ends (its last "{field}"):
+// with the task's context field, where question-agnostic mode splits the prompt.
+struct FilledTemplate {
+  std::string text;
+  size_t field_end = 0;
+};
+FilledTemplate fill_template_until(std::string_view text,
+                                   const std::vector<std::pair<std::string_view, std::string_view>>& fields,
+                                   std::string_view field);
+
 // str.replace: every occurrence, left to right, without overlaps.
 std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
 

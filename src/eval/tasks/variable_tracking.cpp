@@ -61,8 +61,8 @@ std::string noise_context(Rng& rng, int64_t n, const std::vector<Chain>& chains)
   return join(lines, "\n");
 }
 
-std::string question(const std::string& context, const std::string& value) {
-  return fill_template(kTemplate, {{"context", context}, {"query", value}});
+FilledTemplate question(const std::string& context, const std::string& value) {
+  return fill_template_until(kTemplate, {{"context", context}, {"query", value}}, "context");
 }
 
 std::string answer_prefix(int num_hops, const std::string& value) {
@@ -76,7 +76,8 @@ std::string worked_example(const GeneratorContext& ctx, int num_chains, int num_
   const uint64_t layout_seed = Rng(ctx.run_seed).bits();
   const auto text = [&](int64_t n, const std::vector<Chain>& chains, const std::string& value) {
     Rng layout(layout_seed);
-    return plain.wrap(question(noise_context(layout, n, chains), value), answer_prefix(num_hops, value));
+    const FilledTemplate q = question(noise_context(layout, n, chains), value);
+    return plain.wrap(q.text, q.field_end, answer_prefix(num_hops, value));
   };
   Rng example_rng(layout_seed + 1);
   const std::vector<Chain> sizing_chains = make_chains(example_rng, num_chains, num_hops, 3, "12345");
@@ -85,7 +86,7 @@ std::string worked_example(const GeneratorContext& ctx, int num_chains, int num_
                         .size;
   const std::string value = random_value(sample_rng);
   const std::vector<Chain> chains = make_chains(sample_rng, num_chains, num_hops, 3, value);
-  return text(n, chains, value) + " " + join(chains[0].variables, " ") + "\n";
+  return text(n, chains, value).text + " " + join(chains[0].variables, " ") + "\n";
 }
 
 }  // namespace
@@ -99,12 +100,12 @@ GeneratedPrompt generate_variable_tracking(const GeneratorContext& ctx, int num_
   const uint64_t layout_seed = rng.bits();
   const auto build = [&](int64_t n) {
     Rng layout(layout_seed);
-    return ctx.prompt.wrap(example + "\n" + question(noise_context(layout, n, chains), value),
-                           answer_prefix(num_hops, value));
+    const FilledTemplate q = question(noise_context(layout, n, chains), value);
+    return ctx.prompt.wrap(example + "\n" + q.text, example.size() + 1 + q.field_end, answer_prefix(num_hops, value));
   };
   const int64_t min_lines = static_cast<int64_t>(num_hops + 1);
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_lines, std::max(budget, min_lines));
-  return {std::move(fit.prompt), std::move(fit.tokens), chains[0].variables};
+  return {std::move(fit.prompt), std::move(fit.tokens), chains[0].variables, fit.context_tokens};
 }
 
 }  // namespace deferkv::eval

@@ -47,8 +47,11 @@ class BehaviorPreservingPress final : public Press {
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     prompt_end_ = first_position + n_tokens;
+    decode_origin_ = prompt_end_;
     budget_entries_ = budget_.resolve(prompt_end_);
   }
+  // Decode steps count from the question's end; its entries are cut like generated ones.
+  void on_question(int64_t first_position, int64_t n_tokens) override { decode_origin_ = first_position + n_tokens; }
   void on_attention(const AttentionEvent& event) override {
     capture_.add_queries(event);
     shape_ = event.shape;
@@ -56,7 +59,7 @@ class BehaviorPreservingPress final : public Press {
   }
   void on_prefill_end(KvCache& cache) override { compress(cache, prompt_end_); }
   void on_decode_step(KvCache& cache, int64_t step) override {
-    if (settings_.every > 0 && step % settings_.every == 0) compress(cache, prompt_end_ + step);
+    if (settings_.every > 0 && step % settings_.every == 0) compress(cache, decode_origin_ + step);
   }
 
  private:
@@ -149,6 +152,7 @@ class BehaviorPreservingPress final : public Press {
   AttentionShape shape_{};
   ThreadPool* pool_ = nullptr;
   int64_t prompt_end_ = 0;
+  int64_t decode_origin_ = 0;  // the position of decode step 1's token
   int64_t budget_entries_ = 0;
 };
 

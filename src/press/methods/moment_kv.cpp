@@ -31,6 +31,8 @@ class MomentKvPress final : public Press {
     prompt_end_ = first_position + n_tokens;
     importance_.clear();
   }
+  // The question is kept as the prompt is: only the answer's tokens are ranked.
+  void on_question(int64_t first_position, int64_t n_tokens) override { prompt_end_ = first_position + n_tokens; }
 
   void on_attention(const AttentionEvent& event) override {
     if (event.positions[0] < prompt_end_) return;  // prompt rows: nothing to track yet

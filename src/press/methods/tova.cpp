@@ -29,13 +29,16 @@ class TovaPress final : public Press {
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     prompt_end_ = first_position + n_tokens;
+    decode_origin_ = prompt_end_;
     budget_entries_ = budget_.resolve(prompt_end_);
     scores_.clear();
   }
+  // The question's rows are not observed; decode steps count from its end.
+  void on_question(int64_t first_position, int64_t n_tokens) override { decode_origin_ = first_position + n_tokens; }
 
   void on_attention(const AttentionEvent& event) override {
     const int64_t last = event.positions[event.n - 1];
-    const bool wanted = last == prompt_end_ - 1 || (last >= prompt_end_ && evicts_at(last - prompt_end_ + 1));
+    const bool wanted = last == prompt_end_ - 1 || (last >= decode_origin_ && evicts_at(last - decode_origin_ + 1));
     if (!wanted) return;
     std::vector<std::vector<float>> per_head(event.kv.size());
     for (size_t g = 0; g < per_head.size(); ++g) per_head[g].assign(static_cast<size_t>(event.kv[g].length), 0.0f);
@@ -108,6 +111,7 @@ class TovaPress final : public Press {
   bool per_step_;
   int64_t every_;
   int64_t prompt_end_ = 0;
+  int64_t decode_origin_ = 0;  // the position of decode step 1's token
   int64_t budget_entries_ = 0;
   std::vector<std::vector<HeadScores>> scores_;  // [layer][g]: the newest observed query's attention
 };

@@ -1,7 +1,7 @@
 #pragma once
 // What a program embedding deferkv (the Python module) needs beyond session.h without
 // reaching into src/: a thread pool to build a Session with, the embedded default
-// model, and the KV cache's statistics per layer and KV head.
+// model, the KV cache's statistics per layer and KV head, and the positions it keeps.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,5 +26,18 @@ struct KvStats {
   std::vector<int64_t> entries;  // [n_layer * n_head_kv], entries each head holds now
 };
 KvStats kv_stats(const Session& session);
+
+// Every (layer, KV head)'s original positions in the cache at one moment, and how many
+// positions had been fed by then (each head held all of them before any eviction).
+struct KeptSet {
+  int64_t n_layer = 0;
+  int64_t n_head_kv = 0;
+  int64_t tokens = 0;                           // Session::n_past() when taken
+  std::vector<std::vector<int32_t>> positions;  // [layer * n_head_kv + kv_head], ascending
+  const std::vector<int32_t>& head(int64_t layer, int64_t kv_head) const {
+    return positions[static_cast<size_t>(layer * n_head_kv + kv_head)];
+  }
+};
+KeptSet kept_set(const Session& session);
 
 }  // namespace deferkv

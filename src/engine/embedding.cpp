@@ -25,4 +25,16 @@ KvStats kv_stats(const Session& session) {
   return stats;
 }
 
+KeptSet kept_set(const Session& session) {
+  const KvCache& kv = session.kv_cache();
+  KeptSet kept{kv.n_layer(), kv.n_head_kv(), session.n_past(), {}};
+  for (int64_t l = 0; l < kv.n_layer(); ++l) {
+    for (int64_t h = 0; h < kv.n_head_kv(); ++h) {
+      const int32_t* p = kv.positions(l, h);
+      kept.positions.emplace_back(p, p + kv.length(l, h));
+    }
+  }
+  return kept;
+}
+
 }  // namespace deferkv

@@ -27,3 +27,15 @@ def test_the_press_changes_the_answer(model):
     full = model.compress(CONTEXT).answer(" Lily", max_tokens=24)
     pressed = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=6).answer(" Lily", max_tokens=24)
     assert full.tokens != pressed.tokens
+
+
+def test_kv_positions_are_the_kept_context_positions(model):
+    ctx = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=16)
+    n = ctx.context_tokens
+    for layer_entries, layer_positions in zip(ctx.kv.entries, ctx.kv.positions):
+        for entries, positions in zip(layer_entries, layer_positions):
+            assert len(positions) == entries == 16
+            assert positions == sorted(set(positions)) and 0 <= positions[0] and positions[-1] < n
+            assert positions[-4:] == list(range(n - 4, n))  # SnapKV keeps its observation window
+    full = model.compress(CONTEXT)
+    assert full.kv.positions[0][0] == list(range(full.context_tokens))

@@ -23,6 +23,7 @@
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_sweep.h"
 #include "deferkv/model.h"
+#include "eval_kept_maps.h"
 #include "eval_lists.h"
 #include "eval_sample_run.h"
 
@@ -282,9 +283,13 @@ void run_eval(const EvalArgs& args) {
   sampling.seed = args.seed;
   const EvalSampleRunner runner(model, draft, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
   int64_t ran = 0;
+  KeptMaps kept_maps(dir);
   const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
     if (interrupted) throw Interrupted{};
-    eval::SampleRun run = runner(method, sample);
+    KeptSetRecorder kept;
+    const bool map = kept_maps.wanted(method);
+    eval::SampleRun run = runner(method, sample, map ? &kept : nullptr);
+    if (map) kept_maps.write(method, sample, kept);
     ++ran;
     return run;
   };

@@ -17,7 +17,8 @@ EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shar
     : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
       n_batch_(n_batch), cache_types_(std::move(cache_types)) {}
 
-eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
+eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample,
+                                             KeptSetRecorder* kept) const {
   SessionOptions options;
   options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens;
   options.n_batch = n_batch_;
@@ -43,9 +44,12 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   const Tokenizer& tokenizer = model_->tokenizer();
   GenerateOptions generate_options;
   generate_options.n_predict = sample.max_new_tokens;
+  if (kept != nullptr) kept->attach(generate_options);
   const GenerateResult result = generate(session, sample.tokens, generate_options, sampler, [&](int32_t token) {
+    if (kept != nullptr) kept->update(session);
     return !(sample.stop_at_newline && tokenizer.token_piece(token).find('\n') != std::string::npos);
   });
+  if (kept != nullptr) kept->update(session);
 
   eval::SampleRun run;
   // Bytes that form no character become U+FFFD, as Python's decode(errors="replace") does.

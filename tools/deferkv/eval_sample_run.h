@@ -11,6 +11,7 @@
 #include "deferkv/model.h"
 #include "deferkv/sampler.h"
 #include "common_options.h"
+#include "kept_set.h"
 
 namespace deferkv {
 class ThreadPool;
@@ -26,7 +27,9 @@ class EvalSampleRunner {
   EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
                    std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch, CacheTypeOptions cache_types);
 
-  eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
+  // kept: when given, follows the run's kept set (for the kept-token map).
+  eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample,
+                             KeptSetRecorder* kept = nullptr) const;
 
  private:
   std::shared_ptr<const Model> model_, draft_;

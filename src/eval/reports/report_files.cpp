@@ -13,6 +13,7 @@
 #include "deferkv/eval_sweep.h"
 #include "eval/plots/cost_bars.h"
 #include "eval/plots/niah_heatmap.h"
+#include "eval/plots/plot_style.h"
 #include "eval/plots/png_export.h"
 #include "eval/plots/score_budget_plot.h"
 #include "eval/reports/summary.h"
@@ -26,13 +27,6 @@ using nlohmann::ordered_json;
 std::string score_text(const std::optional<double>& score) { return score ? fmt::format("{:.2f}", *score) : "—"; }
 
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / 1048576.0); }
-
-// "deferkv:d=1,eta=0.7@64" → "deferkv_d=1_eta=0.7@64": a label as a file name.
-std::string file_label(const std::string& label) {
-  std::string out;
-  for (char c : label) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '@' || c == '-' || c == '=' ? c : '_';
-  return out;
-}
 
 std::string decoding_text(const ordered_json& d) {
   if (!d.is_object() || d.value("temperature", 0.0) <= 0) return "greedy";

@@ -233,6 +233,16 @@ void write_pngs(const std::vector<std::filesystem::path>& svgs) {
   }
 }
 
+// The kept-token maps deferkv eval drew (kept-<label>.svg, one sample per compressed row).
+std::string kept_maps_markdown(const SweepPlan& plan, const std::filesystem::path& folder) {
+  std::string md;
+  for (const SweepMethod& m : plan.methods) {
+    const std::string file = "kept-" + file_label(m.label()) + ".svg";
+    if (std::filesystem::exists(folder / file)) md += fmt::format("\n![kept positions of {}]({})\n", m.label(), file);
+  }
+  return md.empty() ? md : "\n## Kept positions (the first sample of each row)\n" + md;
+}
+
 }  // namespace
 
 std::string write_reports(const SweepPlan& plan, const std::string& dir, const ordered_json& run) {
@@ -241,7 +251,7 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
   const Summary summary = summarize(plan, folder_records(dir));
-  write_file(folder / "summary.md", markdown(summary, config));
+  write_file(folder / "summary.md", markdown(summary, config) + kept_maps_markdown(plan, folder));
   write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
   std::vector<std::filesystem::path> plots;

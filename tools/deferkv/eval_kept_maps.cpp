@@ -7,7 +7,6 @@
 
 #include "deferkv/error.h"
 #include "eval/plots/kept_map.h"
-#include "eval/plots/plot_style.h"
 
 namespace deferkv::cli {
 namespace {
@@ -22,17 +21,15 @@ std::string sample_text(const eval::TaskSample& sample) {
 
 }  // namespace
 
-std::string KeptMaps::file_name(const eval::SweepMethod& method) { return "kept-" + eval::file_label(method.label()) + ".svg"; }
-
 bool KeptMaps::wanted(const eval::SweepMethod& method) const {
   return method.budget && !written_.contains(method.label()) &&
-         !std::filesystem::exists(std::filesystem::path(dir_) / file_name(method));
+         !std::filesystem::exists(std::filesystem::path(dir_) / eval::kept_map_file(method.label()));
 }
 
 void KeptMaps::write(const eval::SweepMethod& method, const eval::TaskSample& sample, const KeptSetRecorder& kept) {
   const std::string title = fmt::format("{}: KV positions kept per layer", method.label());
   const std::string subtitle = fmt::format("{}; {}", sample_text(sample), kept_summary_line(kept.kept()));
-  const std::filesystem::path path = std::filesystem::path(dir_) / file_name(method);
+  const std::filesystem::path path = std::filesystem::path(dir_) / eval::kept_map_file(method.label());
   std::ofstream out(path, std::ios::binary);
   out << eval::kept_map_svg(kept.kept(), title, subtitle);
   if (!out) fail("cannot write '{}'", path.string());

@@ -19,9 +19,6 @@ class KeptMaps {
   bool wanted(const eval::SweepMethod& method) const;
   void write(const eval::SweepMethod& method, const eval::TaskSample& sample, const KeptSetRecorder& kept);
 
-  // kept-<label>.svg.
-  static std::string file_name(const eval::SweepMethod& method);
-
  private:
   std::string dir_;
   std::set<std::string> written_;  // labels

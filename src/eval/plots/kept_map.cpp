@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "eval/plots/plot_style.h"
 #include "eval/plots/svg.h"
 
 namespace deferkv::eval {
@@ -34,6 +35,8 @@ KeptGrid kept_grid(const KeptSet& kept, int64_t max_cells) {
   }
   return grid;
 }
+
+std::string kept_map_file(const std::string& label) { return "kept-" + file_label(label) + ".svg"; }
 
 std::string kept_share_colour(double share) {
   // #C6DBEF (light) to #08306B (dark), ColorBrewer's Blues.

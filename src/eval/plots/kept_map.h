@@ -23,6 +23,10 @@ KeptGrid kept_grid(const KeptSet& kept, int64_t max_cells);
 // The map with `title` (bold) and `subtitle` above it; the SVG is widened to fit them.
 std::string kept_map_svg(const KeptSet& kept, const std::string& title, const std::string& subtitle);
 
+// "kept-<label>.svg": the map's file in a results folder (deferkv eval draws it; the reports
+// link it).
+std::string kept_map_file(const std::string& label);
+
 // The colour of a share of heads above 0 (light blue) up to 1 (dark blue), as "#rrggbb".
 std::string kept_share_colour(double share);
 

@@ -12,6 +12,7 @@
 #include "deferkv/error.h"
 #include "deferkv/eval_sweep.h"
 #include "eval/plots/cost_bars.h"
+#include "eval/plots/kept_map.h"
 #include "eval/plots/niah_heatmap.h"
 #include "eval/plots/plot_style.h"
 #include "eval/plots/png_export.h"
@@ -237,7 +238,7 @@ void write_pngs(const std::vector<std::filesystem::path>& svgs) {
 std::string kept_maps_markdown(const SweepPlan& plan, const std::filesystem::path& folder) {
   std::string md;
   for (const SweepMethod& m : plan.methods) {
-    const std::string file = "kept-" + file_label(m.label()) + ".svg";
+    const std::string file = kept_map_file(m.label());
     if (std::filesystem::exists(folder / file)) md += fmt::format("\n![kept positions of {}]({})\n", m.label(), file);
   }
   return md.empty() ? md : "\n## Kept positions (the first sample of each row)\n" + md;
@@ -262,6 +263,10 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   for (const NiahGrid& grid : summary.grids) plot("niah-" + file_label(grid.label) + ".svg", niah_heatmap_svg(grid));
   if (const auto svg = score_budget_svg(summary)) plot("score-vs-budget.svg", *svg);
   plot("cost-bars.svg", cost_bars_svg(summary));
+  for (const SweepMethod& m : plan.methods) {  // drawn by deferkv eval as it ran the rows
+    const std::filesystem::path kept = folder / kept_map_file(m.label());
+    if (std::filesystem::exists(kept)) plots.push_back(kept);
+  }
   write_pngs(plots);
   return tables_markdown(summary);
 }

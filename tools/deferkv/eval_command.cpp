@@ -107,7 +107,16 @@ std::vector<eval::SweepMethod> sweep_methods(const EvalArgs& args) {
       continue;
     }
     if (budgets.empty()) fail("--press {} needs --kv-budget or --kv-ratio", press);
-    for (const auto& [budget, label] : budgets) methods.push_back({press, budget, label});
+    // A press none of the budgets can build is a mistake to fix before anything runs; one
+    // that only some budgets cannot build gives failed rows (eval::run_sweep).
+    std::optional<std::string> error;
+    bool runs = false;
+    for (const auto& [budget, label] : budgets) {
+      methods.push_back({press, budget, label});
+      error = methods.back().build_error();
+      runs = runs || !error;
+    }
+    if (!runs) fail("{}", *error);
   }
   return methods;
 }
@@ -233,6 +242,16 @@ CLI::App* add_eval_merge_command(CLI::App& eval) {
   return cmd;
 }
 
+// Exit status 1 once everything is written when some rows failed (a script must not take a
+// partial sweep for a whole one); rerunning the command retries them.
+void fail_if_rows_failed(const eval::SweepPlan& plan, const std::string& dir) {
+  const int64_t failed = eval::failed_rows(plan, dir);
+  if (failed == 0) return;
+  fmt::print(stderr, "error: {} row(s) failed (their errors are in {}/failures*.jsonl and the reports); the other rows "
+             "are done; running the command again retries the failed ones\n", failed, dir);
+  throw ExitCode{1};
+}
+
 void run_eval(const EvalArgs& args) {
   eval::SweepPlan plan = plan_of(args);
   const eval::Shard shard = eval::Shard::parse(args.shard);
@@ -311,6 +330,7 @@ void run_eval(const EvalArgs& args) {
     fmt::print(stderr, "shard {}/{}: {} samples run in {:.1f} s; once every shard is done: deferkv eval merge '{}' -o OUT\n",
                shard.index, shard.count, ran, seconds, dir);
     if (interrupted) throw ExitCode{130};
+    fail_if_rows_failed(plan, dir);
     return;
   }
   const std::string tables = eval::write_reports(
@@ -318,6 +338,7 @@ void run_eval(const EvalArgs& args) {
   fmt::print("{}", tables);
   fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran, seconds, dir);
   if (interrupted) throw ExitCode{130};
+  fail_if_rows_failed(plan, dir);
 }
 
 }  // namespace

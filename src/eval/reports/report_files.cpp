@@ -46,8 +46,15 @@ std::string tables_markdown(const Summary& summary) {
     md << '\n';
     for (const SummaryRow& row : table.rows) {
       md << "| " << row.label << " |";
-      for (const auto& s : row.scores) md << ' ' << score_text(s) << " |";
+      for (size_t i = 0; i < row.scores.size(); ++i) {
+        md << ' ' << (!row.scores[i] && row.failed[i] > 0 ? "failed" : score_text(row.scores[i])) << " |";
+      }
       md << ' ' << score_text(row.average) << " |\n";
+    }
+    for (const SummaryRow& row : table.rows) {
+      int64_t failed = 0;
+      for (int64_t n : row.failed) failed += n;
+      if (failed > 0) md << fmt::format("\n{}: {} failed row(s): {}\n", row.label, failed, row.error);
     }
     md << "\n| method | samples | prompt tokens | prefill s | decode tok/s | capture s | eviction s | "
           "KV after eviction MiB | peak KV MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
@@ -122,7 +129,7 @@ BudgetNumbers budget_numbers(const std::string& label) {
 std::string tidy_csv(const Summary& summary) {
   std::ostringstream out;
   out << "label,method,kv_budget,kv_ratio,task,length,score,samples,prompt_tokens,prefill_seconds,"
-         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes\n";
+         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,failed,error\n";
   const bool niah = summary.benchmark == Benchmark::kNiah;
   for (const SummaryTable& table : summary.tables) {
     if (summary.benchmark == Benchmark::kRuler && !table.length) continue;  // averages of the others
@@ -136,10 +143,11 @@ std::string tidy_csv(const Summary& summary) {
             << (budget.per_head ? std::to_string(*budget.per_head) : "") << ','
             << (budget.ratio ? fmt::format("{}", *budget.ratio) : "") << ',' << csv_field(task) << ',' << length << ','
             << (row.scores[i] ? fmt::format("{:.2f}", *row.scores[i]) : "") << ',' << row.counts[i]
-            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{}\n", c.prompt_tokens, c.prefill_seconds,
+            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{},{},", c.prompt_tokens, c.prefill_seconds,
                            c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
                            c.kv_bytes_after_eviction ? fmt::format("{:.0f}", *c.kv_bytes_after_eviction) : "",
-                           c.peak_kv_bytes);
+                           c.peak_kv_bytes, row.failed[i])
+            << (row.failed[i] > 0 ? csv_field(row.error) : "") << '\n';
       }
     }
   }
@@ -154,7 +162,11 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
     ordered_json rows = ordered_json::array();
     for (const SummaryRow& row : table.rows) {
       ordered_json scores = ordered_json::object();
-      for (size_t i = 0; i < table.columns.size(); ++i) scores[table.columns[i]] = optional_number(row.scores[i]);
+      ordered_json failed = ordered_json::object();
+      for (size_t i = 0; i < table.columns.size(); ++i) {
+        scores[table.columns[i]] = optional_number(row.scores[i]);
+        failed[table.columns[i]] = row.failed[i];
+      }
       const MethodCost& c = row.cost;
       const BudgetNumbers budget = budget_numbers(row.budget);
       rows.push_back({{"label", row.label},
@@ -163,6 +175,8 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
                       {"kv_ratio", budget.ratio ? ordered_json(*budget.ratio) : ordered_json(nullptr)},
                       {"scores", scores},
                       {"average", optional_number(row.average)},
+                      {"failed", failed},
+                      {"error", row.error.empty() ? ordered_json(nullptr) : ordered_json(row.error)},
                       {"cost",
                        {{"samples", c.samples},
                         {"prompt_tokens", c.prompt_tokens},
@@ -209,6 +223,15 @@ std::vector<nlohmann::json> folder_records(const std::string& dir) {
   return records;
 }
 
+// The failed rows of every failures file in `dir`, in file order (summarize keeps a key's last).
+std::vector<nlohmann::json> folder_failures(const std::string& dir) {
+  std::vector<nlohmann::json> failures;
+  for (const std::string& file : SampleLog::files_in(dir, "failures")) {
+    for (nlohmann::json& record : SampleLog::read(file)) failures.push_back(std::move(record));
+  }
+  return failures;
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path temporary = path.string() + ".tmp";
   {
@@ -251,7 +274,7 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   std::ifstream config_in(folder / "config.json", std::ios::binary);
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
-  const Summary summary = summarize(plan, folder_records(dir));
+  const Summary summary = summarize(plan, folder_records(dir), folder_failures(dir));
   write_file(folder / "summary.md", markdown(summary, config) + kept_maps_markdown(plan, folder));
   write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
@@ -269,6 +292,10 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   }
   write_pngs(plots);
   return tables_markdown(summary);
+}
+
+int64_t failed_rows(const SweepPlan& plan, const std::string& dir) {
+  return summarize(plan, folder_records(dir), folder_failures(dir)).failed;
 }
 
 }  // namespace deferkv::eval

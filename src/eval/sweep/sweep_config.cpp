@@ -24,7 +24,22 @@ KvBudget budget_of(const std::string& label) {
 std::string SweepMethod::label() const { return budget ? press + "@" + budget_label : press; }
 
 std::string SweepMethod::identity() const {
-  return budget ? make_press(press, *budget)->describe() + "@" + budget_label : press;
+  if (!budget) return press;
+  try {
+    return make_press(press, *budget)->describe() + "@" + budget_label;
+  } catch (const Error&) {
+    return label();
+  }
+}
+
+std::optional<std::string> SweepMethod::build_error() const {
+  if (!budget) return std::nullopt;
+  try {
+    make_press(press, *budget);
+    return std::nullopt;
+  } catch (const Error& e) {
+    return e.what();
+  }
 }
 
 ordered_json sweep_config(const SweepPlan& plan) {
@@ -43,8 +58,10 @@ ordered_json sweep_config(const SweepPlan& plan) {
   }
   ordered_json methods = ordered_json::array();
   for (const SweepMethod& m : plan.methods) {
-    const std::string description = m.budget ? make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe()
-                                             : std::string("full cache, no compression");
+    const std::optional<std::string> error = m.build_error();
+    const std::string description = !m.budget ? std::string("full cache, no compression")
+                                    : error   ? "cannot run: " + *error
+                                              : make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe();
     methods.push_back({{"label", m.label()}, {"press", m.press}, {"budget", m.budget_label},
                        {"params", m.identity()}, {"description", description}});
   }

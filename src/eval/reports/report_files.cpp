@@ -90,7 +90,7 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
   for (const auto& m : config.value("sweep", ordered_json::object()).value("methods", ordered_json::array())) {
     md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
   }
-  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
+  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 100 (0-100); Avg. is the mean over all cells.\n"
          : longbench ? "\nScores: each dataset's official metric (eval.py), 0-100; Avg. is the unweighted mean over datasets.\n"
                      : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
   md << tables_markdown(summary);

@@ -147,8 +147,9 @@ Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>&
     const int64_t length = r["length"].get<int64_t>();
     const double depth = r["depth"].get<double>();
     const std::string method = r["method_params"].get<std::string>();
-    cells[{method, length, depth}] = r["score"].get<double>();
-    tallies[method].scores[std::to_string(length)].push_back(r["score"].get<double>());
+    const double score = niah_percent(r["score"].get<double>());
+    cells[{method, length, depth}] = score;
+    tallies[method].scores[std::to_string(length)].push_back(score);
     tallies[method].samples.push_back(&r);
   }
   Summary summary{Benchmark::kNiah, {}, {}};
@@ -158,7 +159,7 @@ Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>&
                  (*f)["error"].get<std::string>());
     ++summary.failed;
   }
-  SummaryTable table{"Needle-in-a-Haystack (ROUGE-1 F x 10, mean over depths)", std::nullopt, {}, {}};
+  SummaryTable table{"Needle-in-a-Haystack (ROUGE-1 F x 100, mean over depths)", std::nullopt, {}, {}};
   for (int64_t length : plan.lengths) table.columns.push_back(std::to_string(length));
   for (const SweepMethod& m : plan.methods) {
     SummaryRow row = row_of(m, table.columns, tallies[m.identity()], mean_2dp);

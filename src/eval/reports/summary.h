@@ -42,7 +42,7 @@ struct SummaryTable {
   std::vector<SummaryRow> rows;
 };
 
-// NIAH scores of one method: cells[depth][length], 0-10.
+// NIAH scores of one method: cells[depth][length], 0-100.
 struct NiahGrid {
   std::string label;
   std::vector<int64_t> lengths;

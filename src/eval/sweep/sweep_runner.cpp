@@ -144,8 +144,9 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
       const double score = score_of(plan.benchmark, *sample, *run);
       log.append(record_of(plan, method, *sample, *run, score));
       ++ran;
-      // On the reports' scale: RULER and LongBench 0-100 (a sample's metric is 0-1), NIAH 0-10.
-      progress.sample_done(row_text(plan, method, slots[s]), plan.benchmark == Benchmark::kNiah ? score : 100 * score);
+      // On the reports' 0-100 scale (a sample's metric is 0-1, NIAH's 0-10).
+      const double shown = plan.benchmark == Benchmark::kNiah ? niah_percent(score) : 100 * score;
+      progress.sample_done(row_text(plan, method, slots[s]), shown);
     }
   }
   progress.finish();

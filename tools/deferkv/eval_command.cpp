@@ -90,16 +90,7 @@ std::vector<std::string> ruler_task_list(const EvalArgs& args) {
 }
 
 std::vector<eval::SweepMethod> sweep_methods(const EvalArgs& args) {
-  std::vector<std::pair<KvBudget, std::string>> budgets;
-  if (!args.budgets.empty()) {
-    for (double b : parse_numbers(args.budgets, "--kv-budget")) {
-      if (b < 1 || b != std::floor(b)) fail("--kv-budget: {} is not a positive whole number of entries", b);
-      budgets.emplace_back(KvBudget::per_head(static_cast<int64_t>(b)), fmt::format("{}", b));
-    }
-  }
-  if (!args.ratios.empty()) {
-    for (double r : parse_numbers(args.ratios, "--kv-ratio")) budgets.emplace_back(KvBudget::ratio(r), fmt::format("r{}", r));
-  }
+  const std::vector<std::pair<KvBudget, std::string>> budgets = parse_budgets(args.budgets, args.ratios);
   std::vector<eval::SweepMethod> methods;
   for (const std::string& press : split_press_specs(args.presses)) {
     if (press == "full") {

@@ -1,6 +1,9 @@
 #include "eval_lists.h"
 
 #include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "deferkv/error.h"
 #include "eval/metrics/python_text.h"
@@ -71,6 +74,20 @@ std::vector<std::string> split_press_specs(const std::string& text) {
     }
   }
   return specs;
+}
+
+std::vector<std::pair<KvBudget, std::string>> parse_budgets(const std::string& budgets, const std::string& ratios) {
+  std::vector<std::pair<KvBudget, std::string>> out;
+  if (!budgets.empty()) {
+    for (double b : parse_numbers(budgets, "--kv-budget")) {
+      if (b < 1 || b != std::floor(b)) fail("--kv-budget: {} is not a positive whole number of entries", b);
+      out.emplace_back(KvBudget::per_head(static_cast<int64_t>(b)), fmt::format("{}", b));
+    }
+  }
+  if (!ratios.empty()) {
+    for (double r : parse_numbers(ratios, "--kv-ratio")) out.emplace_back(KvBudget::ratio(r), fmt::format("r{}", r));
+  }
+  return out;
 }
 
 }  // namespace deferkv::cli

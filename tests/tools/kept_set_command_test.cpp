@@ -29,13 +29,29 @@ std::vector<nlohmann::json> json_lines(const std::string& path) {
   return lines;
 }
 
-TEST(KeptSetCommand, DumpKeptAgreesWithTheStatsAndKeepsSnapKvsWindow) {
+// `generate` on kPrompt with `options`, its --stats-json and --dump-kept read back.
+struct Generated {
+  testing::CliResult result;  // stderr
+  nlohmann::json stats;
+  std::vector<nlohmann::json> dump;
+};
+
+Generated generate_with_dump(const std::string& options) {
   gguf_test::TempDir dir;
-  const std::string dump = dir.file("kept.jsonl"), stats_path = dir.file("stats.json");
-  const auto r = testing::run_cli("generate --temp 0 -n 6 -p '" + kPrompt + "' --press snapkv:window=8 --kv-budget 20 "
-                                  "--dump-kept '" + dump + "' --stats-json '" + stats_path + "' 2>&1 >/dev/null");
+  const std::string dump = dir.file("kept.jsonl"), stats = dir.file("stats.json");
+  Generated g{testing::run_cli("generate --temp 0 -p '" + kPrompt + "' " + options + " --dump-kept '" + dump +
+                               "' --stats-json '" + stats + "' 2>&1 >/dev/null"),
+              nullptr,
+              {}};
+  if (g.result.status != 0) return g;
+  g.stats = nlohmann::json::parse(testing::read_file(stats));
+  g.dump = json_lines(dump);
+  return g;
+}
+
+TEST(KeptSetCommand, DumpKeptAgreesWithTheStatsAndKeepsSnapKvsWindow) {
+  const auto [r, stats, lines] = generate_with_dump("-n 6 --press snapkv:window=8 --kv-budget 20");
   ASSERT_EQ(r.status, 0) << r.output;
-  const auto stats = nlohmann::json::parse(testing::read_file(stats_path));
   const int64_t prompt = stats["prompt_tokens"].get<int64_t>();
   ASSERT_GT(prompt, 30);
   const auto& kept = stats["kept"];
@@ -43,7 +59,6 @@ TEST(KeptSetCommand, DumpKeptAgreesWithTheStatsAndKeepsSnapKvsWindow) {
   EXPECT_EQ(kept["decode_step"], 0);
   EXPECT_EQ(stats["budget"]["per_head"], 20);
   const int64_t n_layer = stats["kv"]["n_layer"].get<int64_t>(), n_head_kv = stats["kv"]["n_head_kv"].get<int64_t>();
-  const auto lines = json_lines(dump);
   ASSERT_EQ(static_cast<int64_t>(lines.size()), n_layer * n_head_kv);
   for (const auto& line : lines) {
     const int64_t l = line["layer"].get<int64_t>(), h = line["kv_head"].get<int64_t>();
@@ -75,16 +90,13 @@ TEST(KeptSetCommand, DumpKeptAgreesWithTheStatsAndKeepsSnapKvsWindow) {
 // DeferKV evicts at decode step d: the kept set is the cache right after that step, with
 // the d decoded tokens fed so far, not the cache after the prefill or at the end.
 TEST(KeptSetCommand, ADeferredEvictionIsTakenAtItsDecodeStep) {
-  gguf_test::TempDir dir;
-  const std::string dump = dir.file("kept.jsonl"), stats_path = dir.file("stats.json");
-  const auto r = testing::run_cli("generate --temp 0 -n 12 -p '" + kPrompt + "' --press deferkv:d=3,window=4 --kv-budget 10 "
-                                  "--dump-kept '" + dump + "' --stats-json '" + stats_path + "' 2>&1 >/dev/null");
+  const auto [r, stats, lines] = generate_with_dump("-n 12 --press deferkv:d=3,window=4 --kv-budget 10");
   ASSERT_EQ(r.status, 0) << r.output;
-  const auto stats = nlohmann::json::parse(testing::read_file(stats_path));
   const int64_t prompt = stats["prompt_tokens"].get<int64_t>();
   EXPECT_EQ(stats["kept"]["decode_step"], 3);
   EXPECT_EQ(stats["kept"]["tokens"], prompt + 3);
-  for (const auto& line : json_lines(dump)) {
+  ASSERT_FALSE(lines.empty());
+  for (const auto& line : lines) {
     EXPECT_EQ(line["decode_step"], 3);
     const auto positions = line["positions"].get<std::vector<int64_t>>();
     EXPECT_LT(positions.back(), prompt + 3);

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "deferkv/error.h"
 #include "eval/plots/kept_map.h"
 
 namespace deferkv::eval {
@@ -37,6 +38,17 @@ TEST(KeptMap, MorePositionsThanCellsAreBinned) {
   EXPECT_EQ(two.positions_per_cell, 5);
   EXPECT_EQ(two.share[0], (std::vector<double>{3.0 / 10, 3.0 / 8}));
   EXPECT_EQ(two.share[1], (std::vector<double>{1.0 / 10, 0.0}));
+}
+
+TEST(KeptMap, APositionBeyondThoseFedIsAnError) {
+  KeptSet kept = hand_made();
+  kept.positions[3] = {9};
+  try {
+    kept_grid(kept, 100);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("a kept position 9 is outside the 9 positions fed"), std::string::npos) << e.what();
+  }
 }
 
 TEST(KeptMap, TheSvgHasARowOfDarkCellsPerLayer) {

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "deferkv/error.h"
 #include "eval/plots/plot_style.h"
 #include "eval/plots/svg.h"
 
@@ -24,7 +25,10 @@ KeptGrid kept_grid(const KeptSet& kept, int64_t max_cells) {
   for (int64_t l = 0; l < kept.n_layer; ++l) {
     std::vector<double> count(static_cast<size_t>(cells), 0.0);
     for (int64_t h = 0; h < kept.n_head_kv; ++h) {
-      for (int32_t p : kept.head(l, h)) count[static_cast<size_t>(p / grid.positions_per_cell)] += 1;
+      for (int32_t p : kept.head(l, h)) {
+        if (p < 0 || p >= tokens) fail("a kept position {} is outside the {} positions fed", p, kept.tokens);
+        count[static_cast<size_t>(p / grid.positions_per_cell)] += 1;
+      }
     }
     for (int64_t c = 0; c < cells; ++c) {
       // The last cell may cover fewer positions.

@@ -17,7 +17,8 @@ struct KeptGrid {
   std::vector<std::vector<double>> share;  // [layer][cell], 0..1
 };
 
-// At most `max_cells` cells a row (the positions per cell rounded up).
+// At most `max_cells` cells a row (the positions per cell rounded up). A position outside
+// [0, kept.tokens) is an error naming it.
 KeptGrid kept_grid(const KeptSet& kept, int64_t max_cells);
 
 // The map with `title` (bold) and `subtitle` above it; the SVG is widened to fit them.

@@ -40,6 +40,11 @@ struct SweepMethod {
   std::optional<std::string> build_error() const;
 };
 
+// Fails, with make_press's error, when a press of `methods` cannot be built with any of its
+// budgets: a mistake to fix before anything runs. A press that only some budgets cannot
+// build gives failed rows (run_sweep).
+void check_presses_can_run(const std::vector<SweepMethod>& methods);
+
 struct SweepPlan {
   Benchmark benchmark = Benchmark::kRuler;
   std::vector<std::string> tasks;           // RULER tasks, LongBench datasets

@@ -23,7 +23,7 @@
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_sweep.h"
 #include "deferkv/model.h"
-#include "eval_kept_maps.h"
+#include "eval/reports/kept_maps.h"
 #include "eval_lists.h"
 #include "eval_sample_run.h"
 
@@ -98,17 +98,9 @@ std::vector<eval::SweepMethod> sweep_methods(const EvalArgs& args) {
       continue;
     }
     if (budgets.empty()) fail("--press {} needs --kv-budget or --kv-ratio", press);
-    // A press none of the budgets can build is a mistake to fix before anything runs; one
-    // that only some budgets cannot build gives failed rows (eval::run_sweep).
-    std::optional<std::string> error;
-    bool runs = false;
-    for (const auto& [budget, label] : budgets) {
-      methods.push_back({press, budget, label});
-      error = methods.back().build_error();
-      runs = runs || !error;
-    }
-    if (!runs) fail("{}", *error);
+    for (const auto& [budget, label] : budgets) methods.push_back({press, budget, label});
   }
+  eval::check_presses_can_run(methods);
   return methods;
 }
 
@@ -293,7 +285,7 @@ void run_eval(const EvalArgs& args) {
   sampling.seed = args.seed;
   const EvalSampleRunner runner(model, draft, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
   int64_t ran = 0;
-  KeptMaps kept_maps(dir);
+  eval::KeptMaps kept_maps(dir);
   const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
     if (interrupted) throw Interrupted{};
     KeptSetRecorder kept;

@@ -11,7 +11,7 @@
 #include "deferkv/model.h"
 #include "deferkv/sampler.h"
 #include "common_options.h"
-#include "kept_set.h"
+#include "engine/kept_set_recorder.h"
 
 namespace deferkv {
 class ThreadPool;

@@ -8,11 +8,11 @@
 #include "commands.h"
 #include "common_options.h"
 #include "escapes.h"
-#include "kept_set.h"
 #include "deferkv/chat_template.h"
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
+#include "engine/kept_set_recorder.h"
 #include "kv/kv_cache.h"
 #include "run_stats.h"
 

@@ -1,4 +1,6 @@
 // A plan's grid as config.json's "sweep" holds it, and back.
+#include <map>
+
 #include <fmt/format.h>
 
 #include "deferkv/error.h"
@@ -39,6 +41,18 @@ std::optional<std::string> SweepMethod::build_error() const {
     return std::nullopt;
   } catch (const Error& e) {
     return e.what();
+  }
+}
+
+void check_presses_can_run(const std::vector<SweepMethod>& methods) {
+  std::map<std::string, std::optional<std::string>> error_of;  // press → an error; nullopt once a budget builds it
+  for (const SweepMethod& m : methods) {
+    const std::optional<std::string> error = m.build_error();
+    const auto it = error_of.try_emplace(m.press, error).first;
+    if (!error) it->second.reset();
+  }
+  for (const auto& [press, error] : error_of) {
+    if (error) fail("{}", *error);
   }
 }
 

@@ -7,21 +7,21 @@
 #include <string>
 
 #include "deferkv/eval_sweep.h"
-#include "kept_set.h"
+#include "engine/kept_set_recorder.h"
 
-namespace deferkv::cli {
+namespace deferkv::eval {
 
 class KeptMaps {
  public:
   explicit KeptMaps(std::string dir) : dir_(std::move(dir)) {}
 
   // Whether `method`'s map is still to be drawn ("full" has none: it evicts nothing).
-  bool wanted(const eval::SweepMethod& method) const;
-  void write(const eval::SweepMethod& method, const eval::TaskSample& sample, const KeptSetRecorder& kept);
+  bool wanted(const SweepMethod& method) const;
+  void write(const SweepMethod& method, const TaskSample& sample, const KeptSetRecorder& kept);
 
  private:
   std::string dir_;
   std::set<std::string> written_;  // labels
 };
 
-}  // namespace deferkv::cli
+}  // namespace deferkv::eval

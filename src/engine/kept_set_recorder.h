@@ -11,7 +11,7 @@
 #include "deferkv/embedding.h"
 #include "deferkv/generate.h"
 
-namespace deferkv::cli {
+namespace deferkv {
 
 // Follows a generation and keeps the cache's kept set as it was right after the last
 // eviction (taken at the end of the prefill, and again whenever a decode step evicted), so
@@ -47,4 +47,4 @@ std::string kept_summary_line(const KeptSet& kept);
 // {"layer", "kv_head", "tokens", "decode_step", "kept", "positions": [ascending]}.
 void write_kept_dump(const std::string& path, const KeptSetRecorder& recorder);
 
-}  // namespace deferkv::cli
+}  // namespace deferkv

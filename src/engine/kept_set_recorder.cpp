@@ -1,4 +1,4 @@
-#include "kept_set.h"
+#include "engine/kept_set_recorder.h"
 
 #include <algorithm>
 #include <fstream>
@@ -8,7 +8,7 @@
 #include "deferkv/error.h"
 #include "deferkv/session.h"
 
-namespace deferkv::cli {
+namespace deferkv {
 namespace {
 
 double evicted_percent(double kept, double total) { return total > 0 ? 100.0 * (1.0 - kept / total) : 0.0; }
@@ -117,4 +117,4 @@ void write_kept_dump(const std::string& path, const KeptSetRecorder& recorder) {
   if (!out) fail("cannot write the kept positions to '{}'", path);
 }
 
-}  // namespace deferkv::cli
+}  // namespace deferkv

@@ -131,7 +131,8 @@ SweepPlan merge_results(const std::vector<std::string>& dirs, const std::string&
 // Returns the score and cost tables as Markdown, for printing.
 std::string write_reports(const SweepPlan& plan, const std::string& dir, const nlohmann::ordered_json& run);
 
-// The plan's rows in `dir` that failed and have not been done since.
-int64_t failed_rows(const SweepPlan& plan, const std::string& dir);
+// The plan's rows in `dir` that failed and have not been done since: in the folder's failures
+// files, or in `shard`'s own when it is one of several.
+int64_t failed_rows(const SweepPlan& plan, const std::string& dir, Shard shard = {});
 
 }  // namespace deferkv::eval

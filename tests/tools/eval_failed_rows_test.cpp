@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -75,6 +76,28 @@ TEST(EvalFailedRows, ABudgetBelowTheWindowFailsItsRowsAndTheRestRuns) {
   EXPECT_NE(good.output.find("resuming: 4 of 4 samples already done"), std::string::npos) << good.output;
   EXPECT_EQ(nlohmann::json::parse(testing::read_file((out / "summary.json").string()))["tables"][0]["rows"][0]["error"],
             nullptr);
+}
+
+// A shard's exit status and count are its own failed rows, not the other shard's (the grid
+// deals two of snapkv@16's rows to each; mutant tried: counting the whole folder's, which
+// makes the second shard say 4).
+TEST(EvalFailedRows, AShardCountsItsOwnFailedRows) {
+  gguf_test::TempDir dir;
+  for (int i = 1; i <= 2; ++i) {
+    const auto r = testing::run_cli(kSweep + " --kv-budget 16,64 --name s --shard " + std::to_string(i) + "/2 -o '" +
+                                    dir.path().string() + "' 2>&1");
+    const std::filesystem::path own = dir.path() / "s" / ("failures.shard-" + std::to_string(i) + "-of-2.jsonl");
+    const size_t failed = std::filesystem::exists(own) ? json_lines(own).size() : 0;
+    EXPECT_EQ(r.status, failed > 0 ? 1 : 0) << r.output;
+    if (failed > 0) EXPECT_NE(r.output.find(fmt::format("error: {} row(s) failed", failed)), std::string::npos) << r.output;
+  }
+  // Between them, the four rows of snapkv@16.
+  size_t all = 0;
+  for (int i = 1; i <= 2; ++i) {
+    const std::filesystem::path f = dir.path() / "s" / ("failures.shard-" + std::to_string(i) + "-of-2.jsonl");
+    if (std::filesystem::exists(f)) all += json_lines(f).size();
+  }
+  EXPECT_EQ(all, 4u);
 }
 
 // A press that no budget of the sweep can build is an error before anything runs.

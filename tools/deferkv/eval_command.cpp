@@ -227,10 +227,10 @@ CLI::App* add_eval_merge_command(CLI::App& eval) {
 
 // Exit status 1 once everything is written when some rows failed (a script must not take a
 // partial sweep for a whole one); rerunning the command retries them.
-void fail_if_rows_failed(const eval::SweepPlan& plan, const std::string& dir) {
-  const int64_t failed = eval::failed_rows(plan, dir);
+void fail_if_rows_failed(const eval::SweepPlan& plan, const std::string& dir, eval::Shard shard) {
+  const int64_t failed = eval::failed_rows(plan, dir, shard);
   if (failed == 0) return;
-  fmt::print(stderr, "error: {} row(s) failed (their errors are in {}/failures*.jsonl and the reports); the other rows "
+  fmt::print(stderr, "error: {} row(s) failed (their errors are in {}/failures*.jsonl); the other rows "
              "are done; running the command again retries the failed ones\n", failed, dir);
   throw ExitCode{1};
 }
@@ -313,7 +313,7 @@ void run_eval(const EvalArgs& args) {
     fmt::print(stderr, "shard {}/{}: {} samples run in {:.1f} s; once every shard is done: deferkv eval merge '{}' -o OUT\n",
                shard.index, shard.count, ran, seconds, dir);
     if (interrupted) throw ExitCode{130};
-    fail_if_rows_failed(plan, dir);
+    fail_if_rows_failed(plan, dir, shard);
     return;
   }
   const std::string tables = eval::write_reports(
@@ -321,7 +321,7 @@ void run_eval(const EvalArgs& args) {
   fmt::print("{}", tables);
   fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran, seconds, dir);
   if (interrupted) throw ExitCode{130};
-  fail_if_rows_failed(plan, dir);
+  fail_if_rows_failed(plan, dir, shard);
 }
 
 }  // namespace

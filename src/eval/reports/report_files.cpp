@@ -294,8 +294,10 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   return tables_markdown(summary);
 }
 
-int64_t failed_rows(const SweepPlan& plan, const std::string& dir) {
-  return summarize(plan, folder_records(dir), folder_failures(dir)).failed;
+int64_t failed_rows(const SweepPlan& plan, const std::string& dir, Shard shard) {
+  const std::vector<nlohmann::json> failures =
+      shard.whole() ? folder_failures(dir) : SampleLog::read(dir + "/" + shard.log_name("failures"));
+  return summarize(plan, folder_records(dir), failures).failed;
 }
 
 }  // namespace deferkv::eval

@@ -1,7 +1,8 @@
 #pragma once
 // What a program embedding deferkv (the Python module) needs beyond session.h without
 // reaching into src/: a thread pool to build a Session with, the embedded default
-// model, the KV cache's statistics per layer and KV head, and one head's kept entries.
+// model, the KV cache's statistics per layer and KV head, the positions it keeps, and one
+// head's kept entries.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,5 +41,18 @@ KvStats kv_stats(const Session& session);
 std::vector<int32_t> kv_positions(const Session& session, int64_t layer, int64_t kv_head);
 enum class KvPart { kKeys, kValues };
 std::vector<float> kv_rows(const Session& session, int64_t layer, int64_t kv_head, KvPart part);
+
+// Every (layer, KV head)'s original positions in the cache at one moment, and how many
+// positions had been fed by then (each head held all of them before any eviction).
+struct KeptSet {
+  int64_t n_layer = 0;
+  int64_t n_head_kv = 0;
+  int64_t tokens = 0;                           // Session::n_past() when taken
+  std::vector<std::vector<int32_t>> positions;  // [layer * n_head_kv + kv_head], ascending
+  const std::vector<int32_t>& head(int64_t layer, int64_t kv_head) const {
+    return positions[static_cast<size_t>(layer * n_head_kv + kv_head)];
+  }
+};
+KeptSet kept_set(const Session& session);
 
 }  // namespace deferkv

@@ -4,7 +4,8 @@
 // (quirks included; see docs/evaluation.md and src/eval/metrics/).
 //
 // Text is UTF-8; invalid UTF-8 is an error. A sample score is in [0, 1] (NIAH: [0, 10]);
-// dataset and task scores are on the 0..100 scale, rounded as the official scripts do.
+// dataset, task and NIAH cell scores are on the 0..100 scale, rounded as the official
+// scripts do, and so is every score deferkv shows.
 #include <span>
 #include <string>
 #include <string_view>
@@ -61,8 +62,12 @@ double ruler_sample_score(std::string_view task, std::string_view prediction,
 // round(sum / n * 100, 2).
 double ruler_task_score(std::span<const double> sample_scores);
 
-// Needle-in-a-Haystack cell score: ROUGE-1 F between the needle and the response, × 10.
+// Needle-in-a-Haystack sample score: ROUGE-1 F between the needle and the response, × 10
+// (0-10, as eval's samples.jsonl records it).
 double niah_score(std::string_view response, std::string_view needle);
+// A NIAH sample score on the 0-100 scale of every report, table, plot and progress line
+// (as RULER's and LongBench's 0-1 sample scores are shown × 100).
+inline double niah_percent(double sample_score) { return 10 * sample_score; }
 
 // The unweighted mean of dataset or task scores, rounded to 2 decimals.
 double benchmark_average(std::span<const double> scores);

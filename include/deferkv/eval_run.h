@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "deferkv/eval_tasks.h"
+#include "deferkv/press.h"
 #include "deferkv/sampler.h"
 
 namespace deferkv::eval {
@@ -61,6 +62,8 @@ struct EvalOutcome {
   int64_t samples_run = 0;  // this run's (rows already in the folder are reused)
   double seconds = 0;
   bool interrupted = false;  // stop_requested said so; the reports hold what was done
+  // Rows (of this shard) whose run failed: recorded in failures*.jsonl, retried by a rerun.
+  int64_t failed_rows = 0;
   // The score and cost tables as Markdown; empty for a shard of several (eval merge writes
   // the reports once every shard is done).
   std::string tables;
@@ -72,6 +75,11 @@ struct EvalOutcome {
 // naming the field at fault.
 EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress,
                      const std::function<bool()>& stop_requested = {});
+
+// Budgets with their labels as reports show them: entries per head ("64"), then ratios
+// ("r0.5"); a budget below one entry is an error.
+std::vector<std::pair<KvBudget, std::string>> labelled_budgets(const std::vector<int64_t>& entries,
+                                                               const std::vector<double>& ratios);
 
 // What summary.json records of the run (write_reports' `run`): the commit deferkv was built
 // from, the fields of `more`, and the process's peak resident memory.

@@ -33,9 +33,17 @@ struct SweepMethod {
   std::string label() const;
   // The press's full parameter string (every default spelled out) @ the budget: a row's
   // method in its identity, so "deferkv" and "deferkv:d=1" share rows when they are the same
-  // press, and a changed default never reuses rows computed under the old one.
+  // press, and a changed default never reuses rows computed under the old one. A press that
+  // cannot be built with this budget has its label (its rows fail, see run_sweep).
   std::string identity() const;
+  // Why the press cannot be built with this budget (make_press's error); unset when it can.
+  std::optional<std::string> build_error() const;
 };
+
+// Fails, with make_press's error, when a press of `methods` cannot be built with any of its
+// budgets: a mistake to fix before anything runs. A press that only some budgets cannot
+// build gives failed rows (run_sweep).
+void check_presses_can_run(const std::vector<SweepMethod>& methods);
 
 struct SweepPlan {
   Benchmark benchmark = Benchmark::kRuler;
@@ -58,8 +66,9 @@ struct Shard {
   // "2/4"; anything else is an error naming the text.
   static Shard parse(const std::string& text);
   bool whole() const { return count == 1; }
-  // The shard's samples file: samples.jsonl, or samples.shard-2-of-4.jsonl.
-  std::string log_name() const;
+  // The shard's samples file: samples.jsonl, or samples.shard-2-of-4.jsonl; with stem
+  // "failures", its failed rows' file.
+  std::string log_name(const std::string& stem = "samples") const;
 };
 
 // What running one sample on the model gave.
@@ -94,7 +103,11 @@ std::string prepare_results_dir(const std::string& parent, const std::string& na
 // Runs every row of the plan (of `shard`'s slice) not yet in any samples file of `dir`,
 // appending it to the shard's own file as soon as it is scored (under an exclusive lock:
 // another process appending to that file is an error naming it), and shows progress with
-// an ETA on `progress`. Returns how many samples it ran.
+// an ETA on `progress`. A row whose run throws deferkv::Error (a budget below the press's
+// window, a press that needs a draft model, ...) is a failed row: its fields and the error go
+// to the shard's failures file (failures.jsonl, failures.shard-i-of-N.jsonl), the error is
+// shown once per method and message, and the sweep goes on. A later run retries failed rows
+// (they are not in a samples file). Returns how many samples it ran (failed ones included).
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
                   const std::string& dir, std::FILE* progress, Shard shard = {});
 // The same for a LongBench plan, every row of `set` (which applies the plan's sample limit).
@@ -113,7 +126,13 @@ SweepPlan merge_results(const std::vector<std::string>& dirs, const std::string&
 // also as PNG when a converter is installed (see plots/png_export.h). From the plan's
 // rows in `dir` (from all its samples files). summary.json records config.json and `run`
 // (commit, threads, …).
+// Rows that failed (run_sweep) and have not been done since are marked "failed" in the
+// tables, with their count and error in every report.
 // Returns the score and cost tables as Markdown, for printing.
 std::string write_reports(const SweepPlan& plan, const std::string& dir, const nlohmann::ordered_json& run);
+
+// The plan's rows in `dir` that failed and have not been done since: in the folder's failures
+// files, or in `shard`'s own when it is one of several.
+int64_t failed_rows(const SweepPlan& plan, const std::string& dir, Shard shard = {});
 
 }  // namespace deferkv::eval

@@ -36,7 +36,7 @@ Benchmark benchmark_from_name(std::string_view name);
 struct GroupScore {
   std::string name;  // LongBench dataset, RULER task, or NIAH cell ("length=L,depth=D" or "all")
   size_t samples;
-  double score;  // 0..100 (NIAH 0..10), rounded to 2 decimals
+  double score;  // 0..100, rounded to 2 decimals
 };
 
 // One method's scores (one row of the papers' tables).

@@ -38,6 +38,9 @@ class KvStats:
 
     press: str  #: the press as built, every default filled in ("full": none)
     entries: List[List[int]]  #: entries each (layer, KV head) holds, after eviction
+    #: the original positions each (layer, KV head) holds, ascending (prompt positions are
+    #: below the prompt's length; generated tokens follow)
+    positions: List[List[List[int]]]
     bytes: int  #: bytes held now (keys, values, positions)
     peak_bytes: int  #: the most bytes held at once
     bytes_per_entry: int

@@ -44,9 +44,11 @@ def _length(value: Union[int, str]) -> int:
 
 
 def _number(text: str) -> Any:
-    """A results.csv field as Python data: int, float, or None when empty."""
+    """A results.csv field as Python data: int, float, bool, or None when empty."""
     if text == "":
         return None
+    if text in ("true", "false"):
+        return text == "true"
     try:
         return int(text)
     except ValueError:
@@ -61,7 +63,7 @@ def _read_results(folder: str) -> List[Dict[str, Any]]:
     if not os.path.exists(path):  # a shard: its rows wait for `eval merge`
         return []
     with open(path, newline="", encoding="utf-8") as f:
-        return [{k: (v if k in ("label", "method", "task") else _number(v)) for k, v in row.items()}
+        return [{k: (v if k in ("label", "method", "task", "error") else _number(v)) for k, v in row.items()}
                 for row in csv.DictReader(f)]
 
 
@@ -126,8 +128,10 @@ def run(
 
     Returns:
         {"dir": the results folder, "samples_run": samples run by this call, "seconds",
+        "failed_rows": rows whose run failed (in failures.jsonl and the reports; a rerun
+        retries them),
         "results": results.csv's rows as dicts (label, method, kv_budget, kv_ratio, task,
-        length, score, samples, prompt_tokens, prefill_seconds, decode_tokens_per_second,
+        length, score, samples, failed, error, prompt_tokens, prefill_seconds, decode_tokens_per_second,
         capture_seconds, eviction_seconds, kv_bytes_after_eviction, peak_kv_bytes),
         "summary": summary.json, "tables": the score and cost tables as Markdown}; a shard's
         "results", "summary" and "tables" are empty until `eval merge`.

@@ -29,6 +29,7 @@ py::dict run(const eval::EvalRequest& request, bool progress) {
   py::dict d;
   d["dir"] = outcome.dir;
   d["samples_run"] = outcome.samples_run;
+  d["failed_rows"] = outcome.failed_rows;
   d["seconds"] = outcome.seconds;
   d["tables"] = outcome.tables;
   return d;

@@ -12,16 +12,22 @@ namespace deferkv::python {
 
 py::dict kv_dict(const Session& session) {
   const KvStats stats = kv_stats(session);
-  py::list entries;  // [layer][kv head]
+  const KeptSet kept = kept_set(session);
+  py::list entries, positions;  // [layer][kv head]
   for (int64_t l = 0; l < stats.n_layer; ++l) {
-    py::list heads;
-    for (int64_t h = 0; h < stats.n_head_kv; ++h) heads.append(stats.entries[static_cast<size_t>(l * stats.n_head_kv + h)]);
+    py::list heads, head_positions;
+    for (int64_t h = 0; h < stats.n_head_kv; ++h) {
+      heads.append(stats.entries[static_cast<size_t>(l * stats.n_head_kv + h)]);
+      head_positions.append(py::cast(kept.head(l, h)));
+    }
     entries.append(heads);
+    positions.append(head_positions);
   }
   const SessionTimings& t = session.timings();
   py::dict d;
   d["press"] = session.press() != nullptr ? session.press()->describe() : std::string("full");
   d["entries"] = entries;
+  d["positions"] = positions;
   d["bytes"] = stats.bytes;
   d["peak_bytes"] = stats.peak_bytes;
   d["bytes_per_entry"] = stats.bytes_per_entry;

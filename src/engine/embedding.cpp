@@ -65,4 +65,13 @@ std::vector<float> kv_rows(const Session& session, int64_t layer, int64_t kv_hea
   return out;
 }
 
+KeptSet kept_set(const Session& session) {
+  const KvCache& kv = session.kv_cache();
+  KeptSet kept{kv.n_layer(), kv.n_head_kv(), session.n_past(), {}};
+  for (int64_t l = 0; l < kv.n_layer(); ++l) {
+    for (int64_t h = 0; h < kv.n_head_kv(); ++h) kept.positions.push_back(kv_positions(session, l, h));
+  }
+  return kept;
+}
+
 }  // namespace deferkv

@@ -164,7 +164,7 @@ double group_score(Benchmark benchmark, const std::vector<double>& samples) {
     case Benchmark::kNiah: break;
   }
   double total = 0.0;
-  for (double s : samples) total += s;
+  for (double s : samples) total += niah_percent(s);
   return python_round(total / static_cast<double>(samples.size()), 2);
 }
 

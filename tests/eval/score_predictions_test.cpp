@@ -79,12 +79,12 @@ TEST(ScorePredictions, NiahCellsByLengthThenDepth) {
   EXPECT_EQ(s.benchmark, Benchmark::kNiah);
   ASSERT_EQ(s.rows.at(0).groups.size(), 3u);
   EXPECT_EQ(s.rows.at(0).groups[0].name, "length=1000,depth=0");
-  EXPECT_EQ(s.rows.at(0).groups[0].score, 6.67);  // P = 1, R = 2/4
+  EXPECT_EQ(s.rows.at(0).groups[0].score, 66.67);  // P = 1, R = 2/4: F = 2/3, on 0-100
   EXPECT_EQ(s.rows.at(0).groups[1].name, "length=1000,depth=50");
   EXPECT_EQ(s.rows.at(0).groups[1].score, 0.0);
   EXPECT_EQ(s.rows.at(0).groups[2].name, "length=2000,depth=50");
-  EXPECT_EQ(s.rows.at(0).groups[2].score, 10.0);
-  EXPECT_EQ(s.rows.at(0).average, 5.56);
+  EXPECT_EQ(s.rows.at(0).groups[2].score, 100.0);
+  EXPECT_EQ(s.rows.at(0).average, 55.56);
 
   const PredictionScores all = score_predictions(R"({"pred": "Dolores Park", )" + needle + "}", "p", std::nullopt);
   ASSERT_EQ(all.rows.at(0).groups.size(), 1u);

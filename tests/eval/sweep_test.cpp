@@ -117,7 +117,7 @@ TEST(Sweep, ReportsPutMethodsInRowsAndTasksInColumns) {
   const std::string csv = read(out + "/results.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "label,method,kv_budget,kv_ratio,question_agnostic,task,length,score,samples,prompt_tokens,prefill_seconds,"
-            "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes");
+            "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,failed,error");
   EXPECT_NE(csv.find("\nsnapkv@64,snapkv,64,,false,fwe,1024,33.33,2,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\nfull,full,,,false,niah_single_1,1024,100.00,2,"), std::string::npos) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);  // the header + 2 methods x 2 tasks
@@ -363,18 +363,28 @@ TEST(Sweep, NiahGridAndHeatMap) {
     return run;
   };
   const std::string out = prepare_results_dir(dir.path().string(), "", "niah-test", ordered_json{{"x", 1}});
-  EXPECT_EQ(run_sweep(plan, llama_generator(), late, out, nullptr), 4);
+  std::FILE* progress = std::tmpfile();
+  EXPECT_EQ(run_sweep(plan, llama_generator(), late, out, progress), 4);
+  std::rewind(progress);
+  std::string lines(4096, '\0');
+  lines.resize(std::fread(lines.data(), 1, lines.size(), progress));
+  std::fclose(progress);
+  // Everything on 0-100, as RULER and LongBench: the progress lines, tables and grids (mutant
+  // tried: the progress line showing the 0-10 sample score).
+  EXPECT_NE(lines.find("full niah 900 depth 100% score 100.0 |"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("full niah 900 depth 0% score 0.0 |"), std::string::npos) << lines;
   write_reports(plan, out, {});
   const auto summary = nlohmann::json::parse(read(out + "/summary.json"));
-  EXPECT_EQ(summary["niah_grids"][0]["scores"].dump(), "[[0.0,0.0],[10.0,10.0]]");
-  EXPECT_EQ(summary["tables"][0]["rows"][0]["scores"]["600"], 5.0);
-  EXPECT_EQ(summary["tables"][0]["rows"][0]["average"], 5.0);
+  EXPECT_EQ(summary["niah_grids"][0]["scores"].dump(), "[[0.0,0.0],[100.0,100.0]]");
+  EXPECT_EQ(summary["tables"][0]["rows"][0]["scores"]["600"], 50.0);
+  EXPECT_EQ(summary["tables"][0]["rows"][0]["average"], 50.0);
   const std::string svg = read(out + "/niah-full.svg");
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_EQ(eval_test::count_of(svg, "fill=\"#F0496E\" stroke=\"white\""), 2u);  // the two 0 cells
-  EXPECT_EQ(eval_test::count_of(svg, "fill=\"#0CD79F\" stroke=\"white\""), 2u);  // the two 10 cells
-  EXPECT_NE(svg.find("full — average score 5.00"), std::string::npos);
-  EXPECT_EQ(niah_score_colour(5), "#EBB839");
+  EXPECT_EQ(eval_test::count_of(svg, "fill=\"#0CD79F\" stroke=\"white\""), 2u);  // the two 100 cells
+  EXPECT_NE(svg.find("full — average score 50.00"), std::string::npos);
+  EXPECT_EQ(niah_score_colour(50), "#EBB839");
+  EXPECT_NE(read(out + "/summary.md").find("x 100 (0-100)"), std::string::npos);
 }
 
 TEST(Sweep, LongBenchRowsAreScoredWithEachDatasetsMetricAndResumed) {

@@ -43,3 +43,15 @@ def test_a_press_evicting_after_the_prefill_answers_one_question(model):
         assert False, "a second answer"
     except deferkv.Error as e:
         assert "answered its question" in str(e)
+
+
+def test_kv_positions_are_the_kept_context_positions(model):
+    ctx = model.compress(CONTEXT, press="snapkv:window=4", kv_budget=16)
+    n = ctx.context_tokens
+    for layer_entries, layer_positions in zip(ctx.kv.entries, ctx.kv.positions):
+        for entries, positions in zip(layer_entries, layer_positions):
+            assert len(positions) == entries == 16
+            assert positions == sorted(set(positions)) and 0 <= positions[0] and positions[-1] < n
+            assert positions[-4:] == list(range(n - 4, n))  # SnapKV keeps its observation window
+    full = model.compress(CONTEXT)
+    assert full.kv.positions[0][0] == list(range(full.context_tokens))

@@ -5,7 +5,6 @@
 // LongBench, resumable, with reports and plots. The flags fill an eval::EvalRequest; the
 // library runs it (deferkv/eval_run.h, as deferkv.eval.run does from Python).
 #include <atomic>
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 
@@ -40,12 +39,7 @@ eval::EvalRequest request_of(const EvalArgs& args) {
   if (!args.lengths.empty()) r.lengths = parse_lengths(args.lengths);
   if (!args.depths.empty()) r.depths = parse_numbers(args.depths, "--depths");
   r.presses = split_press_specs(args.presses);
-  if (!args.budgets.empty()) {
-    for (double b : parse_numbers(args.budgets, "--kv-budget")) {
-      if (b < 1 || b != std::floor(b)) fail("--kv-budget: {} is not a positive whole number of entries", b);
-      r.budgets.push_back(static_cast<int64_t>(b));
-    }
-  }
+  r.budgets = parse_budget_entries(args.budgets);
   if (!args.ratios.empty()) r.ratios = parse_numbers(args.ratios, "--kv-ratio");
   r.cache_type_k = args.cache_types.keys;
   r.cache_type_v = args.cache_types.values;
@@ -103,6 +97,13 @@ void run_eval_command(const EvalArgs& args) {
                outcome.dir);
   }
   if (outcome.interrupted) throw ExitCode{130};
+  // Exit status 1 once everything is written when some rows failed (a script must not take a
+  // partial sweep for a whole one); rerunning the command retries them.
+  if (outcome.failed_rows > 0) {
+    fmt::print(stderr, "error: {} row(s) failed (their errors are in {}/failures*.jsonl); the other rows are done; "
+               "running the command again retries the failed ones\n", outcome.failed_rows, outcome.dir);
+    throw ExitCode{1};
+  }
 }
 
 }  // namespace

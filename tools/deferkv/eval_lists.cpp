@@ -1,8 +1,12 @@
 #include "eval_lists.h"
 
 #include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
 
 #include "deferkv/error.h"
+#include "deferkv/eval_run.h"
 #include "eval/metrics/python_text.h"
 
 namespace deferkv::cli {
@@ -71,6 +75,21 @@ std::vector<std::string> split_press_specs(const std::string& text) {
     }
   }
   return specs;
+}
+
+std::vector<int64_t> parse_budget_entries(const std::string& text) {
+  std::vector<int64_t> entries;
+  if (text.empty()) return entries;
+  for (double b : parse_numbers(text, "--kv-budget")) {
+    if (b < 1 || b != std::floor(b)) fail("--kv-budget: {} is not a positive whole number of entries", b);
+    entries.push_back(static_cast<int64_t>(b));
+  }
+  return entries;
+}
+
+std::vector<std::pair<KvBudget, std::string>> parse_budgets(const std::string& budgets, const std::string& ratios) {
+  return eval::labelled_budgets(parse_budget_entries(budgets),
+                                ratios.empty() ? std::vector<double>{} : parse_numbers(ratios, "--kv-ratio"));
 }
 
 }  // namespace deferkv::cli

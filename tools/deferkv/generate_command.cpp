@@ -13,6 +13,7 @@
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/prompt_builder.h"
+#include "engine/kept_set_recorder.h"
 #include "kv/kv_cache.h"
 #include "run_stats.h"
 
@@ -43,6 +44,7 @@ struct GenerateArgs {
   CacheTypeOptions cache_types;
   std::string draft_model;
   std::string stats_json;
+  std::string dump_kept;
 };
 
 // The prompt's ids: the context's, then the question's (empty without --question).
@@ -134,9 +136,12 @@ void run_generate(const GenerateArgs& args) {
       write_logits(args.dump_logits, s.last_logits(), model->config().n_vocab);
     };
   }
+  KeptSetRecorder kept;
+  kept.attach(gen);
   // The output continues the prompt: its first piece keeps its leading space.
   StreamingDecoder decoder(tokenizer, DecodeStart::kContinuation);
   GenerateResult result = generate(session, prompt.context, prompt.question, gen, sampler, [&](int32_t token) {
+    kept.update(session);
     // Control tokens (<s>, <|im_start|>) print only with --special, as in llama.cpp.
     if (!args.special && tokenizer.token_kind(token) == TokenKind::kControl) return true;
     const std::string piece = decoder.push(token);
@@ -144,6 +149,7 @@ void run_generate(const GenerateArgs& args) {
     std::fflush(stdout);
     return true;
   });
+  kept.update(session);
   const std::string rest = decoder.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
   std::fputc('\n', stdout);
@@ -164,9 +170,16 @@ void run_generate(const GenerateArgs& args) {
              args.cache_types.describe(),
              kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
+  if (session.press() != nullptr) fmt::print(stderr, "{}\n", kept_summary_line(kept.kept()));
+  if (!args.dump_kept.empty()) write_kept_dump(args.dump_kept, kept);
   if (!args.stats_json.empty()) {
-    write_json_file(args.stats_json,
-                    session_stats(session, prompt_size, static_cast<int64_t>(result.tokens.size())));
+    nlohmann::json stats = session_stats(session, prompt_size, static_cast<int64_t>(result.tokens.size()));
+    const KvBudget budget = budget_from(args.press);
+    // The budget as given and the entries per head it resolves to for this prompt.
+    stats["budget"] = !budget.is_set() ? nlohmann::json(nullptr)
+                                       : nlohmann::json{{"given", budget.describe()}, {"per_head", budget.resolve(prompt_size)}};
+    stats["kept"] = kept_stats_json(kept);
+    write_json_file(args.stats_json, stats);
   }
 }
 
@@ -203,7 +216,10 @@ void add_generate_command(CLI::App& app) {
   add_cache_type_options(*cmd, args->cache_types);
   add_draft_model_option(*cmd, args->draft_model);
   cmd->add_option("--stats-json", args->stats_json,
-                  "Write KV entries and bytes per layer after eviction, peak KV bytes and timings to this JSON file");
+                  "Write KV entries and bytes per layer after eviction, peak KV bytes, kept/total per layer and KV "
+                  "head, the resolved budget and timings to this JSON file");
+  cmd->add_option("--dump-kept", args->dump_kept,
+                  "Write the original positions each layer and KV head kept after eviction to this file (JSON lines)");
   cmd->callback([args] {
     if (!args->chat && (!args->chat_template.empty() || !args->system.empty())) {
       fail("--chat-template and --system need --chat");

@@ -1,9 +1,9 @@
 // `deferkv bench-press`: what compression costs and buys, measured in one run. For each
-// prompt length and press: prefill time, the press's capture and eviction time (and
+// prompt length, press and budget (--kv-budget 32,64,128: a row each): prefill time, the press's capture and eviction time (and
 // their share of the full-cache prefill; eviction includes a lookahead's forward passes,
 // also shown apart), decode speed once the eviction is done (the
 // steps after it; DeferKV's first d steps run on the full cache), end-to-end latency
-// relative to SnapKV, and KV bytes after eviction and at peak. Decode speed is also
+// relative to SnapKV at the same budget (the full cache's: to the first SnapKV row), and KV bytes after eviction and at peak. Decode speed is also
 // compared with full-cache decode at a short context (--short-context). Repetitions
 // take the presses in turn (A B C, A B C, ...), so slow drifts of the machine hit all
 // alike, and the median of each quantity is reported. With --decode-windows N, a second
@@ -11,14 +11,17 @@
 // whether it stays flat over a long generation (Moment-KV) or falls as the cache grows.
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
+#include "eval_lists.h"
 #include "kv/kv_cache.h"
 
 namespace deferkv::cli {
@@ -28,9 +31,8 @@ struct PressBenchArgs {
   std::string model;
   std::vector<int64_t> prompt_sizes = {4096};
   std::vector<std::string> presses = {"full", "snapkv", "deferkv"};
-  int64_t budget = 256;
-  double ratio = -1;  // --kv-ratio instead of --kv-budget when given
-  KvBudget kv_budget() const { return ratio >= 0 ? KvBudget::ratio(ratio) : KvBudget::per_head(budget); }
+  std::string budgets = "256";
+  std::string ratios;  // --kv-ratio instead of --kv-budget when given
   int64_t n_gen = 32;
   int64_t short_context = 512;
   int repetitions = 2;
@@ -80,8 +82,29 @@ Measurement median_of(const std::vector<Measurement>& runs) {
   return m;
 }
 
+// One row of the table: a press, and its budget ("full" has none).
+struct Config {
+  std::string press;
+  std::optional<KvBudget> budget;
+  std::string budget_label;  // "64", "r0.5"; "-" for full
+};
+
+// Every press with every budget, "full" once.
+std::vector<Config> configs_of(const PressBenchArgs& args) {
+  const auto budgets = parse_budgets(args.ratios.empty() ? args.budgets : "", args.ratios);
+  std::vector<Config> configs;
+  for (const std::string& press : args.presses) {
+    if (press == "full") {
+      configs.push_back({press, std::nullopt, "-"});
+      continue;
+    }
+    for (const auto& [budget, label] : budgets) configs.push_back({press, budget, label});
+  }
+  return configs;
+}
+
 Measurement measure(const std::shared_ptr<const Model>& model, const std::shared_ptr<const Model>& draft,
-                    const std::string& press, int64_t prompt_tokens, const PressBenchArgs& args,
+                    const Config& config, int64_t prompt_tokens, const PressBenchArgs& args,
                     const std::shared_ptr<ThreadPool>& pool) {
   std::mt19937 rng(42);
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model->config().n_vocab - 1));
@@ -93,7 +116,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   args.cache_types.apply(options);
   Session session(model, pool, options);
   if (draft) session.set_draft_model(draft);
-  if (press != "full") session.set_press(make_press(press, args.kv_budget()));
+  if (config.budget) session.set_press(make_press(config.press, *config.budget));
   session.prefill(prompt);
   std::vector<double> step_seconds;
   for (int32_t token : gen) {
@@ -153,32 +176,50 @@ void run_press_bench(const PressBenchArgs& args) {
   const std::shared_ptr<const Model> draft = args.draft_model.empty() ? nullptr : Model::load(args.draft_model);
   auto pool = make_thread_pool(args.threads);
   std::vector<Measurement> short_runs;
-  for (int rep = 0; rep < args.repetitions; ++rep) short_runs.push_back(measure(model, nullptr, "full", args.short_context, args, pool));
+  const std::vector<Config> configs = configs_of(args);
+  const Config full_cache{"full", std::nullopt, "-"};
+  for (int rep = 0; rep < args.repetitions; ++rep) {
+    short_runs.push_back(measure(model, nullptr, full_cache, args.short_context, args, pool));
+  }
   const double short_decode = median_of(short_runs).steady_decode_rate;
+  std::vector<std::string> budget_texts;
+  for (const auto& [budget, label] : parse_budgets(args.ratios.empty() ? args.budgets : "", args.ratios)) {
+    budget_texts.push_back(budget.describe());
+  }
   fmt::print("model {}, {} threads, KV cache {}, budget {}, {} decode tokens, medians of {} repetitions\n\n", args.model,
-             args.threads, args.cache_types.describe(), args.kv_budget().describe(), args.n_gen, args.repetitions);
-  fmt::print("| prompt | press | prefill s | capture ms | eviction ms | of which lookahead ms | "
+             args.threads, args.cache_types.describe(), fmt::join(budget_texts, "; "), args.n_gen, args.repetitions);
+  fmt::print("| prompt | press | budget | prefill s | capture ms | eviction ms | of which lookahead ms | "
              "(capture+eviction) / full prefill | "
              "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
              args.short_context);
-  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (int64_t n : args.prompt_sizes) {
-    std::vector<std::vector<Measurement>> runs(args.presses.size());
+    std::vector<std::vector<Measurement>> runs(configs.size());
     for (int rep = 0; rep < args.repetitions; ++rep) {
-      for (size_t p = 0; p < args.presses.size(); ++p) runs[p].push_back(measure(model, draft, args.presses[p], n, args, pool));
+      for (size_t c = 0; c < configs.size(); ++c) runs[c].push_back(measure(model, draft, configs[c], n, args, pool));
     }
-    std::vector<std::pair<std::string, Measurement>> rows;
-    for (size_t p = 0; p < args.presses.size(); ++p) rows.emplace_back(args.presses[p], median_of(runs[p]));
+    std::vector<std::pair<std::string, Measurement>> rows;  // "press" or "press@budget" for the window table
+    for (size_t c = 0; c < configs.size(); ++c) {
+      const bool one_budget = configs.size() == args.presses.size() || !configs[c].budget;
+      rows.emplace_back(one_budget ? configs[c].press : configs[c].press + "@" + configs[c].budget_label,
+                        median_of(runs[c]));
+    }
     const Measurement* full = nullptr;
-    const Measurement* snap = nullptr;
-    for (const auto& [press, m] : rows) {
-      if (press == "full") full = &m;
-      if (press.rfind("snapkv", 0) == 0 && snap == nullptr) snap = &m;
+    for (size_t c = 0; c < configs.size(); ++c) {
+      if (configs[c].press == "full") full = &rows[c].second;
     }
-    for (const auto& [press, m] : rows) {
+    for (size_t c = 0; c < configs.size(); ++c) {
+      const Measurement& m = rows[c].second;
+      // The end-to-end reference: the first SnapKV press at the same budget.
+      const Measurement* snap = nullptr;
+      for (size_t o = 0; o < configs.size() && snap == nullptr; ++o) {
+        const bool same_budget = !configs[c].budget || configs[o].budget_label == configs[c].budget_label;
+        if (configs[o].press.rfind("snapkv", 0) == 0 && same_budget) snap = &rows[o].second;
+      }
       const double decode_rate = m.steady_decode_rate;
-      fmt::print("| {} | {} | {:.3f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n",
-                 n, press, m.prefill, m.capture * 1e3, m.eviction * 1e3, m.lookahead * 1e3,
+      fmt::print("| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n",
+                 n, configs[c].press, configs[c].budget_label, m.prefill, m.capture * 1e3, m.eviction * 1e3,
+                 m.lookahead * 1e3,
                  full != nullptr ? fmt::format("{:.2f}%", 100.0 * (m.capture + m.eviction) / full->prefill) : "-",
                  decode_rate, decode_rate / short_decode, m.end_to_end(),
                  snap != nullptr ? fmt::format("{:.3f}", m.end_to_end() / snap->end_to_end()) : "-",
@@ -198,10 +239,12 @@ void add_press_bench_command(CLI::App& app) {
   cmd->add_option("-p,--n-prompt", args->prompt_sizes, "Prompt lengths")->delimiter(',')->capture_default_str();
   cmd->add_option("--press", args->presses, "Presses to compare (full = no compression)")
       ->delimiter(';')->capture_default_str();
-  auto* budget = cmd->add_option("--kv-budget", args->budget, "Prompt KV entries kept per KV head per layer")
+  auto* budget = cmd->add_option("--kv-budget", args->budgets,
+                                 "Prompt KV entries kept per KV head per layer; several, comma-separated, give a row each "
+                                 "(32,64,128)")
                      ->capture_default_str();
-  auto* ratio = cmd->add_option("--kv-ratio", args->ratio, "Or the share of the prompt evicted (kvpress's ratio)")
-                    ->check(CLI::Range(0.0, 1.0));
+  auto* ratio = cmd->add_option("--kv-ratio", args->ratios,
+                                "Or the shares of the prompt evicted (kvpress's ratio), comma-separated (0.5,0.75)");
   budget->excludes(ratio);
   cmd->add_option("-n,--n-gen", args->n_gen, "Decode steps after the prompt")->capture_default_str();
   cmd->add_option("--short-context", args->short_context, "Context of the full-cache decode baseline")

@@ -21,7 +21,7 @@ constexpr double kCell = 28, kLeft = 70, kTop = 50, kBarWidth = 14, kBarGap = 24
 }  // namespace
 
 std::string niah_score_colour(double score) {
-  const double t = std::clamp(score / 10, 0.0, 1.0) * 2;  // 0..2 across the two segments
+  const double t = std::clamp(score / 100, 0.0, 1.0) * 2;  // 0..2 across the two segments
   const size_t i = std::min<size_t>(static_cast<size_t>(t), 1);
   const double f = t - static_cast<double>(i);
   const auto mix = [&](double a, double b) { return static_cast<int>(std::lround(a + (b - a) * f)); };
@@ -53,13 +53,13 @@ std::string niah_heatmap_svg(const NiahGrid& grid) {
   }
   svg.text(kLeft + cols * kCell / 2, height - 6, "Context length (tokens)", 12);
   svg.text(16, kTop + rows * kCell / 2, "Depth (%)", 12, "middle", -90);
-  // The colour bar, 10 at the top.
+  // The colour bar, 100 at the top.
   const double bx = kLeft + cols * kCell + kBarGap, bar = rows * kCell;
   constexpr int kSteps = 50;
   for (int i = 0; i < kSteps; ++i) {
-    svg.rect(bx, kTop + bar * i / kSteps, kBarWidth, bar / kSteps + 0.5, niah_score_colour(10.0 * (kSteps - i - 0.5) / kSteps));
+    svg.rect(bx, kTop + bar * i / kSteps, kBarWidth, bar / kSteps + 0.5, niah_score_colour(100.0 * (kSteps - i - 0.5) / kSteps));
   }
-  for (int v = 0; v <= 10; v += 5) svg.text(bx + kBarWidth + 4, kTop + bar * (10 - v) / 10 + 4, std::to_string(v), 10, "start");
+  for (int v = 0; v <= 100; v += 50) svg.text(bx + kBarWidth + 4, kTop + bar * (100 - v) / 100 + 4, std::to_string(v), 10, "start");
   return svg.str();
 }
 

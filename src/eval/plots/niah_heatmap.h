@@ -1,6 +1,6 @@
 #pragma once
 // The Needle-in-a-Haystack heat map of the KV-compression papers: context length across,
-// needle depth down (0 % at the top), each cell coloured by its score on the 0-10 scale
+// needle depth down (0 % at the top), each cell coloured by its score on the 0-100 scale
 // with their red-yellow-green map (#F0496E, #EBB839, #0CD79F); empty cells are grey.
 #include <string>
 
@@ -10,7 +10,7 @@ namespace deferkv::eval {
 
 std::string niah_heatmap_svg(const NiahGrid& grid);
 
-// The colour of a 0-10 score, as "#rrggbb".
+// The colour of a 0-100 score, as "#rrggbb".
 std::string niah_score_colour(double score);
 
 }  // namespace deferkv::eval

@@ -1,6 +1,9 @@
 #pragma once
-// What the line and bar plots share: the series colours and a round axis maximum.
+// What the plots share: the series colours, a round axis maximum, and a row's label as a
+// file name.
+#include <cctype>
 #include <cmath>
+#include <string>
 #include <string_view>
 
 namespace deferkv::eval {
@@ -21,6 +24,13 @@ inline double round_axis_max(double value) {
     if (step * decade >= value) return step * decade;
   }
   return 10 * decade;
+}
+
+// "deferkv:d=1,eta=0.7@64" → "deferkv_d=1_eta=0.7@64": a label as a file name.
+inline std::string file_label(const std::string& label) {
+  std::string out;
+  for (char c : label) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '@' || c == '-' || c == '=' ? c : '_';
+  return out;
 }
 
 }  // namespace deferkv::eval

@@ -13,7 +13,9 @@
 #include "deferkv/eval_sweep.h"
 #include "deferkv/generate.h"
 #include "eval/plots/cost_bars.h"
+#include "eval/plots/kept_map.h"
 #include "eval/plots/niah_heatmap.h"
+#include "eval/plots/plot_style.h"
 #include "eval/plots/png_export.h"
 #include "eval/plots/score_budget_plot.h"
 #include "eval/reports/summary.h"
@@ -27,13 +29,6 @@ using nlohmann::ordered_json;
 std::string score_text(const std::optional<double>& score) { return score ? fmt::format("{:.2f}", *score) : "—"; }
 
 std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / 1048576.0); }
-
-// "deferkv:d=1,eta=0.7@64" → "deferkv_d=1_eta=0.7@64": a label as a file name.
-std::string file_label(const std::string& label) {
-  std::string out;
-  for (char c : label) out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '@' || c == '-' || c == '=' ? c : '_';
-  return out;
-}
 
 std::string decoding_text(const ordered_json& d) {
   if (!d.is_object() || d.value("temperature", 0.0) <= 0) return "greedy";
@@ -52,8 +47,15 @@ std::string tables_markdown(const Summary& summary) {
     md << '\n';
     for (const SummaryRow& row : table.rows) {
       md << "| " << row.label << " |";
-      for (const auto& s : row.scores) md << ' ' << score_text(s) << " |";
+      for (size_t i = 0; i < row.scores.size(); ++i) {
+        md << ' ' << (!row.scores[i] && row.failed[i] > 0 ? "failed" : score_text(row.scores[i])) << " |";
+      }
       md << ' ' << score_text(row.average) << " |\n";
+    }
+    for (const SummaryRow& row : table.rows) {
+      int64_t failed = 0;
+      for (int64_t n : row.failed) failed += n;
+      if (failed > 0) md << fmt::format("\n{}: {} failed row(s): {}\n", row.label, failed, row.error);
     }
     md << "\n| method | samples | prompt tokens | prefill s | decode tok/s | capture s | eviction s | "
           "KV after eviction MiB | peak KV MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
@@ -94,7 +96,7 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
   for (const auto& m : config.value("sweep", ordered_json::object()).value("methods", ordered_json::array())) {
     md << fmt::format("- `{}`: {}\n", m.value("label", ""), m.value("description", ""));
   }
-  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 10 (0-10); Avg. is the mean over all cells.\n"
+  md << (niah        ? "\nScores: ROUGE-1 F between needle and answer, x 100 (0-100); Avg. is the mean over all cells.\n"
          : longbench ? "\nScores: each dataset's official metric (eval.py), 0-100; Avg. is the unweighted mean over datasets.\n"
                      : "\nScores: RULER's string_match_all (string_match_part for qa), 0-100; Avg. is the mean over tasks.\n");
   md << tables_markdown(summary);
@@ -133,7 +135,7 @@ BudgetNumbers budget_numbers(const std::string& label) {
 std::string tidy_csv(const Summary& summary) {
   std::ostringstream out;
   out << "label,method,kv_budget,kv_ratio,question_agnostic,task,length,score,samples,prompt_tokens,prefill_seconds,"
-         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes\n";
+         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,failed,error\n";
   const bool niah = summary.benchmark == Benchmark::kNiah;
   for (const SummaryTable& table : summary.tables) {
     if (summary.benchmark == Benchmark::kRuler && !table.length) continue;  // averages of the others
@@ -148,10 +150,11 @@ std::string tidy_csv(const Summary& summary) {
             << (budget.ratio ? fmt::format("{}", *budget.ratio) : "") << ','
             << (summary.question_agnostic ? "true" : "false") << ',' << csv_field(task) << ',' << length << ','
             << (row.scores[i] ? fmt::format("{:.2f}", *row.scores[i]) : "") << ',' << row.counts[i]
-            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{}\n", c.prompt_tokens, c.prefill_seconds,
+            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{},{},", c.prompt_tokens, c.prefill_seconds,
                            c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
                            c.kv_bytes_after_eviction ? fmt::format("{:.0f}", *c.kv_bytes_after_eviction) : "",
-                           c.peak_kv_bytes);
+                           c.peak_kv_bytes, row.failed[i])
+            << (row.failed[i] > 0 ? csv_field(row.error) : "") << '\n';
       }
     }
   }
@@ -166,7 +169,11 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
     ordered_json rows = ordered_json::array();
     for (const SummaryRow& row : table.rows) {
       ordered_json scores = ordered_json::object();
-      for (size_t i = 0; i < table.columns.size(); ++i) scores[table.columns[i]] = optional_number(row.scores[i]);
+      ordered_json failed = ordered_json::object();
+      for (size_t i = 0; i < table.columns.size(); ++i) {
+        scores[table.columns[i]] = optional_number(row.scores[i]);
+        failed[table.columns[i]] = row.failed[i];
+      }
       const MethodCost& c = row.cost;
       const BudgetNumbers budget = budget_numbers(row.budget);
       rows.push_back({{"label", row.label},
@@ -175,6 +182,8 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
                       {"kv_ratio", budget.ratio ? ordered_json(*budget.ratio) : ordered_json(nullptr)},
                       {"scores", scores},
                       {"average", optional_number(row.average)},
+                      {"failed", failed},
+                      {"error", row.error.empty() ? ordered_json(nullptr) : ordered_json(row.error)},
                       {"cost",
                        {{"samples", c.samples},
                         {"prompt_tokens", c.prompt_tokens},
@@ -225,6 +234,15 @@ std::vector<nlohmann::json> folder_records(const std::string& dir) {
   return records;
 }
 
+// The failed rows of every failures file in `dir`, in file order (summarize keeps a key's last).
+std::vector<nlohmann::json> folder_failures(const std::string& dir) {
+  std::vector<nlohmann::json> failures;
+  for (const std::string& file : SampleLog::files_in(dir, "failures")) {
+    for (nlohmann::json& record : SampleLog::read(file)) failures.push_back(std::move(record));
+  }
+  return failures;
+}
+
 void write_file(const std::filesystem::path& path, const std::string& text) {
   const std::filesystem::path temporary = path.string() + ".tmp";
   {
@@ -250,6 +268,16 @@ void write_pngs(const std::vector<std::filesystem::path>& svgs) {
   }
 }
 
+// The kept-token maps deferkv eval drew (kept-<label>.svg, one sample per compressed row).
+std::string kept_maps_markdown(const SweepPlan& plan, const std::filesystem::path& folder) {
+  std::string md;
+  for (const SweepMethod& m : plan.methods) {
+    const std::string file = kept_map_file(m.label());
+    if (std::filesystem::exists(folder / file)) md += fmt::format("\n![kept positions of {}]({})\n", m.label(), file);
+  }
+  return md.empty() ? md : "\n## Kept positions (the first sample of each row)\n" + md;
+}
+
 }  // namespace
 
 std::string write_reports(const SweepPlan& plan, const std::string& dir, const ordered_json& run) {
@@ -257,9 +285,9 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   std::ifstream config_in(folder / "config.json", std::ios::binary);
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
-  Summary summary = summarize(plan, folder_records(dir));
+  Summary summary = summarize(plan, folder_records(dir), folder_failures(dir));
   summary.question_agnostic = config.value("question_agnostic", false);
-  write_file(folder / "summary.md", markdown(summary, config));
+  write_file(folder / "summary.md", markdown(summary, config) + kept_maps_markdown(plan, folder));
   write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
   std::vector<std::filesystem::path> plots;
@@ -270,8 +298,18 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   for (const NiahGrid& grid : summary.grids) plot("niah-" + file_label(grid.label) + ".svg", niah_heatmap_svg(grid));
   if (const auto svg = score_budget_svg(summary)) plot("score-vs-budget.svg", *svg);
   plot("cost-bars.svg", cost_bars_svg(summary));
+  for (const SweepMethod& m : plan.methods) {  // drawn by deferkv eval as it ran the rows
+    const std::filesystem::path kept = folder / kept_map_file(m.label());
+    if (std::filesystem::exists(kept)) plots.push_back(kept);
+  }
   write_pngs(plots);
   return tables_markdown(summary);
+}
+
+int64_t failed_rows(const SweepPlan& plan, const std::string& dir, Shard shard) {
+  const std::vector<nlohmann::json> failures =
+      shard.whole() ? folder_failures(dir) : SampleLog::read(dir + "/" + shard.log_name("failures"));
+  return summarize(plan, folder_records(dir), failures).failed;
 }
 
 }  // namespace deferkv::eval

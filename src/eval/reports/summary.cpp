@@ -2,20 +2,29 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "deferkv/eval_metrics.h"
+#include "eval/sweep/sample_log.h"
 
 namespace deferkv::eval {
 namespace {
 
-// A row's samples, by column, and what they cost.
+// A row's samples, by column, and what they cost; its failed rows by column.
 struct Tally {
   std::map<std::string, std::vector<double>> scores;
   std::vector<const nlohmann::json*> samples;
+  std::map<std::string, int64_t> failed;
+  std::string error;  // the first failed row's
 };
+
+void add_failures(Tally& t, const std::string& column, int64_t n, const std::string& error) {
+  t.failed[column] += n;
+  if (t.error.empty()) t.error = error;
+}
 
 MethodCost cost_of(const std::vector<const nlohmann::json*>& samples) {
   MethodCost c;
@@ -47,9 +56,11 @@ MethodCost cost_of(const std::vector<const nlohmann::json*>& samples) {
 
 SummaryRow row_of(const SweepMethod& m, const std::vector<std::string>& columns, const Tally& tally,
                   double (*column_score)(const std::vector<double>&)) {
-  SummaryRow row{m.label(), m.press, m.budget_label, {}, {}, std::nullopt, cost_of(tally.samples)};
+  SummaryRow row{m.label(), m.press, m.budget_label, {}, {}, {}, tally.error, std::nullopt, cost_of(tally.samples)};
   std::vector<double> present;
   for (const std::string& column : columns) {
+    const auto failed = tally.failed.find(column);
+    row.failed.push_back(failed == tally.failed.end() ? 0 : failed->second);
     const auto it = tally.scores.find(column);
     if (it == tally.scores.end()) {
       row.scores.emplace_back();
@@ -80,7 +91,8 @@ bool wanted_ruler(const SweepPlan& plan, const nlohmann::json& r) {
          r["index"].get<int64_t>() < plan.samples;
 }
 
-Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>& records) {
+Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>& records,
+                        const std::vector<const nlohmann::json*>& failures) {
   // (label, length) → tally by task; label → per-length averages come from those.
   std::map<std::pair<std::string, int64_t>, Tally> tallies;
   for (const nlohmann::json& r : records) {
@@ -90,6 +102,12 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
     t.samples.push_back(&r);
   }
   Summary summary{Benchmark::kRuler, {}, {}};
+  for (const nlohmann::json* f : failures) {
+    if (!f->contains("task") || !wanted_ruler(plan, *f)) continue;
+    Tally& t = tallies[{(*f)["method_params"].get<std::string>(), (*f)["length"].get<int64_t>()}];
+    add_failures(t, (*f)["task"].get<std::string>(), 1, (*f)["error"].get<std::string>());
+    ++summary.failed;
+  }
   std::vector<std::string> length_columns;
   std::map<std::string, Tally> by_length;  // label → the Avg. of each length
   for (int64_t length : plan.lengths) {
@@ -100,6 +118,7 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
       Tally& overall = by_length[m.label()];
       if (table.rows.back().average) overall.scores[std::to_string(length)].push_back(*table.rows.back().average);
       overall.samples.insert(overall.samples.end(), t.samples.begin(), t.samples.end());
+      for (const auto& [task, n] : t.failed) add_failures(overall, std::to_string(length), n, t.error);
     }
     summary.tables.push_back(std::move(table));
     length_columns.push_back(std::to_string(length));
@@ -111,24 +130,36 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
   return summary;
 }
 
-Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>& records) {
+bool wanted_niah(const SweepPlan& plan, const nlohmann::json& r) {
+  if (r.contains("task") || r.contains("dataset")) return false;
+  const int64_t length = r["length"].get<int64_t>();
+  const double depth = r["depth"].get<double>();
+  return std::find(plan.lengths.begin(), plan.lengths.end(), length) != plan.lengths.end() &&
+         std::find(plan.depths.begin(), plan.depths.end(), depth) != plan.depths.end();
+}
+
+Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>& records,
+                       const std::vector<const nlohmann::json*>& failures) {
   std::map<std::tuple<std::string, int64_t, double>, double> cells;
   std::map<std::string, Tally> tallies;
   for (const nlohmann::json& r : records) {
-    if (r.contains("task")) continue;
+    if (!wanted_niah(plan, r)) continue;
     const int64_t length = r["length"].get<int64_t>();
     const double depth = r["depth"].get<double>();
-    if (std::find(plan.lengths.begin(), plan.lengths.end(), length) == plan.lengths.end() ||
-        std::find(plan.depths.begin(), plan.depths.end(), depth) == plan.depths.end()) {
-      continue;
-    }
     const std::string method = r["method_params"].get<std::string>();
-    cells[{method, length, depth}] = r["score"].get<double>();
-    tallies[method].scores[std::to_string(length)].push_back(r["score"].get<double>());
+    const double score = niah_percent(r["score"].get<double>());
+    cells[{method, length, depth}] = score;
+    tallies[method].scores[std::to_string(length)].push_back(score);
     tallies[method].samples.push_back(&r);
   }
   Summary summary{Benchmark::kNiah, {}, {}};
-  SummaryTable table{"Needle-in-a-Haystack (ROUGE-1 F x 10, mean over depths)", std::nullopt, {}, {}};
+  for (const nlohmann::json* f : failures) {
+    if (!wanted_niah(plan, *f)) continue;
+    add_failures(tallies[(*f)["method_params"].get<std::string>()], std::to_string((*f)["length"].get<int64_t>()), 1,
+                 (*f)["error"].get<std::string>());
+    ++summary.failed;
+  }
+  SummaryTable table{"Needle-in-a-Haystack (ROUGE-1 F x 100, mean over depths)", std::nullopt, {}, {}};
   for (int64_t length : plan.lengths) table.columns.push_back(std::to_string(length));
   for (const SweepMethod& m : plan.methods) {
     SummaryRow row = row_of(m, table.columns, tallies[m.identity()], mean_2dp);
@@ -154,18 +185,30 @@ Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>&
 double longbench_column(const std::vector<double>& samples) { return longbench_dataset_score(samples); }
 
 // The papers' LongBench table: one row per method and budget, the datasets across.
-Summary summarize_longbench(const SweepPlan& plan, const std::vector<nlohmann::json>& records) {
+bool wanted_longbench(const SweepPlan& plan, const nlohmann::json& r) {
+  if (!r.contains("dataset")) return false;
+  const std::string dataset = r["dataset"].get<std::string>();
+  return std::find(plan.tasks.begin(), plan.tasks.end(), dataset) != plan.tasks.end() &&
+         (plan.samples < 0 || r["index"].get<int64_t>() < plan.samples);
+}
+
+Summary summarize_longbench(const SweepPlan& plan, const std::vector<nlohmann::json>& records,
+                            const std::vector<const nlohmann::json*>& failures) {
   std::map<std::string, Tally> tallies;
   for (const nlohmann::json& r : records) {
-    if (!r.contains("dataset")) continue;
+    if (!wanted_longbench(plan, r)) continue;
     const std::string dataset = r["dataset"].get<std::string>();
-    if (std::find(plan.tasks.begin(), plan.tasks.end(), dataset) == plan.tasks.end()) continue;
-    if (plan.samples >= 0 && r["index"].get<int64_t>() >= plan.samples) continue;
     Tally& t = tallies[r["method_params"].get<std::string>()];
     t.scores[dataset].push_back(r["score"].get<double>());
     t.samples.push_back(&r);
   }
   Summary summary{Benchmark::kLongBench, {}, {}};
+  for (const nlohmann::json* f : failures) {
+    if (!wanted_longbench(plan, *f)) continue;
+    add_failures(tallies[(*f)["method_params"].get<std::string>()], (*f)["dataset"].get<std::string>(), 1,
+                 (*f)["error"].get<std::string>());
+    ++summary.failed;
+  }
   SummaryTable table{"LongBench", std::nullopt, plan.tasks, {}};
   for (const SweepMethod& m : plan.methods) table.rows.push_back(row_of(m, plan.tasks, tallies[m.identity()], longbench_column));
   summary.tables.push_back(std::move(table));
@@ -174,13 +217,26 @@ Summary summarize_longbench(const SweepPlan& plan, const std::vector<nlohmann::j
 
 }  // namespace
 
-Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records) {
+Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records,
+                  const std::vector<nlohmann::json>& failures) {
+  // A row of the plan's methods failed and not done since, its last failure only (a rerun
+  // retries it).
+  std::set<std::string> done, methods;
+  for (const nlohmann::json& r : records) done.insert(SampleLog::key_of(r));
+  for (const SweepMethod& m : plan.methods) methods.insert(m.identity());
+  std::map<std::string, const nlohmann::json*> failed;
+  for (const nlohmann::json& f : failures) {
+    const std::string key = SampleLog::key_of(f);
+    if (!done.contains(key) && methods.contains(f["method_params"].get<std::string>())) failed[key] = &f;
+  }
+  std::vector<const nlohmann::json*> open;
+  for (const auto& [key, f] : failed) open.push_back(f);
   switch (plan.benchmark) {
-    case Benchmark::kNiah: return summarize_niah(plan, records);
-    case Benchmark::kLongBench: return summarize_longbench(plan, records);
+    case Benchmark::kNiah: return summarize_niah(plan, records, open);
+    case Benchmark::kLongBench: return summarize_longbench(plan, records, open);
     case Benchmark::kRuler: break;
   }
-  return summarize_ruler(plan, records);
+  return summarize_ruler(plan, records, open);
 }
 
 }  // namespace deferkv::eval

@@ -29,6 +29,8 @@ struct SummaryRow {
   std::string label, method, budget;
   std::vector<std::optional<double>> scores;  // one per column; unset: no samples yet
   std::vector<int64_t> counts;                // samples behind each column's score
+  std::vector<int64_t> failed;                // failed rows (run_sweep) in each column
+  std::string error;                          // the first failed row's error; "" when none failed
   std::optional<double> average;              // over the columns that have a score
   MethodCost cost;
 };
@@ -40,7 +42,7 @@ struct SummaryTable {
   std::vector<SummaryRow> rows;
 };
 
-// NIAH scores of one method: cells[depth][length], 0-10.
+// NIAH scores of one method: cells[depth][length], 0-100.
 struct NiahGrid {
   std::string label;
   std::vector<int64_t> lengths;
@@ -55,6 +57,7 @@ struct Summary {
   bool question_agnostic = false;
   std::vector<SummaryTable> tables;
   std::vector<NiahGrid> grids;  // NIAH only
+  int64_t failed = 0;           // the plan's failed rows
 };
 
 // From the folder's records (one per key), keeping those of the plan (its methods, matched
@@ -62,6 +65,9 @@ struct Summary {
 // mean as Avg.) and, for two lengths or more, one of averages by length; NIAH: one table with the mean score per
 // length and over all cells, and a grid per method; LongBench: one table, the datasets'
 // scores (eval.py's rounding) and their unweighted mean as Avg.
-Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records);
+// `failures`: failed rows (run_sweep's failures files); those whose key `records` holds
+// were done since and do not count.
+Summary summarize(const SweepPlan& plan, const std::vector<nlohmann::json>& records,
+                  const std::vector<nlohmann::json>& failures = {});
 
 }  // namespace deferkv::eval

@@ -19,6 +19,7 @@
 #include "deferkv/eval_sweep.h"
 #include "deferkv/generate.h"
 #include "deferkv/model.h"
+#include "eval/reports/kept_maps.h"
 #include "eval/run/sample_runner.h"
 
 namespace deferkv::eval {
@@ -57,12 +58,7 @@ std::vector<std::string> ruler_task_list(const EvalRequest& r, std::FILE* progre
 
 std::vector<SweepMethod> sweep_methods(const EvalRequest& r) {
   if (!r.budgets.empty() && !r.ratios.empty()) fail("give KV budgets or KV ratios, not both");
-  std::vector<std::pair<KvBudget, std::string>> budgets;
-  for (int64_t b : r.budgets) {
-    if (b < 1) fail("--kv-budget: {} is not a positive whole number of entries", b);
-    budgets.emplace_back(KvBudget::per_head(b), fmt::format("{}", b));
-  }
-  for (double ratio : r.ratios) budgets.emplace_back(KvBudget::ratio(ratio), fmt::format("r{}", ratio));
+  const std::vector<std::pair<KvBudget, std::string>> budgets = labelled_budgets(r.budgets, r.ratios);
   if (r.presses.empty()) fail("no press to evaluate: give at least one (\"full\" keeps the whole cache)");
   std::vector<SweepMethod> methods;
   for (const std::string& press : r.presses) {
@@ -73,6 +69,7 @@ std::vector<SweepMethod> sweep_methods(const EvalRequest& r) {
     if (budgets.empty()) fail("--press {} needs --kv-budget or --kv-ratio", press);
     for (const auto& [budget, label] : budgets) methods.push_back({press, budget, label});
   }
+  check_presses_can_run(methods);
   return methods;
 }
 
@@ -165,6 +162,17 @@ struct Stopped {};  // thrown out of the executor when the caller asked to stop
 
 }  // namespace
 
+std::vector<std::pair<KvBudget, std::string>> labelled_budgets(const std::vector<int64_t>& entries,
+                                                               const std::vector<double>& ratios) {
+  std::vector<std::pair<KvBudget, std::string>> out;
+  for (int64_t b : entries) {
+    if (b < 1) fail("--kv-budget: {} is not a positive whole number of entries", b);
+    out.emplace_back(KvBudget::per_head(b), fmt::format("{}", b));
+  }
+  for (double ratio : ratios) out.emplace_back(KvBudget::ratio(ratio), fmt::format("r{}", ratio));
+  return out;
+}
+
 nlohmann::ordered_json run_record(const nlohmann::ordered_json& more) {
   nlohmann::ordered_json run = {{"git_commit", git_commit()}};
   run.update(more);
@@ -236,9 +244,13 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   session_options.cache_type_v = r.cache_type_v;
   const SampleRunner runner(model, draft, make_thread_pool(r.threads), sampling, session_options, r.question_agnostic,
                             progress);
+  KeptMaps kept_maps(outcome.dir);
   const SampleExecutor execute = [&](const SweepMethod& method, const TaskSample& sample) {
     if (stop_requested && stop_requested()) throw Stopped{};
-    SampleRun run = runner(method, sample);
+    KeptSetRecorder kept;
+    const bool map = kept_maps.wanted(method);
+    SampleRun run = runner(method, sample, map ? &kept : nullptr);
+    if (map) kept_maps.write(method, sample, kept);
     ++outcome.samples_run;
     return run;
   };
@@ -253,6 +265,7 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
     outcome.interrupted = true;
   }
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  outcome.failed_rows = failed_rows(plan, outcome.dir, shard);
   // A shard's reports need every shard's rows: `eval merge` writes them.
   if (shard.whole()) {
     outcome.tables = write_reports(

@@ -19,7 +19,7 @@ SampleRunner::SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<c
     : model_(std::move(model)), draft_(std::move(draft)), pool_(std::move(pool)), sampling_(sampling),
       options_(std::move(options)), question_agnostic_(question_agnostic), warnings_(warnings) {}
 
-SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& sample) const {
+SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& sample, KeptSetRecorder* kept) const {
   const auto split = sample.tokens.begin() + std::clamp<int64_t>(sample.context_tokens, 0, std::ssize(sample.tokens));
   const std::vector<int32_t> context(sample.tokens.begin(), split), question(split, sample.tokens.end());
   if (question_agnostic_ && (context.empty() || question.empty())) {
@@ -51,9 +51,12 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   GenerateOptions generate_options;
   generate_options.n_predict = sample.max_new_tokens;
   generate_options.question_agnostic = question_agnostic_;
+  if (kept != nullptr) kept->attach(generate_options);
   const GenerateResult result = generate(session, context, question, generate_options, sampler, [&](int32_t token) {
+    if (kept != nullptr) kept->update(session);
     return !(sample.stop_at_newline && tokenizer.token_piece(token).find('\n') != std::string::npos);
   });
+  if (kept != nullptr) kept->update(session);
 
   SampleRun run;
   // Bytes that form no character become U+FFFD, as Python's decode(errors="replace") does.

@@ -13,6 +13,7 @@
 #include "deferkv/model.h"
 #include "deferkv/sampler.h"
 #include "deferkv/session.h"
+#include "engine/kept_set_recorder.h"
 
 namespace deferkv {
 class ThreadPool;
@@ -30,7 +31,8 @@ class SampleRunner {
   SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft, std::shared_ptr<ThreadPool> pool,
                SamplerParams sampling, SessionOptions options, bool question_agnostic, std::FILE* warnings);
 
-  SampleRun operator()(const SweepMethod& method, const TaskSample& sample) const;
+  // kept: when given, follows the run's kept set (for the kept-token map).
+  SampleRun operator()(const SweepMethod& method, const TaskSample& sample, KeptSetRecorder* kept = nullptr) const;
 
  private:
   std::shared_ptr<const Model> model_, draft_;

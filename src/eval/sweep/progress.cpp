@@ -20,15 +20,19 @@ std::string Progress::duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-void Progress::sample_done(const std::string& what, double score) {
+void Progress::sample_done(const std::string& what, double score) { show(fmt::format("{} score {:.1f}", what, score)); }
+
+void Progress::sample_failed(const std::string& what) { show(what + " FAILED"); }
+
+void Progress::show(const std::string& what) {
   ++done_;
   ++run_;
   if (out_ == nullptr) return;
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double left = elapsed / static_cast<double>(run_) * static_cast<double>(total_ - done_);
-  const std::string line = fmt::format("[{}/{}] {:.0f}% {} score {:.1f} | {:.2f} s/sample | elapsed {} | ETA {}",
+  const std::string line = fmt::format("[{}/{}] {:.0f}% {} | {:.2f} s/sample | elapsed {} | ETA {}",
                                        done_, total_, 100.0 * static_cast<double>(done_) / static_cast<double>(total_),
-                                       what, score, elapsed / static_cast<double>(run_), duration(elapsed), duration(left));
+                                       what, elapsed / static_cast<double>(run_), duration(elapsed), duration(left));
   if (terminal_) {
     fmt::print(out_, "\r\x1b[2K{}", line);
   } else {

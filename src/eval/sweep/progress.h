@@ -15,12 +15,17 @@ class Progress {
   Progress(std::FILE* out, int64_t total, int64_t done);
   // `score` on the reports' scale.
   void sample_done(const std::string& what, double score);
+  // A row that could not run (run_sweep records it as failed).
+  void sample_failed(const std::string& what);
   void finish();
 
   // "1h 02m", "3m 07s", "12s".
   static std::string duration(double seconds);
 
  private:
+  // Counts a row done and prints its line: "[done/total] pct% <what> | s/sample | ...".
+  void show(const std::string& what);
+
   std::FILE* out_;
   bool terminal_;
   int64_t total_, done_, run_ = 0;

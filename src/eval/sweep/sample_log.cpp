@@ -90,13 +90,13 @@ std::vector<nlohmann::json> SampleLog::read(const std::string& path) {
   return parse_lines(path, read_all(path), complete);
 }
 
-std::vector<std::string> SampleLog::files_in(const std::string& dir) {
+std::vector<std::string> SampleLog::files_in(const std::string& dir, const std::string& stem) {
   std::vector<std::string> files;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    const bool shard = name.rfind("samples.shard-", 0) == 0 && name.ends_with(".jsonl");
-    if (name == "samples.jsonl" || shard) files.push_back(entry.path().string());
+    const bool shard = name.rfind(stem + ".shard-", 0) == 0 && name.ends_with(".jsonl");
+    if (name == stem + ".jsonl" || shard) files.push_back(entry.path().string());
   }
   std::sort(files.begin(), files.end());
   return files;

@@ -27,8 +27,9 @@ class SampleLog {
 
   // Every complete record in the file at `path` (none when it does not exist).
   static std::vector<nlohmann::json> read(const std::string& path);
-  // The samples files of the folder `dir`, sorted: samples.jsonl and samples.shard-*.jsonl.
-  static std::vector<std::string> files_in(const std::string& dir);
+  // The samples files of the folder `dir`, sorted: samples.jsonl and samples.shard-*.jsonl
+  // (with stem "failures": the failed rows' files, failures.jsonl and failures.shard-*.jsonl).
+  static std::vector<std::string> files_in(const std::string& dir, const std::string& stem = "samples");
   // A row's key: the method's identity (SweepMethod::identity), then task, length and sample
   // number (RULER), length and depth (NIAH), or dataset and row (LongBench).
   static std::string ruler_key(const std::string& method, const std::string& task, int64_t length, int64_t index);

@@ -21,8 +21,8 @@ Shard Shard::parse(const std::string& text) {
   return shard;
 }
 
-std::string Shard::log_name() const {
-  return whole() ? "samples.jsonl" : fmt::format("samples.shard-{}-of-{}.jsonl", index, count);
+std::string Shard::log_name(const std::string& stem) const {
+  return whole() ? stem + ".jsonl" : fmt::format("{}.shard-{}-of-{}.jsonl", stem, index, count);
 }
 
 std::vector<int64_t> shard_of_rows(const std::vector<int64_t>& costs, int64_t shard_count) {

@@ -1,4 +1,6 @@
 // A plan's grid as config.json's "sweep" holds it, and back.
+#include <map>
+
 #include <fmt/format.h>
 
 #include "deferkv/error.h"
@@ -24,7 +26,34 @@ KvBudget budget_of(const std::string& label) {
 std::string SweepMethod::label() const { return budget ? press + "@" + budget_label : press; }
 
 std::string SweepMethod::identity() const {
-  return budget ? make_press(press, *budget)->describe() + "@" + budget_label : press;
+  if (!budget) return press;
+  try {
+    return make_press(press, *budget)->describe() + "@" + budget_label;
+  } catch (const Error&) {
+    return label();
+  }
+}
+
+std::optional<std::string> SweepMethod::build_error() const {
+  if (!budget) return std::nullopt;
+  try {
+    make_press(press, *budget);
+    return std::nullopt;
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+void check_presses_can_run(const std::vector<SweepMethod>& methods) {
+  std::map<std::string, std::optional<std::string>> error_of;  // press → an error; nullopt once a budget builds it
+  for (const SweepMethod& m : methods) {
+    const std::optional<std::string> error = m.build_error();
+    const auto it = error_of.try_emplace(m.press, error).first;
+    if (!error) it->second.reset();
+  }
+  for (const auto& [press, error] : error_of) {
+    if (error) fail("{}", *error);
+  }
 }
 
 ordered_json sweep_config(const SweepPlan& plan) {
@@ -43,8 +72,10 @@ ordered_json sweep_config(const SweepPlan& plan) {
   }
   ordered_json methods = ordered_json::array();
   for (const SweepMethod& m : plan.methods) {
-    const std::string description = m.budget ? make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe()
-                                             : std::string("full cache, no compression");
+    const std::optional<std::string> error = m.build_error();
+    const std::string description = !m.budget ? std::string("full cache, no compression")
+                                    : error   ? "cannot run: " + *error
+                                              : make_press(m.press, *m.budget)->describe() + " with " + m.budget->describe();
     methods.push_back({{"label", m.label()}, {"press", m.press}, {"budget", m.budget_label},
                        {"params", m.identity()}, {"description", description}});
   }

@@ -35,8 +35,8 @@ double score_of(Benchmark benchmark, const TaskSample& sample, const SampleRun& 
   return ruler_sample_score(sample.task, run.prediction, sample.references);
 }
 
-nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& method, const TaskSample& sample,
-                                 const SampleRun& run, double score) {
+// The fields that name a row (its method and sample) and those `deferkv score` reads.
+nlohmann::ordered_json row_fields(const SweepPlan& plan, const SweepMethod& method, const TaskSample& sample) {
   nlohmann::ordered_json r;
   r["label"] = method.label();
   r["method"] = method.press;
@@ -61,6 +61,12 @@ nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& metho
     r["index"] = sample.index;
     r["outputs"] = sample.references;
   }
+  return r;
+}
+
+nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& method, const TaskSample& sample,
+                                 const SampleRun& run, double score) {
+  nlohmann::ordered_json r = row_fields(plan, method, sample);
   r["pred"] = run.prediction;
   r["score"] = score;
   r["prompt_tokens"] = sample.tokens.size();
@@ -96,6 +102,8 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
                   const std::function<TaskSample(const SampleSlot&)>& make_sample, const SampleExecutor& execute,
                   const std::string& dir, std::FILE* progress_out, Shard shard) {
   SampleLog log(dir + "/" + shard.log_name());  // locked first: the keys below are then not being written
+  std::optional<SampleLog> failures;  // opened at the first failed row
+  std::set<std::string> errors_shown;  // label and message
   const std::set<std::string> done_keys = keys_done(dir);
   std::vector<std::string> identities;
   for (const SweepMethod& method : plan.methods) identities.push_back(method.identity());
@@ -118,12 +126,27 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
       if (done_keys.contains(row_key(plan, identities[m], slots[s]))) continue;
       const SweepMethod& method = plan.methods[m];
       if (!sample) sample = make_sample(slots[s]);
-      const SampleRun run = execute(method, *sample);
-      const double score = score_of(plan.benchmark, *sample, run);
-      log.append(record_of(plan, method, *sample, run, score));
+      std::optional<SampleRun> run;
+      try {
+        run = execute(method, *sample);
+      } catch (const Error& e) {
+        nlohmann::ordered_json failed = row_fields(plan, method, *sample);
+        failed["error"] = e.what();
+        if (!failures) failures.emplace(dir + "/" + shard.log_name("failures"));
+        failures->append(failed);
+        ++ran;
+        progress.sample_failed(row_text(plan, method, slots[s]));
+        if (errors_shown.insert(method.label() + "\n" + e.what()).second && progress_out != nullptr) {
+          fmt::print(progress_out, "error: {}: {} (a failed row; the sweep goes on)\n", method.label(), e.what());
+        }
+        continue;
+      }
+      const double score = score_of(plan.benchmark, *sample, *run);
+      log.append(record_of(plan, method, *sample, *run, score));
       ++ran;
-      // On the reports' scale: RULER and LongBench 0-100 (a sample's metric is 0-1), NIAH 0-10.
-      progress.sample_done(row_text(plan, method, slots[s]), plan.benchmark == Benchmark::kNiah ? score : 100 * score);
+      // On the reports' 0-100 scale (a sample's metric is 0-1, NIAH's 0-10).
+      const double shown = plan.benchmark == Benchmark::kNiah ? niah_percent(score) : 100 * score;
+      progress.sample_done(row_text(plan, method, slots[s]), shown);
     }
   }
   progress.finish();

@@ -94,12 +94,15 @@ std::string prepare_results_dir(const std::string& parent, const std::string& na
 // Runs every row of the plan (of `shard`'s slice) not yet in any samples file of `dir`,
 // appending it to the shard's own file as soon as it is scored (under an exclusive lock:
 // another process appending to that file is an error naming it), and shows progress with
-// an ETA on `progress`. Returns how many samples it ran.
+// an ETA on `progress`. Returns how many samples it ran. With `concurrency` K > 1, K rows
+// run at once, each on its own thread (`execute` must then be thread-safe; eval --server's
+// is): a row that throws stops the sweep after the rows in flight are logged, and the error
+// is rethrown.
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress, Shard shard = {});
+                  const std::string& dir, std::FILE* progress, Shard shard = {}, int concurrency = 1);
 // The same for a LongBench plan, every row of `set` (which applies the plan's sample limit).
 int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress, Shard shard = {});
+                  const std::string& dir, std::FILE* progress, Shard shard = {}, int concurrency = 1);
 
 // Joins the shards' results folders `dirs` into `out` (config.json, samples.jsonl) and
 // returns the plan: every folder must hold the same configuration, and every row of the plan

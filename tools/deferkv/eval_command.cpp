@@ -25,6 +25,7 @@
 #include "deferkv/model.h"
 #include "eval_lists.h"
 #include "eval_sample_run.h"
+#include "eval_server_run.h"
 
 namespace deferkv::cli {
 namespace {
@@ -54,6 +55,7 @@ struct EvalArgs {
   std::string longbench_dir;
   int64_t max_length = 0;  // 0: the model's context minus the dataset's new tokens
   CacheTypeOptions cache_types;
+  EvalServerArgs remote;  // --server: the samples run on OpenAI-compatible servers
 };
 
 constexpr int64_t kRulerDefaultSamples = 500;
@@ -236,12 +238,21 @@ void run_eval(const EvalArgs& args) {
   eval::SweepPlan plan = plan_of(args);
   const eval::Shard shard = eval::Shard::parse(args.shard);
   args.sampling.validate();
+  const bool on_server = !args.remote.urls.empty();
+  if (!on_server && args.remote.concurrency > 1) fail("--concurrency is for --server; a local run uses -t threads");
+  if (on_server && !args.draft_model.empty()) fail("--draft-model is for local runs; a server drafts with its own");
+  SamplerParams sampling = args.sampling;
+  sampling.seed = args.seed;
 
   const auto model = Model::load(args.model);
   const std::shared_ptr<const Model> draft = args.draft_model.empty() ? nullptr : Model::load(args.draft_model);
+  // Asks the servers for their model: an unreachable one fails here, before any sample.
+  const std::unique_ptr<EvalServerRunner> remote =
+      on_server ? std::make_unique<EvalServerRunner>(args.remote, plan, model->tokenizer(), sampling) : nullptr;
   std::unique_ptr<eval::TaskGenerator> generator;
   std::unique_ptr<eval::LongBenchSet> longbench;
-  const eval::PromptOptions prompt{!args.no_chat_template, args.chat_template};
+  // --api chat: the server applies its chat format to the plain prompt.
+  const eval::PromptOptions prompt{!args.no_chat_template && !(remote && remote->chat()), args.chat_template};
   nlohmann::ordered_json max_lengths;  // LongBench: per dataset
   if (plan.benchmark == eval::Benchmark::kLongBench) {
     eval::LongBenchOptions options;
@@ -274,44 +285,53 @@ void run_eval(const EvalArgs& args) {
 
   const std::string stem = fmt::format("{}-{}", args.bench, std::filesystem::path(args.model).stem().string());
   const std::string chat = longbench ? longbench->chat_template_name() : generator->chat_template_name();
-  const std::string dir =
-      eval::prepare_results_dir(args.output, args.name, stem, config_of(args, plan, chat, max_lengths));
+  nlohmann::ordered_json config = config_of(args, plan, chat, max_lengths);
+  if (remote) remote->describe_in(config);
+  const std::string dir = eval::prepare_results_dir(args.output, args.name, stem, config);
   fmt::print(stderr, "results: {}{}\n", dir, shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count));
 
-  SamplerParams sampling = args.sampling;
-  sampling.seed = args.seed;
-  const EvalSampleRunner runner(model, draft, make_thread_pool(args.threads), sampling, args.n_batch, args.cache_types);
-  int64_t ran = 0;
+  const std::unique_ptr<EvalSampleRunner> local =
+      remote ? nullptr
+             : std::make_unique<EvalSampleRunner>(model, draft, make_thread_pool(args.threads), sampling, args.n_batch,
+                                                  args.cache_types);
+  std::atomic<int64_t> ran{0};  // --concurrency runs rows on several threads
   const eval::SampleExecutor execute = [&](const eval::SweepMethod& method, const eval::TaskSample& sample) {
     if (interrupted) throw Interrupted{};
-    eval::SampleRun run = runner(method, sample);
+    eval::SampleRun run = remote ? (*remote)(method, sample) : (*local)(method, sample);
     ++ran;
     return run;
   };
+  const int concurrency = on_server ? args.remote.concurrency : 1;
   const auto start = std::chrono::steady_clock::now();
   std::signal(SIGINT, on_interrupt);
   try {
     if (longbench) {
-      eval::run_sweep(plan, *longbench, execute, dir, stderr, shard);
+      eval::run_sweep(plan, *longbench, execute, dir, stderr, shard, concurrency);
     } else {
-      eval::run_sweep(plan, *generator, execute, dir, stderr, shard);
+      eval::run_sweep(plan, *generator, execute, dir, stderr, shard, concurrency);
     }
   } catch (const Interrupted&) {
-    fmt::print(stderr, "\ninterrupted: writing the reports of the {} samples done this run\n", ran);
+    fmt::print(stderr, "\ninterrupted: writing the reports of the {} samples done this run\n", ran.load());
   }
   std::signal(SIGINT, SIG_DFL);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!shard.whole()) {
     // The reports need every shard's rows: `eval merge` writes them.
     fmt::print(stderr, "shard {}/{}: {} samples run in {:.1f} s; once every shard is done: deferkv eval merge '{}' -o OUT\n",
-               shard.index, shard.count, ran, seconds, dir);
+               shard.index, shard.count, ran.load(), seconds, dir);
     if (interrupted) throw ExitCode{130};
     return;
   }
-  const std::string tables = eval::write_reports(
-      plan, dir, run_info({{"threads", args.threads}, {"samples_run", ran}, {"seconds", seconds}}));
+  nlohmann::ordered_json run = {{"samples_run", ran.load()}, {"seconds", seconds}};
+  if (remote) {
+    run["server"] = args.remote.urls;
+    run["concurrency"] = concurrency;
+  } else {
+    run["threads"] = args.threads;
+  }
+  const std::string tables = eval::write_reports(plan, dir, run_info(run));
   fmt::print("{}", tables);
-  fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran, seconds, dir);
+  fmt::print(stderr, "{} samples run in {:.1f} s; reports in {}/summary.md\n", ran.load(), seconds, dir);
   if (interrupted) throw ExitCode{130};
 }
 
@@ -371,6 +391,7 @@ void add_eval_command(CLI::App& app) {
                   "RULER needle keys from all word-list lines, the even ones (train) or the odd ones (heldout)")
       ->capture_default_str();
   cmd->add_option("--hotpotqa", args->hotpotqa, "HotpotQA dev distractor JSON (hotpot_dev_distractor_v1.json), for qa_2");
+  add_eval_server_options(*cmd, args->remote);
   CLI::App* merge = add_eval_merge_command(*cmd);
   cmd->callback([args, merge] {
     if (merge->parsed()) return;  // `eval merge` ran instead

@@ -11,6 +11,11 @@
 
 namespace deferkv::cli {
 
+uint64_t sample_seed_of(uint64_t run_seed, const eval::TaskSample& sample) {
+  const int64_t which = sample.depth_percent >= 0 ? std::llround(sample.depth_percent * 1000) : sample.index;
+  return eval::sample_seed(run_seed, sample.task, sample.target_length, which);
+}
+
 EvalSampleRunner::EvalSampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
                                    std::shared_ptr<ThreadPool> pool, SamplerParams sampling, int64_t n_batch,
                                    CacheTypeOptions cache_types)
@@ -36,8 +41,7 @@ eval::SampleRun EvalSampleRunner::operator()(const eval::SweepMethod& method, co
   }
 
   SamplerParams params = sampling_;
-  const int64_t which = sample.depth_percent >= 0 ? std::llround(sample.depth_percent * 1000) : sample.index;
-  params.seed = eval::sample_seed(sampling_.seed, sample.task, sample.target_length, which);
+  params.seed = sample_seed_of(sampling_.seed, sample);
   Sampler sampler(params);
 
   const Tokenizer& tokenizer = model_->tokenizer();

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 
@@ -57,8 +58,11 @@ const TaskGenerator& generator() {
 
 TEST(ConcurrentSweep, RowsOverlapAndGiveTheRowsOfOneAtATime) {
   const SweepPlan plan = plan_of_eight_rows();
-  gguf_test::TempDir serial, concurrent;
-  EXPECT_EQ(run_sweep(plan, generator(), answer, serial.path().string(), nullptr), 8);
+  gguf_test::TempDir dir;  // one per test: the two runs take a folder each in it
+  const std::string serial = dir.file("serial"), concurrent = dir.file("concurrent");
+  std::filesystem::create_directories(serial);
+  std::filesystem::create_directories(concurrent);
+  EXPECT_EQ(run_sweep(plan, generator(), answer, serial, nullptr), 8);
 
   // The first two rows each wait (10 s at most) until both are in flight.
   std::mutex mutex;
@@ -73,12 +77,12 @@ TEST(ConcurrentSweep, RowsOverlapAndGiveTheRowsOfOneAtATime) {
     --in_flight;
     return answer(m, s);
   };
-  EXPECT_EQ(run_sweep(plan, generator(), overlapping, concurrent.path().string(), nullptr, {}, 3), 8);
+  EXPECT_EQ(run_sweep(plan, generator(), overlapping, concurrent, nullptr, {}, 3), 8);
   EXPECT_GE(max_in_flight, 2);
   EXPECT_LE(max_in_flight, 3);
-  const auto rows = rows_in(concurrent.path().string());
+  const auto rows = rows_in(concurrent);
   EXPECT_EQ(rows.size(), 8u);
-  EXPECT_EQ(rows, rows_in(serial.path().string()));
+  EXPECT_EQ(rows, rows_in(serial));
 }
 
 TEST(ConcurrentSweep, AFailedRowStopsTheSweepAndARerunRunsTheRest) {

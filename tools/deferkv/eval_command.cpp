@@ -26,6 +26,7 @@
 #include "eval_lists.h"
 #include "eval_sample_run.h"
 #include "eval_server_run.h"
+#include "model_card_coverage.h"
 
 namespace deferkv::cli {
 namespace {
@@ -245,6 +246,7 @@ void run_eval(const EvalArgs& args) {
   sampling.seed = args.seed;
 
   const auto model = Model::load(args.model);
+  warn_if_card_does_not_cover(*model, plan.benchmark, stderr);
   const std::shared_ptr<const Model> draft = args.draft_model.empty() ? nullptr : Model::load(args.draft_model);
   // Asks the servers for their model: an unreachable one fails here, before any sample.
   const std::unique_ptr<EvalServerRunner> remote =

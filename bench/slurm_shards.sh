@@ -16,8 +16,9 @@ repeats=${REPEATS:-3}
 # shellcheck source=../tests/slurm/local_slurm.sh
 . "$repo/tests/slurm/local_slurm.sh"
 start_local_slurm
+# shellcheck disable=SC2154  # slurm_work: set by start_local_slurm
 cd "$slurm_work/jobs"
-sweep=(--tasks niah_single_1,niah_multikey_1 --lengths 4k --samples 4 --press 'full;snapkv' --kv-budget 64)
+sweep=(--tasks 'niah_single_1,niah_multikey_1' --lengths 4k --samples 4 --press 'full;snapkv' --kv-budget 64)
 now() { date +%s%N; }  # nanoseconds
 for r in $(seq "$repeats"); do
   start=$(now)

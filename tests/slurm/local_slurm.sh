@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A one-node Slurm cluster on this machine, for the tests and benchmarks of scripts/slurm/
 # (sourced, not run). start_local_slurm makes a temporary folder $slurm_work holding
 # everything (a munge key and socket, a slurm.conf for localhost with this machine's cores

@@ -27,6 +27,7 @@ start_local_slurm
 # A tiny sweep: 3 RULER samples at 1K tokens, full cache and SnapKV, on the embedded
 # retrieval model (eval's default -m): 6 rows, 3 per shard.
 sweep=(--tasks niah_single_1 --lengths 1k --samples 3 --press 'full;snapkv' --kv-budget 64)
+# shellcheck disable=SC2154  # slurm_work: set by start_local_slurm
 cd "$slurm_work/jobs"
 read -r array_id merge_id < <(DEFERKV=$deferkv "$repo/scripts/slurm/submit-eval.sh" --shards 2 \
   --output "$slurm_work/results" --name tiny --sbatch-args "--partition=test --cpus-per-task=1 --mem=1G --time=10" \

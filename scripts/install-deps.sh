@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages deferkv needs to build and test; does nothing when
 # they are all present already. With --sanitizers, also clang and its runtimes
 # (libFuzzer, AddressSanitizer, ThreadSanitizer ...) for scripts/sanitize.sh and
-# scripts/fuzz.sh; the normal build does not need them.
+# scripts/fuzz.sh; the normal build does not need them. With --slurm, also Slurm's daemons
+# and clients and munge, for the one-node cluster of tests/slurm/run_local_slurm_test.sh.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
@@ -13,9 +14,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-numpy python3-venv python3-setuptools python3-pip
 )
-if [ "${1:-}" = "--sanitizers" ]; then
-  PACKAGES+=(clang-16 libclang-rt-16-dev)
-fi
+case "${1:-}" in
+  --sanitizers) PACKAGES+=(clang-16 libclang-rt-16-dev) ;;
+  --slurm) PACKAGES+=(munge slurmctld slurmd slurm-client) ;;
+esac
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

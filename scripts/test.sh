@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Builds deferkv with its tests and benchmarks and runs the whole test suite: the C++
-# tests (ctest), then the Python module's (pytest, on build/python).
+# tests (ctest), the Slurm job array on a local one-node cluster (tests/slurm), then the
+# Python module's tests (pytest, on build/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh
 cmake --build build -j "$(nproc)"
 ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
+# The Slurm job array on a one-node cluster of this machine (root only: it exits 77, skipped,
+# otherwise).
+slurm_status=0
+tests/slurm/run_local_slurm_test.sh build/deferkv || slurm_status=$?
+if [ "$slurm_status" -ne 0 ] && [ "$slurm_status" -ne 77 ]; then exit "$slurm_status"; fi
 # Debian's interpreter, where python3-pytest is installed.
 PYTHON=${DEFERKV_PYTHON:-/usr/bin/python3}
 status=0

@@ -7,11 +7,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "deferkv/eval_sweep.h"
 #include "deferkv/eval_tasks.h"
 #include "deferkv/press.h"
 #include "deferkv/sampler.h"
@@ -69,12 +71,34 @@ struct EvalOutcome {
   std::string tables;
 };
 
+// Where the samples run when not on this process's model (deferkv eval --server: on
+// OpenAI-compatible servers). The prompts are still made and sized here, with -m's tokenizer.
+class RemoteSampleRunner {
+ public:
+  virtual ~RemoteSampleRunner() = default;
+  // Prompts go as plain text, for the remote side's chat format.
+  virtual bool chat() const = 0;
+  // Puts the remote side in config.json (part of every row's identity) in place of what
+  // only a local run has (threads, batch size, cache types).
+  virtual void describe_in(nlohmann::ordered_json& config) const = 0;
+  // What summary.json's run records of it (servers, concurrency).
+  virtual nlohmann::ordered_json run_fields() const = 0;
+  // Rows run at once; operator() is then called from that many threads.
+  virtual int concurrency() const = 0;
+  // One row. An error is the row's failure.
+  virtual SampleRun operator()(const SweepMethod& method, const TaskSample& sample) const = 0;
+};
+// Made once the plan is known (a runner may refuse the plan's presses), with the run's sampling.
+using RemoteRunnerFactory =
+    std::function<std::unique_ptr<RemoteSampleRunner>(const SweepPlan& plan, const Tokenizer& tokenizer,
+                                                      const SamplerParams& sampling)>;
+
 // Runs the sweep, printing warnings and progress to `progress` (may be null), and checking
-// `stop_requested` (may be empty) before each sample: when it says stop, the sample in
-// flight is finished and written, then the reports of what is done. Bad requests are errors
-// naming the field at fault.
+// `stop_requested` (may be empty) before each sample: when it says stop, the samples in
+// flight are finished and written, then the reports of what is done. `remote` (may be empty)
+// runs the samples elsewhere. Bad requests are errors naming the field at fault.
 EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress,
-                     const std::function<bool()>& stop_requested = {});
+                     const std::function<bool()>& stop_requested = {}, const RemoteRunnerFactory& remote = {});
 
 // Budgets with their labels as reports show them: entries per head ("64"), then ratios
 // ("r0.5"); a budget below one entry is an error.

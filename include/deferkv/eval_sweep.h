@@ -108,11 +108,14 @@ std::string prepare_results_dir(const std::string& parent, const std::string& na
 // to the shard's failures file (failures.jsonl, failures.shard-i-of-N.jsonl), the error is
 // shown once per method and message, and the sweep goes on. A later run retries failed rows
 // (they are not in a samples file). Returns how many samples it ran (failed ones included).
+// With `concurrency` K > 1, K rows run at once, each on its own thread (`execute` must then
+// be thread-safe; eval --server's is); an exception other than deferkv::Error stops the
+// sweep after the rows in flight are logged, and is rethrown.
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress, Shard shard = {});
+                  const std::string& dir, std::FILE* progress, Shard shard = {}, int concurrency = 1);
 // The same for a LongBench plan, every row of `set` (which applies the plan's sample limit).
 int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress, Shard shard = {});
+                  const std::string& dir, std::FILE* progress, Shard shard = {}, int concurrency = 1);
 
 // Joins the shards' results folders `dirs` into `out` (config.json, samples.jsonl) and
 // returns the plan: every folder must hold the same configuration, and every row of the plan

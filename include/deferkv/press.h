@@ -37,6 +37,8 @@ class KvBudget {
   int64_t resolve(int64_t prompt_tokens) const;
   bool is_ratio() const { return ratio_ >= 0; }
   bool is_set() const { return per_head_ > 0 || is_ratio(); }
+  int64_t entries_per_head() const { return per_head_; }  // 0 for a ratio or none
+  double compression_ratio() const { return ratio_; }     // < 0 unless a ratio
   std::string describe() const;
 
  private:

@@ -66,6 +66,9 @@ class Tokenizer {
   // The pieces joined; for SentencePiece vocabularies the space put before the text by
   // encode() is taken off the first text token again, so decode(encode(s)) == s.
   std::string decode(const std::vector<int32_t>& ids) const;
+  // Whether encode() puts a space before the text (SentencePiece's dummy prefix), which
+  // decode() and a new text's StreamingDecoder take off the first text token again.
+  bool adds_space_prefix() const;
 
   int32_t n_vocab() const;
   int32_t bos_id() const;  // -1 when the vocabulary has none

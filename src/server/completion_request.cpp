@@ -83,7 +83,17 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
   } else {
     const json* prompt = field(body, "prompt");
     if (prompt == nullptr) bad_request("prompt", "'prompt' is required");
-    r.prompt = read_string(*prompt, "prompt");
+    if (prompt->is_array()) {
+      // Token ids (eval --server sends the prompts it sized so); their range is checked
+      // against the vocabulary by the server.
+      if (prompt->empty()) bad_request("prompt", "'prompt' must not be an empty list of tokens");
+      for (const json& t : *prompt) {
+        r.prompt_tokens.push_back(static_cast<int32_t>(read_integer(t, "prompt", 0, (int64_t{1} << 31) - 1)));
+      }
+    } else {
+      if (!prompt->is_string()) bad_request("prompt", "'prompt' must be a string or a list of token ids");
+      r.prompt = prompt->get<std::string>();
+    }
   }
   if (const json* v = field(body, "stream")) {
     if (!v->is_boolean()) bad_request("stream", "'stream' must be true or false");

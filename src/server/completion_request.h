@@ -23,7 +23,8 @@ struct CompletionDefaults {
 
 struct CompletionRequest {
   bool chat = false;
-  std::string prompt;                 // /v1/completions
+  std::string prompt;                 // /v1/completions, as text
+  std::vector<int32_t> prompt_tokens;  // or as token ids (OpenAI's "array of tokens"), taken as they are
   std::vector<ChatMessage> messages;  // /v1/chat/completions
   bool stream = false;
   int64_t max_tokens = 0;

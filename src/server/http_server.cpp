@@ -63,7 +63,9 @@ json usage_json(const GenerationUsage& u) {
           {"kv_bytes", u.kv_bytes},
           {"kv_peak_bytes", u.kv_peak_bytes},
           {"capture_ms", u.capture_ms},
-          {"eviction_ms", u.eviction_ms}};
+          {"eviction_ms", u.eviction_ms},
+          {"prefill_ms", u.prefill_ms},
+          {"decode_ms", u.decode_ms}};
 }
 
 // One choice of a response or of a stream chunk: the text as `text` (completions) or as
@@ -255,6 +257,11 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   if (chat) {
     if (!chat_template_) throw ApiError(400, "invalid_request_error", "messages", "", chat_template_error_);
     g.prompt = tok.encode(chat_template_->apply(r.messages, true), true, true);
+  } else if (!r.prompt_tokens.empty()) {
+    for (int32_t id : r.prompt_tokens) {
+      if (id >= tok.n_vocab()) bad_request("prompt", fmt::format("token {} is not in the vocabulary [0, {})", id, tok.n_vocab()));
+    }
+    g.prompt = r.prompt_tokens;
   } else {
     g.prompt = tok.encode(r.prompt, true, false);
   }

@@ -33,6 +33,8 @@ struct GenerationUsage {
   int64_t kv_peak_bytes = 0;
   double capture_ms = 0;
   double eviction_ms = 0;
+  double prefill_ms = 0;  // the prompt's forward passes
+  double decode_ms = 0;   // the decode steps'
 };
 
 struct GenerationOutcome {

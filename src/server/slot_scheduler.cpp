@@ -169,6 +169,8 @@ GenerationOutcome SlotScheduler::run(Job& job) {
     outcome.usage.kv_peak_bytes = kv.peak_bytes();
     outcome.usage.capture_ms = session.timings().capture_seconds * 1e3;
     outcome.usage.eviction_ms = session.timings().eviction_seconds * 1e3;
+    outcome.usage.prefill_ms = session.timings().prefill_seconds * 1e3;
+    outcome.usage.decode_ms = session.timings().decode_seconds * 1e3;
   } catch (const std::exception& e) {
     spdlog::error("request {} failed: {}", job.id, e.what());
     outcome.error = e.what();

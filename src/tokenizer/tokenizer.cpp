@@ -89,6 +89,7 @@ const std::string& Tokenizer::token_text(int32_t id) const {
 }
 
 int32_t Tokenizer::find_token(std::string_view text) const { return impl_->vocab.find(text); }
+bool Tokenizer::adds_space_prefix() const { return impl_->add_space_prefix; }
 const std::string& Tokenizer::model_name() const { return impl_->model_name; }
 const std::string& Tokenizer::pre_name() const { return impl_->pre_name; }
 const std::string& Tokenizer::chat_template() const { return impl_->vocab.chat_template; }

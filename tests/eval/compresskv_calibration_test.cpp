@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "base/thread_pool.h"
@@ -32,6 +34,7 @@ TEST(CompressKvCalibration, AModelThatDoesNotRetrieveIsAClearError) {
     FAIL() << "stories260K answered a needle probe";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("none of the 2 probes was answered"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--probes ruler"), std::string::npos) << e.what();
   }
 }
 
@@ -75,6 +78,29 @@ TEST(CompressKvCalibration, ProfileRoundTripsAndDrivesThePress) {
   int64_t kept = 0;
   for (int64_t e : pressed.last_eviction()->layer_entries) kept += e;
   EXPECT_EQ(kept, 40 * model->config().n_layer * model->config().n_head_kv);
+}
+
+// The embedded retrieval model answers RULER's wording, not NIAH's: RULER probes calibrate it.
+// Its second 1K probe has a layer-0 head whose attention on the kept entries underflows to
+// 0, which made that layer's error NaN and every layer score uniform (mutant: dividing by
+// the zero mass again fails the last check).
+TEST(CompressKvCalibration, RulerProbesCalibrateTheRetrievalModel) {
+  auto model = Model::load(std::string(DEFERKV_SOURCE_DIR) + "/models/deferkv-retrieval-5m.gguf");
+  SessionOptions options;
+  options.n_ctx = 1100;
+  Session session(model, std::make_shared<ThreadPool>(2), options);
+  CompressKvCalibrationOptions o;
+  o.probes = CalibrationProbes::kRuler;
+  o.lengths = {1000};
+  o.samples = 2;
+  const auto result = calibrate_compresskv(session, o);
+  EXPECT_EQ(result.probes, 2);
+  EXPECT_EQ(result.answered, 2);  // both needles copied
+  const auto& scores = result.profile.layer_scores;
+  ASSERT_EQ(scores.size(), static_cast<size_t>(model->config().n_layer));
+  for (double u : scores) EXPECT_TRUE(std::isfinite(u));
+  EXPECT_NEAR(std::accumulate(scores.begin(), scores.end(), 0.0), 1.0, 1e-9);
+  EXPECT_NE(*std::min_element(scores.begin(), scores.end()), *std::max_element(scores.begin(), scores.end()));
 }
 
 }  // namespace

@@ -383,5 +383,23 @@ TEST(ServeCommand, SigtermShutsDownCleanlyWithExitStatusZero) {
   EXPECT_NE(r.output.find("exit=0"), std::string::npos) << r.output;
 }
 
+TEST(HttpServer, APromptOfTokenIdsIsTakenAsItIs) {
+  TestServer t;
+  const json ids = parse(t.post("/tokenize", {{"content", kPrompt}, {"add_special", true}}))["tokens"];
+  const json as_text = parse(t.post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 12}, {"temperature", 0}}));
+  const json as_ids = parse(t.post("/v1/completions", {{"prompt", ids}, {"max_tokens", 12}, {"temperature", 0}}));
+  ASSERT_TRUE(as_ids.contains("choices")) << as_ids.dump();
+  EXPECT_EQ(as_ids["choices"][0]["text"], as_text["choices"][0]["text"]);
+  EXPECT_EQ(as_ids["usage"]["prompt_tokens"], ids.size());
+  EXPECT_GT(as_ids["usage"]["prefill_ms"].get<double>(), 0);
+  EXPECT_GT(as_ids["usage"]["decode_ms"].get<double>(), 0);
+  for (const json& bad : {json::array({1, 100000}), json::array(), json::array({1, "x"})}) {
+    auto r = t.post("/v1/completions", {{"prompt", bad}, {"max_tokens", 4}});
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad.dump();
+    EXPECT_EQ(json::parse(r->body)["error"]["param"], "prompt") << r->body;
+  }
+}
+
 }  // namespace
 }  // namespace deferkv::testing

@@ -18,11 +18,16 @@ struct CalibrateArgs {
   std::string model;
   std::string output;
   int threads = 1;
+  std::string probes = "niah";
   eval::CompressKvCalibrationOptions options;
   CacheTypeOptions cache_types;
 };
 
-void run_calibrate(const CalibrateArgs& args) {
+void run_calibrate(CalibrateArgs& args) {
+  args.options.probes = eval::calibration_probes_from_name(args.probes);
+  if (args.options.probes == eval::CalibrationProbes::kRuler && !args.options.depths.empty()) {
+    fail("--depths is for --probes niah; RULER probes take --samples per length");
+  }
   auto model = Model::load(args.model);
   int64_t longest = 0;
   for (int64_t l : args.options.lengths) longest = std::max(longest, l);
@@ -51,7 +56,13 @@ void add_calibrate_command(CLI::App& app) {
   add_model_option(*ckv, args->model);
   ckv->add_option("-o,--output", args->output, "Profile file to write (JSON)")->required();
   ckv->add_option("--lengths", args->options.lengths, "Probe lengths in tokens")->delimiter(',')->capture_default_str();
+  ckv->add_option("--probes", args->probes,
+                  "niah: NIAH's needle in Paul Graham's essays; ruler: RULER's S-NIAH-1 (for models trained on "
+                  "RULER's wording, as the embedded retrieval model)")
+      ->capture_default_str()->check(CLI::IsMember({"niah", "ruler"}));
   ckv->add_option("--depths", args->options.depths, "Needle depths in percent (default 0, 11, ..., 100)")->delimiter(',');
+  ckv->add_option("--samples", args->options.samples, "RULER probes per length")->capture_default_str()
+      ->check(CLI::PositiveNumber);
   ckv->add_option("--first-k", args->options.first_k, "Retrieval heads kept per layer")->capture_default_str();
   ckv->add_option("--min-recall", args->options.min_recall, "ROUGE-1 recall (x100) an answer needs to count")
       ->capture_default_str();

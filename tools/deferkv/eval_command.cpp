@@ -18,6 +18,7 @@
 #include "deferkv/eval_run.h"
 #include "deferkv/eval_sweep.h"
 #include "eval_lists.h"
+#include "eval_server_run.h"
 
 namespace deferkv::cli {
 namespace {
@@ -31,6 +32,7 @@ struct EvalArgs {
   std::string budgets, ratios;
   CacheTypeOptions cache_types;
   bool no_chat_template = false;
+  EvalServerArgs remote;  // --server: the samples run on OpenAI-compatible servers
 };
 
 eval::EvalRequest request_of(const EvalArgs& args) {
@@ -82,7 +84,15 @@ void run_eval_command(const EvalArgs& args) {
   const eval::EvalRequest request = request_of(args);
   const eval::Shard shard = eval::Shard::parse(request.shard);
   std::signal(SIGINT, on_interrupt);
-  const eval::EvalOutcome outcome = eval::run_eval(request, stderr, [] { return interrupted.load(); });
+  eval::RemoteRunnerFactory remote;
+  if (!args.remote.urls.empty()) {
+    remote = [&](const eval::SweepPlan& plan, const Tokenizer& tokenizer, const SamplerParams& sampling) {
+      return std::make_unique<EvalServerRunner>(args.remote, plan, tokenizer, sampling);
+    };
+  } else if (args.remote.concurrency > 1) {
+    fail("--concurrency is for --server; a local run uses -t threads");
+  }
+  const eval::EvalOutcome outcome = eval::run_eval(request, stderr, [] { return interrupted.load(); }, remote);
   std::signal(SIGINT, SIG_DFL);
   if (outcome.interrupted) {
     fmt::print(stderr, "\ninterrupted: {} the {} samples done this run\n",
@@ -162,6 +172,7 @@ void add_eval_command(CLI::App& app) {
                   "RULER needle keys from all word-list lines, the even ones (train) or the odd ones (heldout)")
       ->capture_default_str();
   cmd->add_option("--hotpotqa", args->request.hotpotqa, "HotpotQA dev distractor JSON (hotpot_dev_distractor_v1.json), for qa_2");
+  add_eval_server_options(*cmd, args->remote);
   CLI::App* merge = add_eval_merge_command(*cmd);
   cmd->callback([args, merge] {
     if (merge->parsed()) return;  // `eval merge` ran instead

@@ -48,6 +48,39 @@ double rouge_1_recall(const std::string& prediction, std::string_view reference)
   return r.empty() ? 0.0 : 100.0 * static_cast<double>(shared) / static_cast<double>(r.size());
 }
 
+// One calibration prompt, the text the model must copy out of it and that text's tokens.
+struct Probe {
+  TaskSample sample;
+  std::string reference;
+  std::vector<int32_t> needle;
+};
+
+std::vector<Probe> make_probes(const Tokenizer& tokenizer, const CompressKvCalibrationOptions& o) {
+  TaskGenerator generator(tokenizer, TaskOptions{});
+  std::vector<Probe> probes;
+  if (o.probes == CalibrationProbes::kRuler) {
+    for (int64_t length : o.lengths) {
+      for (int64_t i = 0; i < o.samples; ++i) {
+        TaskSample sample = generator.ruler("niah_single_1", length, i);
+        std::string value = sample.references.at(0);
+        // As the value stands in the prompt, after a space ("… is: 1234567."): SentencePiece
+        // puts that space before the text itself.
+        auto needle = tokenizer.encode(tokenizer.adds_space_prefix() ? value : " " + value, false, false);
+        probes.push_back({std::move(sample), std::move(value), std::move(needle)});
+      }
+    }
+    return probes;
+  }
+  const std::string needle_text(niah_needle());
+  const auto needle = tokenizer.encode(needle_text.substr(needle_text.find_first_not_of('\n')), false, false);
+  for (int64_t length : o.lengths) {
+    for (double depth : o.depths.empty() ? niah_default_depths() : o.depths) {
+      probes.push_back({generator.niah(length, depth), needle_text, needle});
+    }
+  }
+  return probes;
+}
+
 int32_t argmax(const Session& session) {
   const float* l = session.last_logits();
   return static_cast<int32_t>(std::max_element(l, l + session.model().config().n_vocab) - l);
@@ -71,59 +104,61 @@ std::string continue_greedily(Session& session, int64_t max_new, const std::func
 
 }  // namespace
 
+CalibrationProbes calibration_probes_from_name(const std::string& name) {
+  if (name == "niah") return CalibrationProbes::kNiah;
+  if (name == "ruler") return CalibrationProbes::kRuler;
+  fail("--probes: '{}' is not niah or ruler", name);
+}
+
 CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCalibrationOptions& o) {
   const ModelConfig& c = session.model().config();
   const Tokenizer& tokenizer = session.model().tokenizer();
-  TaskGenerator generator(tokenizer, TaskOptions{});
-  const std::vector<double> depths = o.depths.empty() ? niah_default_depths() : o.depths;
-  std::string needle_text(niah_needle());
-  const auto needle = tokenizer.encode(needle_text.substr(needle_text.find_first_not_of('\n')), false, false);
 
   CompressKvCalibration result;
   std::vector<std::vector<double>> score_sum(static_cast<size_t>(c.n_layer), std::vector<double>(c.n_head, 0.0));
   std::vector<TaskSample> answered;
   // A. Retrieval heads.
-  for (int64_t length : o.lengths) {
-    for (double depth : depths) {
-      const TaskSample sample = generator.niah(length, depth);
-      const auto& tokens = sample.tokens;
-      const auto [n0, n1] = needle_span(tokens, needle);
-      const auto t = static_cast<int64_t>(tokens.size());
-      std::vector<std::vector<double>> step_mass(static_cast<size_t>(c.n_layer), std::vector<double>(c.n_head, 0.0));
-      std::vector<std::vector<double>> probe_sum = step_mass;
-      session.truncate(0);
-      const ScopedTap tap(session, std::make_unique<HeadAttentionTap>(t - 1, [&](const AttentionEvent& e, int64_t,
-                                                                 const std::vector<std::vector<float>>& rows) {
-        const int64_t group = e.shape.n_head / e.shape.n_head_kv;
-        for (int64_t h = 0; h < e.shape.n_head; ++h) {
-          const KvHeadView& kv = e.kv[static_cast<size_t>(h / group)];
-          double mass = 0;
-          for (int64_t j = 0; j < kv.length; ++j) {
-            if (kv.positions[j] >= n0 && kv.positions[j] < n1) mass += rows[h][j];
-          }
-          step_mass[e.layer][h] = mass;
+  for (const Probe& probe : make_probes(tokenizer, o)) {
+    const TaskSample& sample = probe.sample;
+    const auto& tokens = sample.tokens;
+    const auto [n0, n1] = needle_span(tokens, probe.needle);
+    const auto t = static_cast<int64_t>(tokens.size());
+    std::vector<std::vector<double>> step_mass(static_cast<size_t>(c.n_layer), std::vector<double>(c.n_head, 0.0));
+    std::vector<std::vector<double>> probe_sum = step_mass;
+    session.truncate(0);
+    const ScopedTap tap(session, std::make_unique<HeadAttentionTap>(t - 1, [&](const AttentionEvent& e, int64_t,
+                                                               const std::vector<std::vector<float>>& rows) {
+      const int64_t group = e.shape.n_head / e.shape.n_head_kv;
+      for (int64_t h = 0; h < e.shape.n_head; ++h) {
+        const KvHeadView& kv = e.kv[static_cast<size_t>(h / group)];
+        double mass = 0;
+        for (int64_t j = 0; j < kv.length; ++j) {
+          if (kv.positions[j] >= n0 && kv.positions[j] < n1) mass += rows[h][j];
         }
-      }));
-      session.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 1));
-      session.decode(tokens.back());
-      const std::string answer = continue_greedily(session, o.max_new_tokens, [&](int32_t token) {
-        const auto copies = std::count(tokens.begin() + n0, tokens.begin() + n1, token);
-        for (int64_t l = 0; l < c.n_layer; ++l) {
-          for (int64_t h = 0; h < c.n_head; ++h) probe_sum[l][h] += static_cast<double>(copies) * step_mass[l][h];
-        }
-      });
-      ++result.probes;
-      if (rouge_1_recall(answer, niah_needle()) <= o.min_recall) continue;
-      ++result.answered;
-      answered.push_back(sample);
-      for (int64_t l = 0; l < c.n_layer; ++l) {
-        for (int64_t h = 0; h < c.n_head; ++h) score_sum[l][h] += probe_sum[l][h];
+        step_mass[e.layer][h] = mass;
       }
+    }));
+    session.prefill(std::vector<int32_t>(tokens.begin(), tokens.end() - 1));
+    session.decode(tokens.back());
+    const std::string answer = continue_greedily(session, o.max_new_tokens, [&](int32_t token) {
+      const auto copies = std::count(tokens.begin() + n0, tokens.begin() + n1, token);
+      for (int64_t l = 0; l < c.n_layer; ++l) {
+        for (int64_t h = 0; h < c.n_head; ++h) probe_sum[l][h] += static_cast<double>(copies) * step_mass[l][h];
+      }
+    });
+    ++result.probes;
+    if (rouge_1_recall(answer, probe.reference) <= o.min_recall) continue;
+    ++result.answered;
+    answered.push_back(sample);
+    for (int64_t l = 0; l < c.n_layer; ++l) {
+      for (int64_t h = 0; h < c.n_head; ++h) score_sum[l][h] += probe_sum[l][h];
     }
   }
   if (result.answered == 0) {
     fail("none of the {} probes was answered (ROUGE-1 recall above {}): this model does not retrieve the needle, "
-         "so its retrieval heads cannot be found", result.probes, o.min_recall);
+         "so its retrieval heads cannot be found{}",
+         result.probes, o.min_recall,
+         o.probes == CalibrationProbes::kNiah ? " (a model trained on RULER's wording: --probes ruler)" : "");
   }
   CompressKvProfile& profile = result.profile;
   profile.model_name = tokenizer.model_name();
@@ -180,8 +215,12 @@ CompressKvCalibration calibrate_compresskv(Session& session, const CompressKvCal
           }
           if (keep) kept_mass += rows[h][j];
         }
+        // A head whose attention on the kept entries underflows to 0 (it looks elsewhere
+        // only) has no restricted output: zero, so its error is its whole output. Dividing by
+        // the 0 made the layer's error NaN and with it every layer's score uniform.
+        const double renormalise = kept_mass > 0 ? 1.0 / kept_mass : 0.0;
         for (int64_t x = 0; x < d; ++x) {
-          diff += std::pow(cut[x] / kept_mass - full[x], 2);
+          diff += std::pow(cut[x] * renormalise - full[x], 2);
           norm += full[x] * full[x];
         }
       }

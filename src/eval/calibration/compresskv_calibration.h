@@ -11,7 +11,11 @@
 // needle) instead of the Retrieval-Head project's haystacks and needles.jsonl; step B
 // runs on those probes instead of the 16 LongBench datasets, and compares the heads'
 // outputs before the output projection (o_proj), which presses cannot see.
+// [OUR FORMULATION] Probes "ruler": RULER's S-NIAH-1 samples (niah_single_1, a number hidden in
+// noise and asked for by its key), the needle span being the number's tokens, for models that
+// answer RULER's wording but not NIAH's (the embedded retrieval model).
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "deferkv/session.h"
@@ -19,9 +23,14 @@
 
 namespace deferkv::eval {
 
+enum class CalibrationProbes { kNiah, kRuler };
+CalibrationProbes calibration_probes_from_name(const std::string& name);  // "niah", "ruler"
+
 struct CompressKvCalibrationOptions {
+  CalibrationProbes probes = CalibrationProbes::kNiah;
   std::vector<int64_t> lengths = {1000, 2000, 3000};
-  std::vector<double> depths;       // empty: NIAH's default grid
+  std::vector<double> depths;       // NIAH probes; empty: NIAH's default grid
+  int64_t samples = 10;             // RULER probes per length
   int64_t first_k = 4;              // retrieval heads kept per layer
   double min_recall = 50;           // ROUGE-1 recall (x100) a probe's answer needs to count
   int64_t max_new_tokens = 50;

@@ -4,6 +4,7 @@
 
 #include <sys/resource.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include "deferkv/generate.h"
 #include "deferkv/model.h"
 #include "eval/reports/kept_maps.h"
+#include "eval/run/model_card_coverage.h"
 #include "eval/run/sample_runner.h"
 
 namespace deferkv::eval {
@@ -180,7 +182,8 @@ nlohmann::ordered_json run_record(const nlohmann::ordered_json& more) {
   return run;
 }
 
-EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std::function<bool()>& stop_requested) {
+EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std::function<bool()>& stop_requested,
+                     const RemoteRunnerFactory& make_remote) {
   EvalRequest r = request;
   if (r.model.empty()) r.model = embedded_eval_model_path();
   if (!r.chat && !r.chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");
@@ -191,11 +194,19 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   const Shard shard = Shard::parse(r.shard);
   r.sampling.validate();
 
+  if (make_remote && !r.draft_model.empty()) fail("--draft-model is for local runs; a server drafts with its own");
+  SamplerParams sampling = r.sampling;
+  sampling.seed = r.seed;
+
   const auto model = Model::load(r.model);
+  warn_if_card_does_not_cover(*model, plan.benchmark, progress);
   const std::shared_ptr<const Model> draft = r.draft_model.empty() ? nullptr : Model::load(r.draft_model);
+  // A remote runner checks its side (e.g. that the servers answer) before any sample.
+  const std::unique_ptr<RemoteSampleRunner> remote = make_remote ? make_remote(plan, model->tokenizer(), sampling) : nullptr;
   std::unique_ptr<TaskGenerator> generator;
   std::unique_ptr<LongBenchSet> longbench;
-  const PromptOptions prompt{r.chat, r.chat_template};
+  // A remote chat API applies its own chat format to the plain prompt.
+  const PromptOptions prompt{r.chat && !(remote && remote->chat()), r.chat_template};
   nlohmann::ordered_json max_lengths;  // LongBench: per dataset
   if (plan.benchmark == Benchmark::kLongBench) {
     LongBenchOptions options;
@@ -229,48 +240,60 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   const std::string stem = fmt::format("{}-{}", r.bench, std::filesystem::path(r.model).stem().string());
   const std::string chat = longbench ? longbench->chat_template_name() : generator->chat_template_name();
   EvalOutcome outcome;
-  outcome.dir = prepare_results_dir(r.output, r.name, stem, config_of(r, plan, chat, max_lengths));
+  nlohmann::ordered_json config = config_of(r, plan, chat, max_lengths);
+  if (remote) remote->describe_in(config);
+  outcome.dir = prepare_results_dir(r.output, r.name, stem, config);
   if (progress != nullptr) {
     fmt::print(progress, "results: {}{} ({})\n", outcome.dir,
                shard.whole() ? "" : fmt::format(" (shard {}/{})", shard.index, shard.count),
                question_mode_name(r.question_agnostic));
   }
 
-  SamplerParams sampling = r.sampling;
-  sampling.seed = r.seed;
   SessionOptions session_options;
   session_options.n_batch = r.n_batch;
   session_options.cache_type_k = r.cache_type_k;
   session_options.cache_type_v = r.cache_type_v;
   const SampleRunner runner(model, draft, make_thread_pool(r.threads), sampling, session_options, r.question_agnostic,
                             progress);
-  KeptMaps kept_maps(outcome.dir);
+  KeptMaps kept_maps(outcome.dir);  // local rows only: a remote one has no session to show
+  std::atomic<int64_t> ran{0};       // a remote runner runs rows on several threads
   const SampleExecutor execute = [&](const SweepMethod& method, const TaskSample& sample) {
     if (stop_requested && stop_requested()) throw Stopped{};
+    if (remote) {
+      SampleRun run = (*remote)(method, sample);
+      ++ran;
+      return run;
+    }
     KeptSetRecorder kept;
     const bool map = kept_maps.wanted(method);
     SampleRun run = runner(method, sample, map ? &kept : nullptr);
     if (map) kept_maps.write(method, sample, kept);
-    ++outcome.samples_run;
+    ++ran;
     return run;
   };
+  const int concurrency = remote ? remote->concurrency() : 1;
   const auto start = std::chrono::steady_clock::now();
   try {
     if (longbench) {
-      run_sweep(plan, *longbench, execute, outcome.dir, progress, shard);
+      run_sweep(plan, *longbench, execute, outcome.dir, progress, shard, concurrency);
     } else {
-      run_sweep(plan, *generator, execute, outcome.dir, progress, shard);
+      run_sweep(plan, *generator, execute, outcome.dir, progress, shard, concurrency);
     }
   } catch (const Stopped&) {
     outcome.interrupted = true;
   }
+  outcome.samples_run = ran;
   outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   outcome.failed_rows = failed_rows(plan, outcome.dir, shard);
   // A shard's reports need every shard's rows: `eval merge` writes them.
   if (shard.whole()) {
-    outcome.tables = write_reports(
-        plan, outcome.dir,
-        run_record({{"threads", r.threads}, {"samples_run", outcome.samples_run}, {"seconds", outcome.seconds}}));
+    nlohmann::ordered_json run = {{"samples_run", outcome.samples_run}, {"seconds", outcome.seconds}};
+    if (remote) {
+      run.update(remote->run_fields());
+    } else {
+      run["threads"] = r.threads;
+    }
+    outcome.tables = write_reports(plan, outcome.dir, run_record(run));
   }
   return outcome;
 }

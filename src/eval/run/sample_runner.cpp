@@ -13,6 +13,11 @@
 
 namespace deferkv::eval {
 
+uint64_t sample_seed_of(uint64_t run_seed, const TaskSample& sample) {
+  const int64_t which = sample.depth_percent >= 0 ? std::llround(sample.depth_percent * 1000) : sample.index;
+  return sample_seed(run_seed, sample.task, sample.target_length, which);
+}
+
 SampleRunner::SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft,
                            std::shared_ptr<ThreadPool> pool, SamplerParams sampling, SessionOptions options,
                            bool question_agnostic, std::FILE* warnings)
@@ -43,8 +48,7 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   }
 
   SamplerParams params = sampling_;
-  const int64_t which = sample.depth_percent >= 0 ? std::llround(sample.depth_percent * 1000) : sample.index;
-  params.seed = sample_seed(sampling_.seed, sample.task, sample.target_length, which);
+  params.seed = sample_seed_of(sampling_.seed, sample);
   Sampler sampler(params);
 
   const Tokenizer& tokenizer = model_->tokenizer();

@@ -21,6 +21,10 @@ class ThreadPool;
 
 namespace deferkv::eval {
 
+// The seed a sample decodes with: made from the run's seed and the sample (task, length,
+// and its number or NIAH depth), so any subset of rows decodes as the whole sweep would.
+uint64_t sample_seed_of(uint64_t run_seed, const TaskSample& sample);
+
 class SampleRunner {
  public:
   // sampling.seed is the run's seed; each sample draws with a seed made from it and the

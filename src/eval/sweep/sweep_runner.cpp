@@ -1,6 +1,9 @@
 // The sweep loop: each sample is generated once and run with every method of the shard's
 // slice that the folder does not hold yet, scored with the official metric and logged at once.
 #include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,6 +12,7 @@
 #include "deferkv/eval_longbench.h"
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_sweep.h"
+#include "eval/sweep/concurrent_jobs.h"
 #include "eval/sweep/progress.h"
 #include "eval/sweep/sample_log.h"
 #include "eval/sweep/shards.h"
@@ -96,11 +100,11 @@ std::set<std::string> keys_done(const std::string& dir) {
   return keys;
 }
 
-// Runs every (slot, method) of the shard's slice not yet in the folder; make_sample builds a
-// slot's sample once.
+// Runs every (slot, method) of the shard's slice not yet in the folder, `concurrency` at a
+// time; make_sample builds a slot's sample once.
 int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
                   const std::function<TaskSample(const SampleSlot&)>& make_sample, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress_out, Shard shard) {
+                  const std::string& dir, std::FILE* progress_out, Shard shard, int concurrency) {
   SampleLog log(dir + "/" + shard.log_name());  // locked first: the keys below are then not being written
   std::optional<SampleLog> failures;  // opened at the first failed row
   std::set<std::string> errors_shown;  // label and message
@@ -111,44 +115,69 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
   for (const SampleSlot& slot : slots) costs.insert(costs.end(), plan.methods.size(), slot.length);
   const std::vector<int64_t> shard_of = shard_of_rows(costs, shard.count);
 
-  int64_t total = 0, done = 0;
+  struct PendingRow {
+    size_t slot, method;
+  };
+  std::vector<PendingRow> pending;
+  std::map<size_t, int64_t> rows_of_slot;  // pending rows per slot, to free its sample after the last
+  int64_t total = 0;
   for (size_t row = 0; row < costs.size(); ++row) {
     if (shard_of[row] != shard.index) continue;
     ++total;
-    done += done_keys.contains(row_key(plan, identities[row % plan.methods.size()], slots[row / plan.methods.size()]));
+    const size_t s = row / plan.methods.size(), m = row % plan.methods.size();
+    if (done_keys.contains(row_key(plan, identities[m], slots[s]))) continue;
+    pending.push_back({s, m});
+    ++rows_of_slot[s];
   }
-  Progress progress(progress_out, total, done);
-  int64_t ran = 0;
-  for (size_t s = 0; s < slots.size(); ++s) {
-    std::optional<TaskSample> sample;  // made when a method still needs it
-    for (size_t m = 0; m < plan.methods.size(); ++m) {
-      if (shard_of[s * plan.methods.size() + m] != shard.index) continue;
-      if (done_keys.contains(row_key(plan, identities[m], slots[s]))) continue;
-      const SweepMethod& method = plan.methods[m];
-      if (!sample) sample = make_sample(slots[s]);
-      std::optional<SampleRun> run;
-      try {
-        run = execute(method, *sample);
-      } catch (const Error& e) {
-        nlohmann::ordered_json failed = row_fields(plan, method, *sample);
-        failed["error"] = e.what();
-        if (!failures) failures.emplace(dir + "/" + shard.log_name("failures"));
-        failures->append(failed);
-        ++ran;
-        progress.sample_failed(row_text(plan, method, slots[s]));
-        if (errors_shown.insert(method.label() + "\n" + e.what()).second && progress_out != nullptr) {
-          fmt::print(progress_out, "error: {}: {} (a failed row; the sweep goes on)\n", method.label(), e.what());
-        }
-        continue;
+  Progress progress(progress_out, total, total - static_cast<int64_t>(pending.size()));
+  // Each slot's sample is made once, by the first of its rows to run, and shared by the
+  // others (a slot's rows are consecutive, so few samples are alive at once).
+  std::mutex samples_mutex, log_mutex;
+  std::map<size_t, std::shared_ptr<const TaskSample>> samples;
+  auto sample_of = [&](size_t s) {
+    std::lock_guard lock(samples_mutex);
+    auto& sample = samples[s];
+    if (!sample) sample = std::make_shared<const TaskSample>(make_sample(slots[s]));
+    return sample;
+  };
+  auto release = [&](size_t s) {
+    std::lock_guard lock(samples_mutex);
+    if (--rows_of_slot[s] == 0) samples.erase(s);
+  };
+  int64_t ran = 0;  // under log_mutex
+  run_concurrently(pending.size(), concurrency, [&](size_t k) {
+    const auto [s, m] = pending[k];
+    const SweepMethod& method = plan.methods[m];
+    const std::shared_ptr<const TaskSample> sample = sample_of(s);
+    std::optional<SampleRun> run;
+    try {
+      run = execute(method, *sample);
+    } catch (const Error& e) {
+      // A failed row: recorded with its error, and the sweep goes on.
+      std::lock_guard lock(log_mutex);
+      nlohmann::ordered_json failed = row_fields(plan, method, *sample);
+      failed["error"] = e.what();
+      if (!failures) failures.emplace(dir + "/" + shard.log_name("failures"));
+      failures->append(failed);
+      ++ran;
+      progress.sample_failed(row_text(plan, method, slots[s]));
+      if (errors_shown.insert(method.label() + "\n" + e.what()).second && progress_out != nullptr) {
+        fmt::print(progress_out, "error: {}: {} (a failed row; the sweep goes on)\n", method.label(), e.what());
       }
-      const double score = score_of(plan.benchmark, *sample, *run);
+      release(s);
+      return;
+    }
+    const double score = score_of(plan.benchmark, *sample, *run);
+    {
+      std::lock_guard lock(log_mutex);
       log.append(record_of(plan, method, *sample, *run, score));
       ++ran;
       // On the reports' 0-100 scale (a sample's metric is 0-1, NIAH's 0-10).
       const double shown = plan.benchmark == Benchmark::kNiah ? niah_percent(score) : 100 * score;
       progress.sample_done(row_text(plan, method, slots[s]), shown);
     }
-  }
+    release(s);
+  });
   progress.finish();
   return ran;
 }
@@ -156,7 +185,7 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
 }  // namespace
 
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress, Shard shard) {
+                  const std::string& dir, std::FILE* progress, Shard shard, int concurrency) {
   if (plan.benchmark == Benchmark::kLongBench) fail("a LongBench sweep reads its samples from a LongBenchSet");
   return run_slots(
       plan, slots_of(plan),
@@ -164,15 +193,15 @@ int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const S
         return plan.benchmark == Benchmark::kNiah ? generator.niah(slot.length, slot.depth)
                                                   : generator.ruler(slot.task, slot.length, slot.index);
       },
-      execute, dir, progress, shard);
+      execute, dir, progress, shard, concurrency);
 }
 
 int64_t run_sweep(const SweepPlan& plan, const LongBenchSet& set, const SampleExecutor& execute,
-                  const std::string& dir, std::FILE* progress, Shard shard) {
+                  const std::string& dir, std::FILE* progress, Shard shard, int concurrency) {
   if (plan.benchmark != Benchmark::kLongBench) fail("a LongBenchSet holds LongBench samples only");
   return run_slots(
       plan, longbench_slots(set), [&](const SampleSlot& slot) { return set.sample(slot.task, slot.index); }, execute,
-      dir, progress, shard);
+      dir, progress, shard, concurrency);
 }
 
 }  // namespace deferkv::eval

@@ -6,7 +6,7 @@
 
 #include "deferkv/error.h"
 #include "kv/kv_cache.h"
-#include "press/allocation.h"
+#include "press/core/allocation.h"
 #include "press/press_test_util.h"
 
 namespace deferkv {

@@ -2,9 +2,9 @@
 #include <gtest/gtest.h>
 
 #include "deferkv/error.h"
-#include "press/allocation.h"
-#include "press/pooling.h"
-#include "press/selection.h"
+#include "press/core/allocation.h"
+#include "press/core/pooling.h"
+#include "press/core/selection.h"
 
 namespace deferkv {
 namespace {

@@ -101,6 +101,17 @@ std::vector<int64_t> pyramid_budgets(int64_t base, int64_t candidates, int64_t n
   return largest_remainder(shares, std::min(base, candidates) * n_layer);
 }
 
+std::vector<int64_t> pyramid_budgets_floored_step(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta) {
+  int64_t low = base / beta, high = 2 * base - low;
+  if (high >= candidates) {
+    high = candidates;
+    low = 2 * base - high;
+  }
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < n_layer; ++l) out.push_back(high - l * ((high - low) / (n_layer - 1)));
+  return out;
+}
+
 std::vector<int64_t> adakv_budgets(const std::vector<Scores>& pooled, int64_t base, double alpha) {
   // One ranking of every head's scores (ties: lower head, then lower index: the order of
   // the concatenation).

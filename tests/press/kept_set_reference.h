@@ -55,6 +55,9 @@ std::vector<int64_t> largest_remainder(const std::vector<double>& shares, int64_
 // PyramidKV's layer budgets (non-window entries), exact rounding to L * min(base, C).
 std::vector<int64_t> pyramid_budgets(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta);
 
+// The same pyramid as the reference code rounds it: layer l keeps max - l * ((max - min) // (L - 1)).
+std::vector<int64_t> pyramid_budgets_floored_step(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta);
+
 // AdaKV's head budgets of one layer from its heads' pooled candidate scores.
 std::vector<int64_t> adakv_budgets(const std::vector<Scores>& pooled, int64_t base, double alpha);
 

@@ -6,7 +6,7 @@
 // Ties: every rule ranks by score, highest first, and breaks an exact tie towards the
 // lower index: the earlier position, the earlier chunk, the lower KV head (AdaKV's
 // flattened ranking), the lower layer or head (the remainders of a rounding). The engine
-// documents the same order (src/press/selection.h, src/press/allocation.h). Exact ties
+// documents the same order (src/press/core/selection.h, src/press/core/allocation.h). Exact ties
 // are common after max-pooling (a peak's value covers its neighbours), so this rule is
 // exercised; ties between different attention values are left to chance, which the
 // random inputs make negligible.

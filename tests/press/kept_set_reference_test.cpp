@@ -8,7 +8,7 @@
 //   KNorm keeps the largest norms (sign of its score flipped)      -> KNorm
 //   DeferKV uses 1 - eta in place of eta                            -> DeferKV
 //   the window observes only its last w - 1 queries (off by one,
-//   one_shot_press.cpp's first observed position)                   -> SnapKV, PyramidKV, AdaKV,
+//   scored_press.cpp's first observed position)                     -> SnapKV, PyramidKV, AdaKV,
 //                                                                      ChunkKV, DeferKV
 //   PyramidKV floors the step (max - min) / (L - 1), as the
 //   reference code does                                             -> PyramidKV
@@ -17,6 +17,9 @@
 //                                                                      PyramidKvReferenceRounding,
 //                                                                      DeferKvOverMoreBases
 //   ChunkKV scores chunks by KV head 0 alone, not the heads' sum    -> ChunkKV
+//   the protected sinks not counted in b (scored_press.cpp gives
+//   the allocation room instead of room - sinks)                    -> StreamingLLM (and both
+//                                                                      ExpectedAttention tests)
 // Expected Attention is compared with its formula in expected_attention_test.cpp.
 #include <gtest/gtest.h>
 

@@ -10,6 +10,15 @@
 
 namespace deferkv {
 
+std::vector<std::vector<float>> LayerEviction::candidate_attention() const {
+  std::vector<std::vector<float>> out;
+  for (int64_t g = 0; g < n_head_kv(); ++g) {
+    const std::vector<float>& a = prompt_attention[static_cast<size_t>(g)];
+    out.emplace_back(a.begin(), a.begin() + candidates[g]);
+  }
+  return out;
+}
+
 ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts)
     : description_(params.describe()), budget_(budget), parts_(std::move(parts)) {
   const int64_t window = parts_.window;

@@ -57,6 +57,8 @@ struct LayerEviction {
 
   int64_t n_head_kv() const { return static_cast<int64_t>(candidates.size()); }
   int64_t candidate_budget() const { return budget - window; }  // b - w
+  // prompt_attention[g][0 .. C_g) for every head: the captured attention as the score.
+  std::vector<std::vector<float>> candidate_attention() const;
 };
 
 // How a method uses the shared parts; read_scored_parts fills all but the capture and

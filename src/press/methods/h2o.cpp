@@ -21,14 +21,7 @@ class H2oPress final : public ScoredPress {
 
  protected:
   // The attention each entry has drawn.
-  std::vector<std::vector<float>> score(const LayerEviction& layer) override {
-    std::vector<std::vector<float>> scores;
-    for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
-      const std::vector<float>& a = layer.prompt_attention[static_cast<size_t>(g)];
-      scores.emplace_back(a.begin(), a.begin() + layer.candidates[g]);
-    }
-    return scores;
-  }
+  std::vector<std::vector<float>> score(const LayerEviction& layer) override { return layer.candidate_attention(); }
 };
 
 }  // namespace

@@ -15,11 +15,7 @@ class TovaPress final : public ScoredPress {
 
  protected:
   std::vector<std::vector<float>> score(const LayerEviction& layer) override {
-    std::vector<std::vector<float>> heads;
-    for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
-      const std::vector<float>& a = layer.prompt_attention[static_cast<size_t>(g)];
-      heads.emplace_back(a.begin(), a.begin() + layer.candidates[g]);
-    }
+    std::vector<std::vector<float>> heads = layer.candidate_attention();
     // Heads of different lengths (after a head-adaptive press in a composition) each rank
     // by their group's mean attention.
     for (const auto& h : heads) {

@@ -324,6 +324,38 @@ TEST(KeptSetReference, KNormWithEveryAllocation) {
   expect_kept("knorm:alloc=pyramid", kept_by(negative_key_norms, pyramid), 1);
 }
 
+TEST(KeptSetReference, KNormPerStep) {
+  // every=2: the prefill cuts each head to its b smallest key norms; decode steps 1 and 2
+  // append y_1, y_2 (their queries seeing what was kept), and after step 2 each head keeps
+  // the b smallest norms of the b + 2 entries it holds. The generated keys come from the
+  // reference forward rerun with that visibility.
+  const auto run = testing::run_press_on_model(model_path(), "knorm:every=2", KvBudget::per_head(kBudget),
+                                               full_cache().prompt, 2);
+  Kept after_prefill;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    after_prefill.emplace_back();
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) after_prefill[l].push_back(best(negative_key_norms(l, g), kBudget));
+  }
+  std::vector<int32_t> tokens = full_cache().prompt;
+  tokens.insert(tokens.end(), run.generated.begin(), run.generated.begin() + 2);
+  const testing::KeyVisibility visible = [&](int64_t l, int64_t g, int64_t key, int64_t query) {
+    if (query < kPrompt || key >= kPrompt) return true;
+    const Positions& kept = after_prefill[l][g];
+    return std::binary_search(kept.begin(), kept.end(), static_cast<int32_t>(key));
+  };
+  const ReferenceTrace trace = testing::reference_trace(model_path(), tokens, visible);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      const Positions held = united(after_prefill[l][g], span(kPrompt, kPrompt + 2));
+      Scores norms;
+      for (int32_t p : held) norms.push_back(-testing::key_norm(trace, kShape, l, g, p));
+      Positions kept;
+      for (int32_t i : best(norms, kBudget)) kept.push_back(held[i]);
+      EXPECT_EQ(run.positions[l][g], kept) << "layer " << l << " KV head " << g;
+    }
+  }
+}
+
 TEST(KeptSetReference, StreamingLLM) {
   constexpr int64_t kSinks = 4, kSteps = 3;
   const Positions one_shot = united(span(0, kSinks), span(kPrompt - (kBudget - kSinks), kPrompt));

@@ -40,6 +40,14 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
   }
 }
 
+void ScoredPress::on_attach(const PressModelShape& shape, PressHost&) {
+  const AllocationRule& rule = parts_.allocation;
+  if (rule.kind == AllocationKind::kCalibrated && static_cast<int64_t>(rule.layer_scores.size()) != shape.n_layer) {
+    fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description_,
+         rule.layer_scores.size(), shape.n_layer);
+  }
+}
+
 bool ScoredPress::will_evict() const {
   if (parts_.trigger.per_step()) return pending_;  // the cache may outgrow b while decoding
   return pending_ && prompt_end_ > resolved_budget_ && prompt_end_ > parts_.window;
@@ -169,51 +177,66 @@ std::vector<std::vector<float>> ScoredPress::matched(Captured& captured, const K
   return out;
 }
 
+std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t l, int64_t window) const {
+  std::vector<int64_t> out;
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+    const int32_t* positions = cache.positions(l, g);
+    const int64_t len = cache.length(l, g);
+    if (parts_.trigger.per_step()) {
+      out.push_back(std::max<int64_t>(0, len - window));  // all but the newest entries
+    } else {  // the prompt entries before its window
+      out.push_back(std::lower_bound(positions, positions + len, static_cast<int32_t>(prompt_end_ - window)) - positions);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer,
+                                                      const std::vector<std::vector<float>>& scores,
+                                                      LayerSelector& selector) const {
+  // The sinks are kept without asking; the other candidates share what is left of b.
+  const int64_t room = std::max<int64_t>(0, layer.budget - layer.window);
+  const int64_t sinks = std::min(parts_.selection.sinks, room);
+  LayerShare share{layer.layer, layer.n_layer, room - sinks, layer.budget, layer.window + sinks, {}};
+  std::vector<std::vector<float>> rest;
+  std::vector<int64_t> head_sinks;
+  for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
+    const int64_t c = layer.candidates[g];
+    if (static_cast<int64_t>(scores[g].size()) < c) fail("internal: {} scores for {} candidates", scores[g].size(), c);
+    head_sinks.push_back(std::min(sinks, c));
+    rest.emplace_back(scores[g].begin() + head_sinks[g], scores[g].begin() + c);
+    share.candidates.push_back(c - head_sinks[g]);
+  }
+  const std::vector<std::vector<int32_t>> chosen = selector.select(layer.layer, rest, allocate(parts_.allocation, share, rest));
+  std::vector<std::vector<int32_t>> keep;
+  for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
+    keep.push_back(index_range(0, head_sinks[g]));
+    for (int32_t j : chosen[g]) keep.back().push_back(static_cast<int32_t>(j + head_sinks[g]));
+  }
+  return keep;
+}
+
 void ScoredPress::evict(KvCache& cache, int64_t step) {
   if (!will_evict()) {
     pending_ = false;
     return;
   }
-  const bool per_step = parts_.trigger.per_step();
-  const int64_t n_layer = cache.n_layer(), n_kv = cache.n_head_kv();
+  const int64_t n_layer = cache.n_layer();
   const int64_t b = resolved_budget_;
-  const int64_t window = per_step ? std::min(parts_.window, b) : parts_.window;
+  const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
   prompt_attention_.resize(static_cast<size_t>(n_layer));
   for (auto& s : decode_attention_) s.resize(static_cast<size_t>(n_layer));
   LayerSelector selector(parts_.selection);
   for (int64_t l = 0; l < n_layer; ++l) {
-    std::vector<std::vector<float>> prompt = matched(prompt_attention_[l], cache, l);
+    const std::vector<std::vector<float>> prompt = matched(prompt_attention_[l], cache, l);
     std::vector<std::vector<std::vector<float>>> decode;
     for (auto& s : decode_attention_) decode.push_back(matched(s[l], cache, l));
-    LayerEviction view{l, n_layer, prompt_end_, prompt_end_ + step, b, window, {}, prompt, decode, cache};
-    for (int64_t g = 0; g < n_kv; ++g) {
-      const int32_t* positions = cache.positions(l, g);
+    const LayerEviction view{l, n_layer, prompt_end_, prompt_end_ + step, b, window, candidate_counts(cache, l, window),
+                             prompt, decode, cache};
+    const std::vector<std::vector<int32_t>> chosen = choose(view, score(view), selector);
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
       const int64_t len = cache.length(l, g);
-      view.candidates.push_back(per_step ? std::max<int64_t>(0, len - window)
-                                         : std::lower_bound(positions, positions + len,
-                                                            static_cast<int32_t>(prompt_end_ - window)) -
-                                               positions);
-    }
-    const std::vector<std::vector<float>> scores = score(view);
-    // The sinks are kept without asking; the rest of the candidates share what is left.
-    const int64_t room = std::max<int64_t>(0, b - window);
-    const int64_t sinks = std::min(parts_.selection.sinks, room);
-    LayerShare share{l, n_layer, room - sinks, b, window + sinks, {}};
-    std::vector<std::vector<float>> rest(static_cast<size_t>(n_kv));
-    std::vector<int64_t> head_sinks(static_cast<size_t>(n_kv));
-    for (int64_t g = 0; g < n_kv; ++g) {
-      const int64_t c = view.candidates[g];
-      if (static_cast<int64_t>(scores[g].size()) < c) fail("internal: {} scores for {} candidates", scores[g].size(), c);
-      head_sinks[g] = std::min(sinks, c);
-      rest[g].assign(scores[g].begin() + head_sinks[g], scores[g].begin() + c);
-      share.candidates.push_back(c - head_sinks[g]);
-    }
-    const std::vector<std::vector<int32_t>> chosen = selector.select(l, rest, allocate(parts_.allocation, share, rest));
-    for (int64_t g = 0; g < n_kv; ++g) {
-      const int64_t len = cache.length(l, g), c = view.candidates[g];
-      std::vector<int32_t> keep = index_range(0, head_sinks[g]);
-      for (int32_t j : chosen[g]) keep.push_back(static_cast<int32_t>(j + head_sinks[g]));
-      keep = merge_indices(keep, index_range(c, len));
+      const std::vector<int32_t> keep = merge_indices(chosen[g], index_range(view.candidates[g], len));
       if (static_cast<int64_t>(keep.size()) < len) cache.retain(l, g, keep);
     }
   }

@@ -56,7 +56,6 @@ struct LayerEviction {
   const KvCache& cache;
 
   int64_t n_head_kv() const { return static_cast<int64_t>(candidates.size()); }
-  int64_t candidate_budget() const { return budget - window; }  // b - w
   // prompt_attention[g][0 .. C_g) for every head: the captured attention as the score.
   std::vector<std::vector<float>> candidate_attention() const;
 };
@@ -75,6 +74,8 @@ class ScoredPress : public Press {
  public:
   ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts);
 
+  // Refuses a calibration profile of another depth before anything runs.
+  void on_attach(const PressModelShape& shape, PressHost& host) override;
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override;
   void on_attention(const AttentionEvent& event) override;
   void on_prefill_end(KvCache& cache) override;
@@ -96,6 +97,12 @@ class ScoredPress : public Press {
   void capture_prompt(const AttentionEvent& event);
   void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, Captured& into) const;
   void evict(KvCache& cache, int64_t step);
+  // Per KV head of layer l: C, the entries older than the protected window.
+  std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
+  // Per KV head: the candidates kept (ascending), from the scorer's scores, by the sinks,
+  // the allocation and the selection.
+  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer, const std::vector<std::vector<float>>& scores,
+                                           LayerSelector& selector) const;
   std::vector<std::vector<float>> matched(Captured& captured, const KvCache& cache, int64_t l) const;
   void keep_captured(const KvCache& cache);
 

@@ -26,6 +26,7 @@ class LookaheadKvPress final : public ScoredPress {
         path_(std::move(path)), weights_(std::move(weights)) {}
 
   void on_attach(const PressModelShape& shape, PressHost& host) override {
+    ScoredPress::on_attach(shape, host);
     check_lookahead_weights_fit(weights_, shape, path_);
     host.reserve_after_prompt(weights_.rows.n_rows());
     host_ = &host;

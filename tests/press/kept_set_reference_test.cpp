@@ -17,6 +17,11 @@
 //                                                                      PyramidKvReferenceRounding,
 //                                                                      DeferKvOverMoreBases
 //   ChunkKV scores chunks by KV head 0 alone, not the heads' sum    -> ChunkKV
+//   per-step eviction cutting the prompt entries only (the one-shot
+//   candidates of scored_press.cpp's candidate_counts at every
+//   trigger)                                                        -> TovaPerStep, KNormPerStep,
+//                                                                      StreamingLLM (and
+//                                                                      ExpectedAttention's every=2)
 //   the protected sinks not counted in b (scored_press.cpp gives
 //   the allocation room instead of room - sinks)                    -> StreamingLLM (and both
 //                                                                      ExpectedAttention tests)

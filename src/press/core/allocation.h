@@ -2,8 +2,10 @@
 // Allocation: how many candidates each (layer, KV head) keeps, given the average `base`
 // per head [docs/methods/README.md, "Allocation"]. Any scorer takes any rule, chosen by
 // the parameter alloc: uniform (SnapKV), pyramid (PyramidKV), adakv (AdaKV),
-// ada_pyramid (AdaKV's pyramid mode) or calibrated (CompressKV's error-aware layer budgets
-// from a calibration profile).
+// ada_pyramid (the pyramid's layer budget shared among the heads as AdaKV does) or
+// calibrated (CompressKV's error-aware layer budgets from a calibration profile).
+// [OUR FORMULATION] ada_pyramid's composition, and calibrated budgets under another
+// method's scores: the papers pair each rule with one scorer.
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -5,8 +5,8 @@
 //   z_h(j) = (R mu_h) . k_j / sqrt(d) + k_j^T (R Sigma_h R^T) k_j / (2d),
 // softmax over the non-sink keys, mean over the GQA group, times ||v_j||; the first
 // n_sink tokens are always kept (the selection's sinks). Each KV head keeps its best b at
-// the end of prefill; per step (every=n) the whole cache is scored again with the
-// prompt's statistics, the future positions starting after the newest entry.
+// the end of prefill. [OUR FORMULATION] per step (every=n) the whole cache is scored again
+// with the prompt's statistics, the future positions starting after the newest entry.
 #include <algorithm>
 #include <cmath>
 

@@ -157,8 +157,9 @@ const std::vector<PressInfo>& press_catalogue();
 //
 // Composition "a+b": every hook goes to each press in the order given, and each may use
 // the host. A press evicts the prompt's entries, or the generated ones (moment_kv), or
-// both (h2o, streaming_llm and tova with per_step=true, behavior_preserving with every > 0
-// cut every entry back to the budget while decoding). make_press refuses, with an error
+// both (a per-step trigger, per_step=true or every=n: tova by default, any scorer method
+// or behavior_preserving when asked, cuts every entry back to the budget while decoding).
+// make_press refuses, with an error
 // naming both, two presses that
 //  - both run extra forward passes to score (the greedy lookahead, a draft, rows after the
 //    prompt: laq, laqpp, speckv, lookaheadkv): a prefill has room for one such protocol;
@@ -169,7 +170,7 @@ const std::vector<PressInfo>& press_catalogue();
 //    leaves alone. Otherwise a press's scores, indexed by the entries it observed, would
 //    not match a cache the other one evicted from in between, or the later press would
 //    find its region already cut to the budget and never act: a silent half-run.
-// So a press of the prompt (any trigger: prefill end, or decode step d for deferkv) joins
+// So a press of the prompt (any trigger: prefill end, or decode step d) joins
 // one of the generated tokens in either order ("snapkv+moment_kv"), and one that evicts at
 // the end of the prefill may be followed by a per-step press that reads the cache as it
 // is ("adakv+tova": TOVA keeps AdaKV's ragged heads within b while decoding; "tova+adakv"

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "deferkv/error.h"
-#include "press/composed_press.h"
+#include "press/core/composed_press.h"
 
 namespace deferkv {
 namespace {

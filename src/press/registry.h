@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "deferkv/press.h"
-#include "press/press_params.h"
+#include "press/core/press_params.h"
 
 namespace deferkv {
 

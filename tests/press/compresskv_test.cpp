@@ -6,7 +6,7 @@
 
 #include "deferkv/error.h"
 #include "kv/kv_cache.h"
-#include "press/allocation.h"
+#include "press/core/allocation.h"
 #include "press/press_test_util.h"
 
 namespace deferkv {
@@ -88,6 +88,30 @@ TEST(CompressKv, OneSelectionPerLayerWithErrorAwareBudgets) {
   const auto other = profile_for_test_model("ckv-other.json", "[3], [0], [1]");
   const auto rerun = testing::run_press("compresskv:profile=" + other, KvBudget::per_head(40), prompt, 2);
   EXPECT_NE(rerun.positions, run.positions);
+}
+
+TEST(CalibratedAllocation, AnyScorerTakesTheProfilesLayerBudgets) {
+  // alloc=calibrated on SnapKV's and KNorm's scores: the layer budgets of the test above
+  // (47, 39, 34 entries per head, window included), each head choosing its own.
+  const auto prompt = testing::random_prompt(150, 41);
+  const auto profile = profile_for_test_model("ckv-calibrated.json", "[0], [1], [2]");
+  const int64_t budgets[] = {47, 39, 34};
+  for (const std::string spec : {"snapkv:window=8,alloc=calibrated,profile=", "knorm:alloc=calibrated,profile="}) {
+    const auto run = testing::run_press(spec + profile, KvBudget::per_head(40), prompt, 2);
+    for (size_t l = 0; l < run.positions.size(); ++l) {
+      for (const auto& head : run.positions[l]) {
+        const auto prompt_entries = std::count_if(head.begin(), head.end(), [](int32_t p) { return p < 150; });
+        EXPECT_EQ(prompt_entries, budgets[l]) << spec << " layer " << l;
+      }
+    }
+  }
+  EXPECT_NE(error_of("knorm:alloc=calibrated").find("needs profile=PATH"), std::string::npos);
+  EXPECT_NE(error_of("knorm:profile=" + profile).find("read by alloc=calibrated only"), std::string::npos);
+  const auto other_depth = write_profile("ckv-depth.json", R"({"format": "deferkv-compresskv-profile/1",
+    "model": {"name": "other", "n_layer": 2, "n_head": 4},
+    "retrieval_heads": [[0], [1]], "layer_scores": [0.5, 0.5]})");
+  EXPECT_NE(error_of("knorm:alloc=calibrated,profile=" + other_depth).find("has 2 layer scores; this model has 3"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <utility>
 
 namespace deferkv::testing {
 
@@ -87,18 +88,32 @@ std::vector<int64_t> largest_remainder(const std::vector<double>& shares, int64_
   return out;
 }
 
+namespace {
+
+// The pyramid's top (layer 0) and bottom budgets.
+std::pair<int64_t, int64_t> pyramid_ends(int64_t base, int64_t candidates, int64_t beta) {
+  const int64_t low = base / beta, high = 2 * base - low;
+  if (high >= candidates) return {candidates, 2 * base - candidates};
+  return {high, low};
+}
+
+}  // namespace
+
 std::vector<int64_t> pyramid_budgets(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta) {
-  int64_t low = base / beta, high = 2 * base - low;
-  if (high >= candidates) {
-    high = candidates;
-    low = 2 * base - high;
-  }
+  const auto [high, low] = pyramid_ends(base, candidates, beta);
   std::vector<double> shares;
   for (int64_t l = 0; l < n_layer; ++l) {
     shares.push_back(std::max(0.0, static_cast<double>(high) -
                                        static_cast<double>(l) * static_cast<double>(high - low) / static_cast<double>(n_layer - 1)));
   }
   return largest_remainder(shares, std::min(base, candidates) * n_layer);
+}
+
+std::vector<int64_t> pyramid_budgets_floored_step(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta) {
+  const auto [high, low] = pyramid_ends(base, candidates, beta);
+  std::vector<int64_t> out;
+  for (int64_t l = 0; l < n_layer; ++l) out.push_back(high - l * ((high - low) / (n_layer - 1)));
+  return out;
 }
 
 std::vector<int64_t> adakv_budgets(const std::vector<Scores>& pooled, int64_t base, double alpha) {

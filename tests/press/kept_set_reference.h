@@ -6,7 +6,7 @@
 // Ties: every rule ranks by score, highest first, and breaks an exact tie towards the
 // lower index: the earlier position, the earlier chunk, the lower KV head (AdaKV's
 // flattened ranking), the lower layer or head (the remainders of a rounding). The engine
-// documents the same order (src/press/selection.h, src/press/allocation.h). Exact ties
+// documents the same order (src/press/core/selection.h, src/press/core/allocation.h). Exact ties
 // are common after max-pooling (a peak's value covers its neighbours), so this rule is
 // exercised; ties between different attention values are left to chance, which the
 // random inputs make negligible.
@@ -54,6 +54,9 @@ std::vector<int64_t> largest_remainder(const std::vector<double>& shares, int64_
 
 // PyramidKV's layer budgets (non-window entries), exact rounding to L * min(base, C).
 std::vector<int64_t> pyramid_budgets(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta);
+
+// The same pyramid as the reference code rounds it: layer l keeps max - l * ((max - min) // (L - 1)).
+std::vector<int64_t> pyramid_budgets_floored_step(int64_t base, int64_t candidates, int64_t n_layer, int64_t beta);
 
 // AdaKV's head budgets of one layer from its heads' pooled candidate scores.
 std::vector<int64_t> adakv_budgets(const std::vector<Scores>& pooled, int64_t base, double alpha);

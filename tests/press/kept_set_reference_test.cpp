@@ -8,11 +8,23 @@
 //   KNorm keeps the largest norms (sign of its score flipped)      -> KNorm
 //   DeferKV uses 1 - eta in place of eta                            -> DeferKV
 //   the window observes only its last w - 1 queries (off by one,
-//   one_shot_press.cpp's first observed position)                   -> SnapKV, PyramidKV, AdaKV,
+//   scored_press.cpp's first observed position)                     -> SnapKV, PyramidKV, AdaKV,
 //                                                                      ChunkKV, DeferKV
 //   PyramidKV floors the step (max - min) / (L - 1), as the
 //   reference code does                                             -> PyramidKV
+//   pyramid rounding swapped (exact <-> reference in
+//   pyramid_layer_budgets)                                          -> PyramidKV,
+//                                                                      PyramidKvReferenceRounding,
+//                                                                      DeferKvOverMoreBases
 //   ChunkKV scores chunks by KV head 0 alone, not the heads' sum    -> ChunkKV
+//   per-step eviction cutting the prompt entries only (the one-shot
+//   candidates of scored_press.cpp's candidate_counts at every
+//   trigger)                                                        -> TovaPerStep, KNormPerStep,
+//                                                                      StreamingLLM (and
+//                                                                      ExpectedAttention's every=2)
+//   the protected sinks not counted in b (scored_press.cpp gives
+//   the allocation room instead of room - sinks)                    -> StreamingLLM (and both
+//                                                                      ExpectedAttention tests)
 // Expected Attention is compared with its formula in expected_attention_test.cpp.
 #include <gtest/gtest.h>
 
@@ -171,6 +183,24 @@ TEST(KeptSetReference, PyramidKV) {
   expect_kept("pyramidkv", with_window(kept_by(window_scores, rule), kWindow), 1);
 }
 
+TEST(KeptSetReference, PyramidKvReferenceRounding) {
+  // The reference code's floored step: 78, 53, 28, 3 candidates, 162 in all, more than the
+  // 4 * (b - w) = 160 the exact rounding keeps.
+  const auto budgets = testing::pyramid_budgets_floored_step(kBudget - kWindow, kPrompt - kWindow, kLayers, 20);
+  ASSERT_EQ(budgets, (std::vector<int64_t>{78, 53, 28, 3}));
+  ASSERT_GT(std::accumulate(budgets.begin(), budgets.end(), int64_t{0}), kLayers * (kBudget - kWindow));
+  const LayerRule rule = [&](int64_t l, const std::vector<Scores>& heads) { return top_per_head(budgets[l])(l, heads); };
+  expect_kept("pyramidkv:rounding=reference", with_window(kept_by(window_scores, rule), kWindow), 1);
+  // The same allocation on the shared parts: SnapKV with alloc=pyramid.
+  expect_kept("snapkv:alloc=pyramid,rounding=reference", with_window(kept_by(window_scores, rule), kWindow), 1);
+}
+
+TEST(KeptSetReference, SnapKvDeferredToStepTwo) {
+  // DeferKV's trigger on SnapKV's score: the same kept set, chosen after decode step 2
+  // (decoding ran on the full cache until then, so both generated entries are kept).
+  expect_kept("snapkv:d=2", with_window(kept_by(window_scores, top_per_head(kBudget - kWindow)), kWindow), 2);
+}
+
 TEST(KeptSetReference, AdaKV) {
   const Kept kept = with_window(kept_by(window_scores, adakv_rule(kBudget - kWindow, 0.2)), kWindow);
   // The allocation is adaptive: some layer's heads keep different counts.
@@ -279,6 +309,58 @@ TEST(KeptSetReference, KNorm) {
   }
 }
 
+// -||k_j|| of every prompt entry of KV head g of layer l.
+Scores negative_key_norms(int64_t l, int64_t g) {
+  Scores s;
+  for (int64_t j = 0; j < kPrompt; ++j) s.push_back(-testing::key_norm(full_cache().trace, kShape, l, g, j));
+  return s;
+}
+
+TEST(KeptSetReference, KNormWithEveryAllocation) {
+  // AdaKV's flattened ranking of both heads' scores shares the layer's 2b entries.
+  const Kept ada = kept_by(negative_key_norms, adakv_rule(kBudget, 0.2));
+  bool uneven = false;
+  for (const auto& layer : ada) uneven |= layer[0].size() != layer[1].size();
+  EXPECT_TRUE(uneven);
+  expect_kept("knorm:alloc=adakv", ada, 1);
+  // The pyramid over the whole prompt (no window): base b = 72, C = 160, beta 20.
+  const auto budgets = testing::pyramid_budgets(kBudget, kPrompt, kLayers, 20);
+  const LayerRule pyramid = [&](int64_t l, const std::vector<Scores>& heads) { return top_per_head(budgets[l])(l, heads); };
+  expect_kept("knorm:alloc=pyramid", kept_by(negative_key_norms, pyramid), 1);
+}
+
+TEST(KeptSetReference, KNormPerStep) {
+  // every=2: the prefill cuts each head to its b smallest key norms; decode steps 1 and 2
+  // append y_1, y_2 (their queries seeing what was kept), and after step 2 each head keeps
+  // the b smallest norms of the b + 2 entries it holds. The generated keys come from the
+  // reference forward rerun with that visibility.
+  const auto run = testing::run_press_on_model(model_path(), "knorm:every=2", KvBudget::per_head(kBudget),
+                                               full_cache().prompt, 2);
+  Kept after_prefill;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    after_prefill.emplace_back();
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) after_prefill[l].push_back(best(negative_key_norms(l, g), kBudget));
+  }
+  std::vector<int32_t> tokens = full_cache().prompt;
+  tokens.insert(tokens.end(), run.generated.begin(), run.generated.begin() + 2);
+  const testing::KeyVisibility visible = [&](int64_t l, int64_t g, int64_t key, int64_t query) {
+    if (query < kPrompt || key >= kPrompt) return true;
+    const Positions& kept = after_prefill[l][g];
+    return std::binary_search(kept.begin(), kept.end(), static_cast<int32_t>(key));
+  };
+  const ReferenceTrace trace = testing::reference_trace(model_path(), tokens, visible);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      const Positions held = united(after_prefill[l][g], span(kPrompt, kPrompt + 2));
+      Scores norms;
+      for (int32_t p : held) norms.push_back(-testing::key_norm(trace, kShape, l, g, p));
+      Positions kept;
+      for (int32_t i : best(norms, kBudget)) kept.push_back(held[i]);
+      EXPECT_EQ(run.positions[l][g], kept) << "layer " << l << " KV head " << g;
+    }
+  }
+}
+
 TEST(KeptSetReference, StreamingLLM) {
   constexpr int64_t kSinks = 4, kSteps = 3;
   const Positions one_shot = united(span(0, kSinks), span(kPrompt - (kBudget - kSinks), kPrompt));
@@ -324,6 +406,29 @@ TEST(KeptSetReference, DeferKV) {
         expect_kept(spec, with_window(kept_by(score, rule), kWindow), d);
       }
     }
+  }
+}
+
+TEST(KeptSetReference, DeferKvOverMoreBases) {
+  // PyramidKV's allocation (both roundings) and ChunkKV's selection under the fused score.
+  for (int64_t d : {1, 2}) {
+    const auto score = [&](int64_t l, int64_t g) { return deferkv_scores(l, g, d, false); };
+    const std::string spec = "deferkv:d=" + std::to_string(d);
+    for (const std::string rounding : {"exact", "reference"}) {
+      const auto budgets = rounding == "exact"
+                               ? testing::pyramid_budgets(kBudget - kWindow, kPrompt - kWindow, kLayers, 20)
+                               : testing::pyramid_budgets_floored_step(kBudget - kWindow, kPrompt - kWindow, kLayers, 20);
+      const LayerRule rule = [&](int64_t l, const std::vector<Scores>& heads) { return top_per_head(budgets[l])(l, heads); };
+      expect_kept(spec + ",base=pyramidkv,rounding=" + rounding, with_window(kept_by(score, rule), kWindow), d);
+    }
+    const LayerRule chunks = [](int64_t, const std::vector<Scores>& heads) {
+      Scores sum(heads[0].size(), 0.0);
+      for (const Scores& s : heads) {
+        for (size_t j = 0; j < s.size(); ++j) sum[j] += s[j];
+      }
+      return std::vector<Positions>(heads.size(), testing::best_chunks(sum, 10, (kBudget - kWindow) / 10));
+    };
+    expect_kept(spec + ",chunk=10", with_window(kept_by(score, chunks), kWindow), d);
   }
 }
 

@@ -24,7 +24,10 @@ TEST(LookaheadWeights, ThePressIsListedWithItsParameters) {
   ASSERT_NE(info, catalogue.end());
   std::vector<std::string> names;
   for (const auto& p : info->parameters) names.push_back(p.name + "=" + p.default_value);
-  EXPECT_EQ(names, (std::vector<std::string>{"weights=", "window=32", "kernel=7", "pooling=max", "gqa=mean", "queries=mean"}));
+  // Its own, then the shared allocation and selection (the rows observe once: no trigger).
+  EXPECT_EQ(names, (std::vector<std::string>{"weights=", "window=32", "kernel=7", "pooling=max", "gqa=mean",
+                                             "queries=mean", "alloc=uniform", "rounding=exact", "beta=20", "alpha=0.2",
+                                             "profile=", "chunk=0", "reuse=1"}));
   EXPECT_TRUE(info->uses_budget);
 }
 

@@ -1,10 +1,12 @@
 // Hand-computed cases for the press building blocks: pooling, selection, allocation.
 #include <gtest/gtest.h>
 
+#include <numeric>
+
 #include "deferkv/error.h"
-#include "press/allocation.h"
-#include "press/pooling.h"
-#include "press/selection.h"
+#include "press/core/allocation.h"
+#include "press/core/pooling.h"
+#include "press/core/selection.h"
 
 namespace deferkv {
 namespace {
@@ -83,6 +85,82 @@ TEST(Allocation, AdaKvGivesFlatHeadsMoreAndRespectsTheFloor) {
   // alpha 0.2 with base 3: winners 0.9, .3, .3, .3, .1, .01(h0) -> won {2, 4}; floor
   // int(0.6) = 0; shares 1.6 and 3.2 -> sum 4.8 -> 5: {2, 3}.
   EXPECT_EQ(adakv_head_budgets(s, 3, 0.2), (std::vector<int64_t>{2, 3}));
+}
+
+TEST(Allocation, PyramidReferenceRoundingFloorsTheStepAndCanExceedTheTotal) {
+  // L = 4, base 40, beta 20: min 2, max 78, (max - min) / (L - 1) = 25.33.
+  // exact: shares 78, 52.67, 27.33, 2 -> largest remainders to the total 160: 78, 53, 27, 2.
+  // reference: step 76 // 3 = 25 -> 78, 53, 28, 3 = 162 > 160.
+  EXPECT_EQ(pyramid_layer_budgets(40, 128, 4, 20, PyramidRounding::kExact), (std::vector<int64_t>{78, 53, 27, 2}));
+  EXPECT_EQ(pyramid_layer_budgets(40, 128, 4, 20, PyramidRounding::kReference), (std::vector<int64_t>{78, 53, 28, 3}));
+  // A step that divides: base 39, beta 13: min 3, max 75, step 72 / 3 = 24; both give 75, 51, 27, 3 (= 4 * 39).
+  for (const auto rounding : {PyramidRounding::kExact, PyramidRounding::kReference}) {
+    EXPECT_EQ(pyramid_layer_budgets(39, 128, 4, 13, rounding), (std::vector<int64_t>{75, 51, 27, 3}));
+  }
+  // b = 128, w = 8, L = 32 (docs/methods/pyramidkv.md): the reference keeps 4016 = 3840 + 4.6 %.
+  const auto reference = pyramid_layer_budgets(120, 100000, 32, 20, PyramidRounding::kReference);
+  EXPECT_EQ(std::accumulate(reference.begin(), reference.end(), int64_t{0}), 4016);
+}
+
+// One layer of two heads with 10 candidates each, average base 4.
+LayerShare two_heads(int64_t layer, int64_t n_layer) { return {layer, n_layer, 4, 12, 8, {10, 10}}; }
+
+TEST(Allocation, EveryRuleThroughAllocate) {
+  const std::vector<std::vector<float>> s = {{0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.01f, 0.01f, 0.01f, 0.01f, 0.01f},
+                                             {0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f}};
+  AllocationRule rule;
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{4, 4}));
+  // Skipped layers keep every candidate.
+  rule.skip_layers = 1;
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{10, 10}));
+  EXPECT_EQ(allocate(rule, two_heads(1, 2), s), (std::vector<int64_t>{4, 4}));
+  rule.skip_layers = 0;
+  // Pyramid over 2 layers, base 4, beta 20: min 0, max 8 -> 8, 0.
+  rule.kind = AllocationKind::kPyramid;
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(allocate(rule, two_heads(1, 2), s), (std::vector<int64_t>{0, 0}));
+  // AdaKV, alpha 0: the 8 best of both heads are head 0's five, then head 1's first three
+  // (0.2 > 0.01) -> {5, 3}.
+  rule.kind = AllocationKind::kAdaKv;
+  rule.alpha = 0.0;
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{5, 3}));
+  // Ada-pyramid: layer 0's pyramid budget 8 per head, 16 winners: head 0's five, head
+  // 1's ten, then head 0's first 0.01 -> {6, 10}.
+  rule.kind = AllocationKind::kAdaPyramid;
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{6, 10}));
+  // Calibrated, b = 12 (window and sinks 8 of it), 2 layers with u = 0.75, 0.25: floor
+  // min(32, 12) = 12 for both, so 12 each (the floor binds) -> 12 - 8 = 4 candidates.
+  rule.kind = AllocationKind::kCalibrated;
+  rule.layer_scores = {0.75, 0.25};
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{4, 4}));
+  // A profile of another depth is refused.
+  rule.layer_scores = {1.0};
+  EXPECT_THROW(allocate(rule, two_heads(0, 2), s), Error);
+}
+
+TEST(Allocation, CalibratedLayerBudgetsFollowTheErrorScores) {
+  // b = 100, L = 2, u = 0.75, 0.25: floor 32, 32 + round(0.75 * 136) = 134, 32 + 34 = 66 (sum 200).
+  AllocationRule rule;
+  rule.kind = AllocationKind::kCalibrated;
+  rule.layer_scores = {0.75, 0.25};
+  const LayerShare layer0{0, 2, 92, 100, 8, {150, 150}}, layer1{1, 2, 92, 100, 8, {150, 150}};
+  const std::vector<std::vector<float>> s(2, std::vector<float>(150, 0.0f));
+  EXPECT_EQ(allocate(rule, layer0, s), (std::vector<int64_t>{126, 126}));
+  EXPECT_EQ(allocate(rule, layer1, s), (std::vector<int64_t>{58, 58}));
+}
+
+TEST(Selection, LayerSelectorTopKPerHeadOrSharedChunks) {
+  const std::vector<std::vector<float>> s = {{0.1f, 0.9f, 0.8f, 0.1f, 0.1f, 0.7f}, {0.5f, 0.1f, 0.1f, 0.1f, 0.1f, 0.9f}};
+  LayerSelector per_head(Selection{});
+  EXPECT_EQ(per_head.select(0, s, {2, 1}), (std::vector<std::vector<int32_t>>{{1, 2}, {5}}));
+  // Chunks of 2 over the heads' sums {0.6, 1.0, 0.9, 0.2, 0.2, 1.6}: chunk means 0.8,
+  // 0.55, 0.9 -> the best 4 / 2 = 2 chunks are {4, 5} and {0, 1}, for both heads.
+  LayerSelector chunks(Selection{0, 2, 2});
+  const std::vector<std::vector<int32_t>> both = {{0, 1, 4, 5}, {0, 1, 4, 5}};
+  EXPECT_EQ(chunks.select(0, s, {4, 4}), both);
+  // reuse 2: layer 1 takes layer 0's choice whatever its scores.
+  EXPECT_EQ(chunks.select(1, {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}}, {4, 4}), both);
+  EXPECT_THROW(chunks.select(2, s, {4, 2}), Error);  // chunks need one count for every head
 }
 
 }  // namespace

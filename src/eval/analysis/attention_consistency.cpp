@@ -11,7 +11,7 @@
 #include "deferkv/tokenizer.h"
 #include "eval/analysis/head_attention_tap.h"
 #include "kernels/attention_tap.h"
-#include "press/selection.h"
+#include "press/core/selection.h"
 
 namespace deferkv::eval {
 namespace {

@@ -12,8 +12,8 @@
 #include "eval/analysis/head_attention_tap.h"
 #include "eval/metrics/rouge_1.h"
 #include "kernels/attention_tap.h"
-#include "press/pooling.h"
-#include "press/selection.h"
+#include "press/core/pooling.h"
+#include "press/core/selection.h"
 
 namespace deferkv::eval {
 namespace {

@@ -8,9 +8,9 @@
 // greedy on the exact marginal KL deletes a block at a time until every KV head holds b
 // entries (flexible: the layer G*b) (kl_greedy_selection.h).
 // [OUR FORMULATION] choices: the first `sinks` positions and the newest `window` are
-// never deleted; layers are scored independently (each against the full cache); with
-// every=N the cache is cut back to b entries per head, generated ones included, every N
-// decode steps, the newest positions being the references.
+// never deleted; layers are scored independently (each against the full cache); per step
+// (the shared trigger, every=N) the cache is cut back to b entries per head, generated
+// ones included, every N decode steps, the newest positions being the references.
 #include <algorithm>
 
 #include "deferkv/error.h"
@@ -18,6 +18,7 @@
 #include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
 #include "press/kl_greedy_selection.h"
+#include "press/core/trigger.h"
 #include "press/reference_capture.h"
 #include "press/registry.h"
 
@@ -25,8 +26,9 @@ namespace deferkv {
 namespace {
 
 struct Settings {
-  int64_t window, sinks, queries, top_k, every;
+  int64_t window, sinks, queries, top_k;
   KlGreedyOptions greedy;
+  Trigger trigger;  // at the end of the prefill, then per step if asked
 };
 
 class BehaviorPreservingPress final : public Press {
@@ -59,7 +61,7 @@ class BehaviorPreservingPress final : public Press {
   }
   void on_prefill_end(KvCache& cache) override { compress(cache, prompt_end_); }
   void on_decode_step(KvCache& cache, int64_t step) override {
-    if (settings_.every > 0 && step % settings_.every == 0) compress(cache, decode_origin_ + step);
+    if (settings_.trigger.per_step() && settings_.trigger.fires_after(step)) compress(cache, decode_origin_ + step);
   }
 
  private:
@@ -159,32 +161,35 @@ class BehaviorPreservingPress final : public Press {
 }  // namespace
 
 PressMethod behavior_preserving_method() {
+  std::vector<PressParameter> params = {
+      {"queries", "1", "reference positions: the newest m read (the prompt's tail; the latest generated tokens)"},
+      {"top_k", "256", "vocabulary tokens scored one by one (the rest form one bucket whose logit is held fixed)"},
+      {"pool", "2", "candidate pool per KV head (flexible: per layer) = pool x the entries to delete"},
+      {"block", "64", "most entries a KV head deletes per greedy iteration (flexible: block x KV heads per layer)"},
+      {"min_steps", "64", "at least this many greedy iterations per layer where the quota allows (the block shrinks to ceil(quota / min_steps))"},
+      {"window", "32", "newest positions never deleted (the prompt's last w at prefill end)"},
+      {"sinks", "4", "first positions never deleted"},
+      {"flexible", "false", "budget per layer (G x b, split among KV heads by the greedy) instead of b per KV head"},
+  };
+  for (const PressParameter& p : per_step_parameters("false")) params.push_back(p);
   return {{"behavior_preserving",
            "keeps the entries whose deletion would move the next-token distribution most: estimated KL(full || "
            "compressed) through pass-through residuals, the final-norm Jacobian and the LM head's top-K rows; "
            "singleton pool, then greedy on the exact marginal KL",
            "Behavior-Preserving KV Cache Compression, arXiv 2610.06479 (estimator: our formulation, "
            "docs/methods/behavior_preserving.md)",
-           {{"queries", "1", "reference positions: the newest m read (the prompt's tail; the latest generated tokens)"},
-            {"top_k", "256", "vocabulary tokens scored one by one (the rest form one bucket whose logit is held fixed)"},
-            {"pool", "2", "candidate pool per KV head (flexible: per layer) = pool x the entries to delete"},
-            {"block", "64", "most entries a KV head deletes per greedy iteration (flexible: block x KV heads per layer)"},
-            {"min_steps", "64", "at least this many greedy iterations per layer where the quota allows (the block shrinks to ceil(quota / min_steps))"},
-            {"window", "32", "newest positions never deleted (the prompt's last w at prefill end)"},
-            {"sinks", "4", "first positions never deleted"},
-            {"flexible", "false", "budget per layer (G x b, split among KV heads by the greedy) instead of b per KV head"},
-            {"every", "0", "generation-time mode: every n decode steps cut each KV head back to b entries, generated "
-                           "ones included (0: at prefill end only)"}}},
+           params},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             Settings s{p.get_int("window", 0, 1 << 24), p.get_int("sinks", 0, 1 << 24), p.get_int("queries", 1, 4096),
-                       p.get_int("top_k", 1, 1 << 24), p.get_int("every", 0, 1 << 24),
+                       p.get_int("top_k", 1, 1 << 24),
                        {p.get_double("pool", 1.0, 1e6), p.get_int("block", 1, 1 << 24), p.get_int("min_steps", 1, 1 << 24),
-                        p.get_bool("flexible")}};
+                        p.get_bool("flexible")},
+                       read_trigger(p)};
             return std::make_unique<BehaviorPreservingPress>(p, b, s);
           },
           [](const PressParams& p) {
-            const bool every = p.get_int("every", 0, 1 << 24) > 0;
-            return PressRole{true, every, "", true, !every};
+            const bool per_step = read_trigger(p).per_step();
+            return PressRole{true, per_step, "", true, !per_step};
           }};
 }
 

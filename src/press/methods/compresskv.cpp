@@ -8,19 +8,16 @@
 #include <algorithm>
 
 #include "deferkv/error.h"
-#include "kernels/attention_observation.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
-#include "press/allocation.h"
+#include "press/core/allocation.h"
+#include "press/core/attention_sums.h"
 #include "press/compresskv_profile.h"
-#include "press/pooling.h"
+#include "press/core/pooling.h"
 #include "press/registry.h"
-#include "press/selection.h"
+#include "press/core/selection.h"
 
 namespace deferkv {
 namespace {
-
-constexpr int64_t kLayerBudgetFloor = 32;  // the offline error budget, also the lowest layer budget
 
 class CompressKvPress final : public Press {
  public:
@@ -52,7 +49,7 @@ class CompressKvPress final : public Press {
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     prompt_end_ = first_position + n_tokens;
     const int64_t b = budget_.resolve(prompt_end_);
-    layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, std::min(kLayerBudgetFloor, b), 3 * b);
+    layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, calibrated_floor(b), calibrated_cap(b));
     scores_.clear();
   }
 
@@ -60,14 +57,8 @@ class CompressKvPress final : public Press {
     if (prompt_end_ <= window_ || event.positions[0] >= prompt_end_) return;
     const int64_t skip = std::clamp<int64_t>(prompt_end_ - window_ - event.positions[0], 0, event.n);
     if (skip == event.n) return;
-    if (scores_.size() <= static_cast<size_t>(event.layer)) scores_.resize(static_cast<size_t>(event.layer) + 1);
-    auto& heads = scores_[static_cast<size_t>(event.layer)];
-    heads.resize(event.kv.size());
-    for (size_t g = 0; g < heads.size(); ++g) heads[g].resize(static_cast<size_t>(event.kv[g].length), 0.0f);
-    const int64_t stride = event.shape.n_head * event.shape.head_dim;
-    ObservedQueries q{event.queries + skip * stride, stride, event.positions + skip, nullptr, event.n - skip};
-    q.head_weights = head_weights_[static_cast<size_t>(event.layer)].data();
-    observe_attention(q, event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kSum, heads, event.pool);
+    add_attention(event, skip, RowReduction::kWeightedSum, GroupReduction::kSum, scores_,
+                  head_weights_[static_cast<size_t>(event.layer)].data());
   }
 
   void on_prefill_end(KvCache& cache) override {
@@ -98,7 +89,7 @@ class CompressKvPress final : public Press {
   std::vector<std::vector<float>> head_weights_;  // [layer][query head]: 1/k on the retrieval heads
   int64_t prompt_end_ = 0;
   std::vector<int64_t> layer_budgets_;
-  std::vector<std::vector<std::vector<float>>> scores_;  // [layer][g][entry]
+  LayerAttention scores_;
 };
 
 }  // namespace

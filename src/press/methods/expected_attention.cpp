@@ -4,7 +4,9 @@
 // the average RoPE rotation R over the next n_future positions:
 //   z_h(j) = (R mu_h) . k_j / sqrt(d) + k_j^T (R Sigma_h R^T) k_j / (2d),
 // softmax over the non-sink keys, mean over the GQA group, times ||v_j||; the first
-// n_sink tokens are always kept. Each KV head keeps its best b at the end of prefill.
+// n_sink tokens are always kept (the selection's sinks). Each KV head keeps its best b at
+// the end of prefill. [OUR FORMULATION] per step (every=n) the whole cache is scored again
+// with the prompt's statistics, the future positions starting after the newest entry.
 #include <algorithm>
 #include <cmath>
 
@@ -12,23 +14,21 @@
 #include "kernels/attention_tap.h"
 #include "kernels/vec.h"
 #include "kv/kv_cache.h"
-#include "press/one_shot_press.h"
+#include "press/core/scored_press.h"
 #include "press/query_moments.h"
-#include "press/registry.h"
-#include "press/selection.h"
 
 namespace deferkv {
 namespace {
 
-class ExpectedAttentionPress final : public OneShotPress {
+class ExpectedAttentionPress final : public ScoredPress {
  public:
-  ExpectedAttentionPress(const PressParams& params, const KvBudget& budget, int64_t n_future, int64_t n_sink,
-                         bool covariance, bool value_norm, double epsilon)
-      : OneShotPress(params, budget, 0, 0, {}), n_future_(n_future), n_sink_(n_sink), covariance_(covariance),
+  ExpectedAttentionPress(const PressParams& params, const KvBudget& budget, ScoredParts parts, int64_t n_future,
+                         int64_t n_sink, bool covariance, bool value_norm, double epsilon)
+      : ScoredPress(params, budget, std::move(parts)), n_future_(n_future), n_sink_(n_sink), covariance_(covariance),
         value_norm_(value_norm), epsilon_(epsilon) {}
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    OneShotPress::on_prefill_begin(first_position, n_tokens);
+    ScoredPress::on_prefill_begin(first_position, n_tokens);
     moments_.clear();
     prompt_end_ = first_position + n_tokens;
   }
@@ -51,21 +51,22 @@ class ExpectedAttentionPress final : public OneShotPress {
   }
 
  protected:
-  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) override {
+  // The sinks' scores are left at 0: the selection keeps them.
+  std::vector<std::vector<float>> score(const LayerEviction& layer) override {
     const KvCache& cache = layer.cache;
     const int64_t d = cache.head_dim(), kv_heads = layer.n_head_kv();
     const QueryMoments& m = moments_.at(static_cast<size_t>(layer.layer));
     const int64_t heads = m.n_head(), group = heads / kv_heads;
-    if (layer.layer == 0) mean_rotation_ = average_rotation(d, layer.prompt_end);
-    std::vector<std::vector<int32_t>> keep(static_cast<size_t>(kv_heads));
+    if (layer.layer == 0) mean_rotation_ = average_rotation(d, layer.next_position);
+    std::vector<std::vector<float>> scores(static_cast<size_t>(kv_heads));
     for (int64_t g = 0; g < kv_heads; ++g) {
       const int64_t c = layer.candidates[g];
       const int64_t sinks = std::min(n_sink_, c);
       std::vector<double> expected(static_cast<size_t>(c), 0.0);
       for (int64_t h = g * group; h < (g + 1) * group; ++h) add_expected_attention(m, h, d, cache.keys(layer.layer, g), sinks, c, expected);
-      std::vector<float> score(static_cast<size_t>(c));
+      std::vector<float>& score = scores[static_cast<size_t>(g)];
+      score.assign(static_cast<size_t>(c), 0.0f);
       KvRowReader value(cache.values(layer.layer, g));  // the stored values, as float32
-      double max = 0;
       for (int64_t j = sinks; j < c; ++j) {
         double norm = 1.0;
         if (value_norm_) {
@@ -73,20 +74,17 @@ class ExpectedAttentionPress final : public OneShotPress {
           norm = std::sqrt(static_cast<double>(dot_f32(v, v, d)));
         }
         score[j] = static_cast<float>((expected[j] / static_cast<double>(group) + epsilon_) * norm);
-        max = std::max(max, static_cast<double>(score[j]));
       }
-      for (int64_t j = 0; j < sinks; ++j) score[j] = static_cast<float>(max + 1.0);
-      keep[g] = top_k(score, layer.budget);
     }
-    return keep;
+    return scores;
   }
 
  private:
-  // R = mean over p in [T, T + n_future) of RoPE(p), as a d x d matrix (row-major).
-  std::vector<double> average_rotation(int64_t d, int64_t prompt_end) const {
+  // R = mean over p in [next, next + n_future) of RoPE(p), as a d x d matrix (row-major).
+  std::vector<double> average_rotation(int64_t d, int64_t next) const {
     std::vector<double> r(static_cast<size_t>(d * d), 0.0);
     std::vector<float> basis(static_cast<size_t>(d * d));
-    for (int64_t p = prompt_end; p < prompt_end + n_future_; ++p) {
+    for (int64_t p = next; p < next + n_future_; ++p) {
       std::fill(basis.begin(), basis.end(), 0.0f);
       for (int64_t k = 0; k < d; ++k) basis[k * d + k] = 1.0f;  // "head" k is e_k
       rotary_->rotate(basis.data(), d, d, static_cast<int32_t>(p));
@@ -159,16 +157,20 @@ PressMethod expected_attention_method() {
   return {{"expected_attention",
            "attention expected from future queries (Gaussian prompt-query statistics, averaged RoPE) times value norm",
            "Expected Attention (kvpress), arXiv 2510.00636",
-           {{"n_future", "512", "future positions the RoPE rotation is averaged over"},
-            {"n_sink", "4", "first tokens always kept (and left out of the statistics)"},
-            {"use_covariance", "true", "include the query covariance term"},
-            {"use_vnorm", "true", "multiply by the value's L2 norm"},
-            {"epsilon", "0", "added to the expected attention before the value norm"}}},
+           with_shared_parameters({{"n_future", "512", "future positions the RoPE rotation is averaged over"},
+                                   {"n_sink", "4", "first tokens always kept (and left out of the statistics)"},
+                                   {"use_covariance", "true", "include the query covariance term"},
+                                   {"use_vnorm", "true", "multiply by the value's L2 norm"},
+                                   {"epsilon", "0", "added to the expected attention before the value norm"}})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
-            return std::make_unique<ExpectedAttentionPress>(p, b, p.get_int("n_future", 1, 1 << 20),
-                                                            p.get_int("n_sink", 0, 1 << 20), p.get_bool("use_covariance"),
-                                                            p.get_bool("use_vnorm"), p.get_double("epsilon", 0.0, 1e9));
-          }};
+            ScoredParts parts = read_scored_parts(p);
+            const int64_t n_sink = p.get_int("n_sink", 0, 1 << 20);
+            parts.selection.sinks = n_sink;
+            return std::make_unique<ExpectedAttentionPress>(p, b, std::move(parts), p.get_int("n_future", 1, 1 << 20),
+                                                            n_sink, p.get_bool("use_covariance"), p.get_bool("use_vnorm"),
+                                                            p.get_double("epsilon", 0.0, 1e9));
+          },
+          scored_press_role};
 }
 
 }  // namespace deferkv

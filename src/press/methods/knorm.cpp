@@ -4,43 +4,31 @@
 #include <cmath>
 
 #include "kv/kv_cache.h"
-#include "press/one_shot_press.h"
-#include "press/registry.h"
-#include "press/selection.h"
+#include "press/core/scored_press.h"
 
 namespace deferkv {
 namespace {
 
-class KnormPress final : public OneShotPress {
+class KnormPress final : public ScoredPress {
  public:
-  KnormPress(const PressParams& params, const KvBudget& budget, int64_t skip_layers)
-      : OneShotPress(params, budget, 0, 0, {}), skip_layers_(skip_layers) {}
+  using ScoredPress::ScoredPress;
 
  protected:
-  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) override {
-    std::vector<std::vector<int32_t>> keep(static_cast<size_t>(layer.n_head_kv()));
+  // -||k_j|| of the stored keys (as float32).
+  std::vector<std::vector<float>> score(const LayerEviction& layer) override {
+    std::vector<std::vector<float>> scores(static_cast<size_t>(layer.n_head_kv()));
     const int64_t d = layer.cache.head_dim();
     for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
-      const int64_t c = layer.candidates[g];
-      if (layer.layer < skip_layers_) {
-        keep[g] = index_range(0, c);
-        continue;
-      }
-      std::vector<float> score(static_cast<size_t>(c));
-      KvRowReader key(layer.cache.keys(layer.layer, g));  // the stored keys, as float32
-      for (int64_t j = 0; j < c; ++j) {
+      KvRowReader key(layer.cache.keys(layer.layer, g));
+      for (int64_t j = 0; j < layer.candidates[g]; ++j) {
         const float* k = key(j);
         double sum = 0;
         for (int64_t i = 0; i < d; ++i) sum += double(k[i]) * k[i];
-        score[j] = -static_cast<float>(std::sqrt(sum));
+        scores[g].push_back(-static_cast<float>(std::sqrt(sum)));
       }
-      keep[g] = top_k(score, layer.budget);
     }
-    return keep;
+    return scores;
   }
-
- private:
-  int64_t skip_layers_;
 };
 
 }  // namespace
@@ -48,10 +36,13 @@ class KnormPress final : public OneShotPress {
 PressMethod knorm_method() {
   return {{"knorm", "keep the keys with the smallest L2 norm, per KV head, at prefill end",
            "Devoto et al., arXiv 2406.11430",
-           {{"skip_layers", "0", "layers below this index are not compressed"}}},
+           with_shared_parameters({{"skip_layers", "0", "layers below this index are not compressed"}})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
-            return std::make_unique<KnormPress>(p, b, p.get_int("skip_layers", 0, 1 << 20));
-          }};
+            ScoredParts parts = read_scored_parts(p);
+            parts.allocation.skip_layers = p.get_int("skip_layers", 0, 1 << 20);
+            return std::make_unique<KnormPress>(p, b, std::move(parts));
+          },
+          scored_press_role};
 }
 
 }  // namespace deferkv

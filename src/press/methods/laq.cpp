@@ -17,10 +17,10 @@
 #include "kernels/attention_observation.h"
 #include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
-#include "press/pooling.h"
+#include "press/core/pooling.h"
 #include "press/registry.h"
-#include "press/selection.h"
-#include "press/window_scoring.h"
+#include "press/core/selection.h"
+#include "press/core/window_scoring.h"
 
 namespace deferkv {
 namespace {

@@ -13,26 +13,27 @@
 #include "press/lookahead_attention.h"
 #include "press/lookahead_weights.h"
 #include "press/registry.h"
-#include "press/window_scoring.h"
+#include "press/core/window_scoring.h"
 
 namespace deferkv {
 namespace {
 
-class LookaheadKvPress final : public OneShotPress {
+class LookaheadKvPress final : public ScoredPress {
  public:
   LookaheadKvPress(const PressParams& params, const KvBudget& budget, const WindowScoring& scoring, bool sum_rows,
                    std::string path, LookaheadWeights weights)
-      : OneShotPress(params, budget, scoring.window, 0, CaptureConfig{}), scoring_(scoring), sum_rows_(sum_rows),
+      : ScoredPress(params, budget, parts(params, scoring)), scoring_(scoring), sum_rows_(sum_rows),
         path_(std::move(path)), weights_(std::move(weights)) {}
 
   void on_attach(const PressModelShape& shape, PressHost& host) override {
+    ScoredPress::on_attach(shape, host);
     check_lookahead_weights_fit(weights_, shape, path_);
     host.reserve_after_prompt(weights_.rows.n_rows());
     host_ = &host;
   }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    OneShotPress::on_prefill_begin(first_position, n_tokens);
+    ScoredPress::on_prefill_begin(first_position, n_tokens);
     const float row_weight = sum_rows_ ? 1.0f : 1.0f / static_cast<float>(weights_.rows.n_rows());
     attention_.begin(first_position + n_tokens, row_weight, scoring_.group);
   }
@@ -43,19 +44,26 @@ class LookaheadKvPress final : public OneShotPress {
       if (host_ == nullptr) fail("press '{}' runs lookahead rows: use it on a session", describe());
       host_->run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
     }
-    OneShotPress::on_prefill_end(cache);
+    ScoredPress::on_prefill_end(cache);
   }
 
  protected:
-  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer) override {
+  std::vector<std::vector<float>> score(const LayerEviction& layer) override {
     const auto& scores = attention_.layer(layer.layer);
     if (static_cast<int64_t>(scores.size()) != layer.n_head_kv()) {
       fail("press '{}' saw no lookahead rows in layer {}: the session did not run them", describe(), layer.layer);
     }
-    return select_by_allocation(layer, pooled_candidate_scores(layer, scores, scoring_), Allocation::kUniform, 1, 0.0);
+    return pooled_candidate_scores(layer, scores, scoring_);
   }
 
  private:
+  // Only the rows observe (the press's own capture); the window is protected.
+  static ScoredParts parts(const PressParams& params, const WindowScoring& scoring) {
+    ScoredParts p = read_scored_parts(params);
+    p.window = scoring.window;
+    return p;
+  }
+
   WindowScoring scoring_;
   bool sum_rows_;
   std::string path_;
@@ -72,9 +80,10 @@ PressMethod lookaheadkv_method() {
   params.insert(params.begin(), PressParameter{"weights", "", "LookaheadKV weights GGUF: lookahead embeddings and "
                                                                "LoRA deltas (format: docs/lookaheadkv_weights.md)"});
   params.push_back({"queries", "mean", "reduction over the lookahead rows' queries: mean | sum"});
+  // The rows observe the prompt once, at its end: no later trigger.
   return {{"lookaheadkv", "learned lookahead embeddings (LoRA at their rows) observe the prompt; SnapKV selection "
                           "(needs weights=FILE)",
-           "LookaheadKV, arXiv 2603.10899", params},
+           "LookaheadKV, arXiv 2603.10899", with_shared_parameters(params, {.triggers = false})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             const std::string path = p.get_string("weights");
             if (path.empty()) fail("press 'lookaheadkv' needs weights=PATH (a LookaheadKV weights GGUF)");

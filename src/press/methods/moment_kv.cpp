@@ -14,7 +14,7 @@
 #include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
 #include "press/registry.h"
-#include "press/selection.h"
+#include "press/core/selection.h"
 
 namespace deferkv {
 namespace {

@@ -10,12 +10,11 @@
 #include <algorithm>
 
 #include "deferkv/error.h"
-#include "kernels/attention_observation.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
-#include "press/pooling.h"
+#include "press/core/attention_sums.h"
+#include "press/core/pooling.h"
 #include "press/registry.h"
-#include "press/selection.h"
+#include "press/core/selection.h"
 
 namespace deferkv {
 namespace {
@@ -77,13 +76,7 @@ class SpecKvPress final : public Press {
     const int64_t first = prompt_end_ - window_ - 1;
     const int64_t skip = std::clamp<int64_t>(first - event.positions[0], 0, event.n);
     if (skip == event.n) return;
-    if (scores_.size() <= static_cast<size_t>(event.layer)) scores_.resize(static_cast<size_t>(event.layer) + 1);
-    auto& heads = scores_[static_cast<size_t>(event.layer)];
-    heads.resize(event.kv.size());
-    for (size_t g = 0; g < heads.size(); ++g) heads[g].resize(static_cast<size_t>(event.kv[g].length), 0.0f);
-    const int64_t stride = event.shape.n_head * event.shape.head_dim;
-    observe_attention({event.queries + skip * stride, stride, event.positions + skip, nullptr, event.n - skip},
-                      event.shape, event.kv, RowReduction::kMax, GroupReduction::kMax, heads, event.pool);
+    add_attention(event, skip, RowReduction::kMax, GroupReduction::kMax, scores_);
   }
 
   std::string description_;
@@ -93,7 +86,7 @@ class SpecKvPress final : public Press {
   int64_t n_draft_;
   int64_t prompt_end_ = 0, budget_entries_ = 0;
   bool capturing_ = false;
-  std::vector<std::vector<std::vector<float>>> scores_;  // [layer][g][entry]
+  LayerAttention scores_;
   PressHost* host_ = nullptr;
 };
 

@@ -1,4 +1,4 @@
-#include "press/pooling.h"
+#include "press/core/pooling.h"
 
 #include <algorithm>
 

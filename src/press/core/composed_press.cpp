@@ -1,4 +1,4 @@
-#include "press/composed_press.h"
+#include "press/core/composed_press.h"
 
 #include <string_view>
 

@@ -22,6 +22,9 @@ class PressParams {
   const std::string& get_string(const std::string& key) const { return raw(key); }
   // One of `choices`.
   std::string get_choice(const std::string& key, const std::vector<std::string>& choices) const;
+  // Whether the method declares `key` (shared parts read the parameters a method takes).
+  bool has(const std::string& key) const { return values_.count(key) != 0; }
+  const std::string& name() const { return info_.name; }
 
   // "name:key=value,..." with every declared key, defaults filled in.
   std::string describe() const;

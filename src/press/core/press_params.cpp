@@ -1,4 +1,4 @@
-#include "press/press_params.h"
+#include "press/core/press_params.h"
 
 #include <charconv>
 #include <cstdlib>

@@ -1,10 +1,8 @@
-#include "press/window_scoring.h"
+#include "press/core/window_scoring.h"
 
 #include <algorithm>
 
 #include "deferkv/error.h"
-#include "press/allocation.h"
-#include "press/selection.h"
 
 namespace deferkv {
 
@@ -48,31 +46,38 @@ std::vector<std::vector<float>> pooled_candidate_scores(const LayerEviction& lay
   return out;
 }
 
-Allocation parse_allocation(const std::string& name) {
-  if (name == "snapkv") return Allocation::kUniform;
-  if (name == "pyramidkv") return Allocation::kPyramid;
-  if (name == "adakv") return Allocation::kAdaKv;
-  fail("unknown allocation '{}' (known: snapkv, pyramidkv, adakv)", name);
-}
+namespace {
 
-std::vector<std::vector<int32_t>> select_by_allocation(const LayerEviction& layer,
-                                                       const std::vector<std::vector<float>>& scores,
-                                                       Allocation allocation, int64_t beta, double alpha) {
-  const int64_t heads = layer.n_head_kv();
-  const int64_t base = std::max<int64_t>(0, layer.candidate_budget());
-  std::vector<int64_t> budgets(static_cast<size_t>(heads), base);
-  if (allocation == Allocation::kPyramid) {
-    // Every head of a layer has the same candidates at a prompt's first eviction; take
-    // the smallest so no head is asked for more than it has.
-    const int64_t c = *std::min_element(layer.candidates.begin(), layer.candidates.end());
-    const int64_t layer_budget = pyramid_layer_budgets(base, c, layer.n_layer, beta)[layer.layer];
-    budgets.assign(static_cast<size_t>(heads), layer_budget);
-  } else if (allocation == Allocation::kAdaKv) {
-    budgets = adakv_head_budgets(scores, base, alpha);
+class WindowScoredPress final : public ScoredPress {
+ public:
+  WindowScoredPress(const PressParams& params, const KvBudget& budget, const WindowScoring& scoring)
+      : ScoredPress(params, budget, parts(params, scoring)), scoring_(scoring) {}
+
+ protected:
+  std::vector<std::vector<float>> score(const LayerEviction& layer) override {
+    return pooled_candidate_scores(layer, layer.prompt_attention, scoring_);
   }
-  std::vector<std::vector<int32_t>> keep(static_cast<size_t>(heads));
-  for (int64_t g = 0; g < heads; ++g) keep[g] = top_k(scores[g], budgets[g]);
-  return keep;
+
+ private:
+  static ScoredParts parts(const PressParams& params, const WindowScoring& scoring) {
+    ScoredParts p = read_scored_parts(params);
+    p.capture = window_capture(scoring);
+    p.window = scoring.window;
+    return p;
+  }
+
+  WindowScoring scoring_;
+};
+
+}  // namespace
+
+PressMethod window_scored_method(const std::string& name, const std::string& summary, const std::string& paper,
+                                 const SharedDefaults& defaults) {
+  return {{name, summary, paper, with_shared_parameters(window_scoring_parameters(32, 7, "max"), defaults)},
+          [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
+            return std::make_unique<WindowScoredPress>(p, b, read_window_scoring(p));
+          },
+          scored_press_role};
 }
 
 }  // namespace deferkv

@@ -1,0 +1,310 @@
+#include "press/core/scored_press.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+#include "deferkv/error.h"
+#include "kernels/attention_tap.h"
+#include "kv/kv_cache.h"
+
+namespace deferkv {
+
+std::vector<std::vector<float>> LayerEviction::candidate_attention() const {
+  std::vector<std::vector<float>> out;
+  for (int64_t g = 0; g < n_head_kv(); ++g) {
+    const std::vector<float>& a = prompt_attention[static_cast<size_t>(g)];
+    out.emplace_back(a.begin(), a.begin() + candidates[g]);
+  }
+  return out;
+}
+
+ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts)
+    : description_(params.describe()), budget_(budget), parts_(std::move(parts)) {
+  const int64_t window = parts_.window;
+  // Budget rules (docs/budgets.md): the window is always kept, so a budget below it cannot
+  // be met and one equal to it selects nothing from the rest of the prompt.
+  if (!budget.is_ratio() && budget.resolve(0) < window) {
+    fail("the KV budget of {} entries per head is smaller than the {} protected window entries of '{}': "
+         "raise the budget to at least {}, or shrink the window (window=N in the press's parameters)",
+         budget.resolve(0), window, description_, window);
+  }
+  if (!budget.is_ratio() && window > 0 && budget.resolve(0) == window) {
+    spdlog::warn("the KV budget of {} entries per head is the protected window of '{}': it keeps the last {} "
+                 "prompt tokens and selects nothing from the rest of the prompt",
+                 window, description_, window);
+  }
+  const CaptureConfig& c = parts_.capture;
+  if (!c.window_weights.empty() && static_cast<int64_t>(c.window_weights.size()) != c.window) {
+    fail("internal: {} window weights for a window of {}", c.window_weights.size(), c.window);
+  }
+}
+
+void ScoredPress::on_attach(const PressModelShape& shape, PressHost&) {
+  const AllocationRule& rule = parts_.allocation;
+  if (rule.kind == AllocationKind::kCalibrated && static_cast<int64_t>(rule.layer_scores.size()) != shape.n_layer) {
+    fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description_,
+         rule.layer_scores.size(), shape.n_layer);
+  }
+}
+
+bool ScoredPress::will_evict() const {
+  if (parts_.trigger.per_step()) return pending_;  // the cache may outgrow b while decoding
+  return pending_ && prompt_end_ > resolved_budget_ && prompt_end_ > parts_.window;
+}
+
+void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
+  prompt_end_ = first_position + n_tokens;
+  decode_origin_ = prompt_end_;
+  resolved_budget_ = budget_.resolve(prompt_end_);
+  if (budget_.is_ratio() && prompt_end_ > parts_.window && resolved_budget_ <= parts_.window) {
+    spdlog::warn("{} of a {}-token prompt is {} entries per head, not more than the {}-entry window of '{}': "
+                 "only the window is kept",
+                 budget_.describe(), prompt_end_, resolved_budget_, parts_.window, description_);
+  }
+  pending_ = true;
+  // Per step, the attention drawn so far carries over to the next prompt of the session.
+  if (!(parts_.trigger.per_step() && parts_.capture.all_decode_queries)) prompt_attention_.clear();
+  decode_attention_.assign(static_cast<size_t>(parts_.capture.decode_steps), {});
+  prompt_first_ = first_position;
+}
+
+namespace {
+
+// The captured layer for `event`, created when first seen.
+template <typename Store>
+auto& layer_of(Store& store, const AttentionEvent& event) {
+  if (store.size() <= static_cast<size_t>(event.layer)) store.resize(static_cast<size_t>(event.layer) + 1);
+  return store[static_cast<size_t>(event.layer)];
+}
+
+// values[g][i] for the entries at `positions` (ascending) from a capture of other entries
+// (ascending): an entry the capture did not see scores 0.
+std::vector<float> by_position(const std::vector<float>& values, const std::vector<int32_t>& captured,
+                               const int32_t* positions, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n), 0.0f);
+  size_t i = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    while (i < captured.size() && captured[i] < positions[j]) ++i;
+    if (i < captured.size() && captured[i] == positions[j]) out[j] = values[i];
+  }
+  return out;
+}
+
+bool same_entries(const std::vector<int32_t>& captured, const int32_t* positions, int64_t n) {
+  return static_cast<int64_t>(captured.size()) <= n && std::equal(captured.begin(), captured.end(), positions);
+}
+
+}  // namespace
+
+void ScoredPress::capture_rows(const AttentionEvent& event, int64_t skip, const float* weights,
+                               Captured& into) const {
+  // Fit the capture to the heads' entries: new ones start at 0; if another press evicted
+  // since the last capture, the values follow their entries by position.
+  into.values.resize(event.kv.size());
+  into.positions.resize(event.kv.size());
+  for (size_t g = 0; g < event.kv.size(); ++g) {
+    const KvHeadView& kv = event.kv[g];
+    std::vector<float>& values = into.values[g];
+    std::vector<int32_t>& positions = into.positions[g];
+    if (!same_entries(positions, kv.positions, kv.length)) values = by_position(values, positions, kv.positions, kv.length);
+    values.resize(static_cast<size_t>(kv.length), 0.0f);
+    positions.assign(kv.positions, kv.positions + kv.length);
+  }
+  const int64_t stride = event.shape.n_head * event.shape.head_dim;
+  const ObservedQueries queries{event.queries + skip * stride, stride, event.positions + skip, weights, event.n - skip};
+  observe_attention(queries, event.shape, event.kv, parts_.capture.rows, parts_.capture.group, into.values, event.pool);
+}
+
+void ScoredPress::on_attention(const AttentionEvent& event) {
+  if (!will_evict()) return;
+  const CaptureConfig& c = parts_.capture;
+  const int64_t position = event.positions[0];
+  if (position < prompt_end_) {
+    capture_prompt(event);
+    return;
+  }
+  if (position < decode_origin_) return;  // the question's rows: neither window nor decode queries
+  const int64_t step = position - decode_origin_ + 1;
+  if (step <= c.decode_steps) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
+  if (c.all_decode_queries) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
+  if (c.trigger_queries && parts_.trigger.fires_after(step)) {
+    Captured& layer = layer_of(prompt_attention_, event);
+    layer = {};
+    capture_rows(event, event.n - 1, nullptr, layer);
+  }
+}
+
+void ScoredPress::capture_prompt(const AttentionEvent& event) {
+  const CaptureConfig& c = parts_.capture;
+  const int64_t window_start = prompt_end_ - c.window;
+  const int64_t first_observed = c.all_prompt_queries ? prompt_first_ : window_start;
+  // The batch's rows have consecutive positions; the observed ones are a suffix.
+  const int64_t skip = std::clamp<int64_t>(first_observed - event.positions[0], 0, event.n);
+  const int64_t m = event.n - skip;
+  if (m <= 0 || (c.window == 0 && !c.all_prompt_queries)) return;
+  std::vector<float> weights(static_cast<size_t>(m), 1.0f);
+  if (!c.all_prompt_queries) {
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t age_index = event.positions[skip + i] - window_start;  // 0: the oldest window query
+      weights[i] = c.window_weights.empty() ? 1.0f / static_cast<float>(c.window) : c.window_weights[age_index];
+    }
+  }
+  capture_rows(event, skip, weights.data(), layer_of(prompt_attention_, event));
+}
+
+void ScoredPress::on_question(int64_t first_position, int64_t n_tokens) { decode_origin_ = first_position + n_tokens; }
+
+void ScoredPress::on_prefill_end(KvCache& cache) {
+  if (parts_.trigger.fires_at_prefill_end()) evict(cache, 0);
+}
+
+void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
+  if (parts_.trigger.fires_after(step)) evict(cache, step);
+}
+
+std::vector<std::vector<float>> ScoredPress::matched(Captured& captured, const KvCache& cache, int64_t l) const {
+  std::vector<std::vector<float>> out(static_cast<size_t>(cache.n_head_kv()));
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+    const int32_t* positions = cache.positions(l, g);
+    const auto len = static_cast<size_t>(cache.length(l, g));
+    if (static_cast<size_t>(g) >= captured.values.size()) {
+      out[g].assign(len, 0.0f);  // nothing observed
+    } else if (same_entries(captured.positions[g], positions, cache.length(l, g))) {
+      // Once, the capture is done with; per step it is kept for the next eviction.
+      out[g] = parts_.trigger.per_step() ? captured.values[g] : std::move(captured.values[g]);
+      out[g].resize(len, 0.0f);
+    } else {
+      out[g] = by_position(captured.values[g], captured.positions[g], positions, cache.length(l, g));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t l, int64_t window) const {
+  std::vector<int64_t> out;
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+    const int32_t* positions = cache.positions(l, g);
+    const int64_t len = cache.length(l, g);
+    if (parts_.trigger.per_step()) {
+      out.push_back(std::max<int64_t>(0, len - window));  // all but the newest entries
+    } else {  // the prompt entries before its window
+      out.push_back(std::lower_bound(positions, positions + len, static_cast<int32_t>(prompt_end_ - window)) - positions);
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer,
+                                                      const std::vector<std::vector<float>>& scores,
+                                                      LayerSelector& selector) const {
+  // The sinks are kept without asking; the other candidates share what is left of b.
+  const int64_t room = std::max<int64_t>(0, layer.budget - layer.window);
+  const int64_t sinks = std::min(parts_.selection.sinks, room);
+  LayerShare share{layer.layer, layer.n_layer, room - sinks, layer.budget, layer.window + sinks, {}};
+  std::vector<std::vector<float>> rest;
+  std::vector<int64_t> head_sinks;
+  for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
+    const int64_t c = layer.candidates[g];
+    if (static_cast<int64_t>(scores[g].size()) < c) fail("internal: {} scores for {} candidates", scores[g].size(), c);
+    head_sinks.push_back(std::min(sinks, c));
+    rest.emplace_back(scores[g].begin() + head_sinks[g], scores[g].begin() + c);
+    share.candidates.push_back(c - head_sinks[g]);
+  }
+  const std::vector<std::vector<int32_t>> chosen = selector.select(layer.layer, rest, allocate(parts_.allocation, share, rest));
+  std::vector<std::vector<int32_t>> keep;
+  for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
+    keep.push_back(index_range(0, head_sinks[g]));
+    for (int32_t j : chosen[g]) keep.back().push_back(static_cast<int32_t>(j + head_sinks[g]));
+  }
+  return keep;
+}
+
+void ScoredPress::evict(KvCache& cache, int64_t step) {
+  if (!will_evict()) {
+    pending_ = false;
+    return;
+  }
+  const int64_t n_layer = cache.n_layer();
+  const int64_t b = resolved_budget_;
+  const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
+  prompt_attention_.resize(static_cast<size_t>(n_layer));
+  for (auto& s : decode_attention_) s.resize(static_cast<size_t>(n_layer));
+  LayerSelector selector(parts_.selection);
+  for (int64_t l = 0; l < n_layer; ++l) {
+    const std::vector<std::vector<float>> prompt = matched(prompt_attention_[l], cache, l);
+    std::vector<std::vector<std::vector<float>>> decode;
+    for (auto& s : decode_attention_) decode.push_back(matched(s[l], cache, l));
+    const LayerEviction view{l, n_layer, prompt_end_, decode_origin_ + step, b, window, candidate_counts(cache, l, window),
+                             prompt, decode, cache};
+    const std::vector<std::vector<int32_t>> chosen = choose(view, score(view), selector);
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      const int64_t len = cache.length(l, g);
+      const std::vector<int32_t> keep = merge_indices(chosen[g], index_range(view.candidates[g], len));
+      if (static_cast<int64_t>(keep.size()) < len) cache.retain(l, g, keep);
+    }
+  }
+  keep_captured(cache);
+}
+
+void ScoredPress::keep_captured(const KvCache& cache) {
+  decode_attention_.assign(decode_attention_.size(), {});
+  if (!parts_.trigger.per_step()) {
+    prompt_attention_.clear();
+    pending_ = false;
+    return;
+  }
+  if (parts_.capture.trigger_queries) {  // the next eviction's step query scores afresh
+    prompt_attention_.clear();
+    return;
+  }
+  // The scores follow the entries kept, to be added to (H2O) or reused at the next step.
+  for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < prompt_attention_.size(); ++l) {
+    Captured& c = prompt_attention_[static_cast<size_t>(l)];
+    for (int64_t g = 0; g < cache.n_head_kv() && static_cast<size_t>(g) < c.values.size(); ++g) {
+      c.values[g] = by_position(c.values[g], c.positions[g], cache.positions(l, g), cache.length(l, g));
+      c.positions[g].assign(cache.positions(l, g), cache.positions(l, g) + cache.length(l, g));
+    }
+  }
+}
+
+std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults) {
+  for (const auto& group : {allocation_parameters("alloc", defaults.alloc), selection_parameters(defaults.chunk)}) {
+    own.insert(own.end(), group.begin(), group.end());
+  }
+  if (!defaults.triggers) return own;
+  own.push_back(delay_parameter("0"));
+  for (const auto& p : per_step_parameters(defaults.per_step)) own.push_back(p);
+  return own;
+}
+
+ScoredParts read_scored_parts(const PressParams& params) {
+  ScoredParts parts;
+  parts.allocation = read_allocation(params, params.has("alloc") ? "alloc" : "base");
+  parts.selection = read_selection(params);
+  parts.trigger = read_trigger(params);
+  if (parts.selection.chunk > 0 &&
+      (parts.allocation.kind == AllocationKind::kAdaKv || parts.allocation.kind == AllocationKind::kAdaPyramid)) {
+    fail("press '{}': chunks are shared by every head of a layer, so they cannot take adakv's per-head budgets",
+         params.name());
+  }
+  return parts;
+}
+
+namespace {
+
+PressRole role_of(const PressParams& params, bool position_matched) {
+  const Trigger trigger = read_trigger(params);
+  PressRole role;
+  role.evicts_generated = trigger.per_step();
+  role.reads_the_cache_as_it_is = position_matched;
+  role.evicts_at_prefill_end_only = !trigger.per_step() && trigger.fires_at_prefill_end();
+  return role;
+}
+
+}  // namespace
+
+PressRole scored_press_role(const PressParams& params) { return role_of(params, false); }
+PressRole position_matched_press_role(const PressParams& params) { return role_of(params, true); }
+
+}  // namespace deferkv

@@ -1,0 +1,144 @@
+#pragma once
+// A scorer method on the shared parts [docs/adding-a-press.md]: the press captures the
+// attention its scorer asks for (CaptureConfig), and when its trigger fires (trigger.h:
+// end of prefill, decode step d, or every n steps) it asks the scorer, one layer at a
+// time, for a score per candidate of each KV head, lets the allocation (allocation.h)
+// decide how many each head keeps and the selection (selection.h) which, and compacts the
+// cache. A method file is a ScoredPress that implements score(), with its defaults.
+//
+// Entries of one head: the candidates [0, C) are the entries older than the protected
+// window: at a one-shot eviction the prompt entries before position T - window (the window
+// and every decode token are kept, and b counts prompt entries); per step every entry but
+// the newest `window` (b then counts every entry). The first `sinks` candidates are kept
+// too, counted in b.
+#include <cstdint>
+#include <vector>
+
+#include "deferkv/press.h"
+#include "kernels/attention_observation.h"
+#include "press/core/allocation.h"
+#include "press/core/press_params.h"
+#include "press/core/selection.h"
+#include "press/core/trigger.h"
+#include "press/registry.h"
+
+namespace deferkv {
+
+// Which queries' attention a scorer reads (the observers), reduced per entry of each KV head.
+struct CaptureConfig {
+  int64_t window = 0;               // the last `window` prompt queries
+  bool all_prompt_queries = false;  // every prompt query (H2O)
+  std::vector<float> window_weights;  // weight of window query i (oldest first); empty: 1/window
+  RowReduction rows = RowReduction::kWeightedSum;
+  GroupReduction group = GroupReduction::kMean;
+  int64_t decode_steps = 0;  // the queries of decode steps 1..decode_steps, each kept apart (DeferKV)
+  // Per step: every decode query adds to the prompt queries' sums, which follow the entries
+  // kept (H2O's "attention drawn so far").
+  bool all_decode_queries = false;
+  // Per step: the scores at a decode step's eviction are that step's query's alone (TOVA).
+  bool trigger_queries = false;
+};
+
+// What a scorer sees of one layer when the eviction fires.
+struct LayerEviction {
+  int64_t layer;
+  int64_t n_layer;
+  int64_t prompt_end;     // T: the position after the prompt's last token
+  int64_t next_position;  // the position after the newest entry (T + the decode steps so far)
+  int64_t budget;         // b: entries kept per KV head, window included
+  int64_t window;         // protected newest entries per head
+  std::vector<int64_t> candidates;  // per KV head: C
+  // The captured attention per KV head, matched to the head's current entries by position
+  // (0 for an entry never observed), at least C values each.
+  const std::vector<std::vector<float>>& prompt_attention;
+  // decode_attention[s - 1][g]: decode step s's query over head g's entries.
+  const std::vector<std::vector<std::vector<float>>>& decode_attention;
+  const KvCache& cache;
+
+  int64_t n_head_kv() const { return static_cast<int64_t>(candidates.size()); }
+  // prompt_attention[g][0 .. C_g) for every head: the captured attention as the score.
+  std::vector<std::vector<float>> candidate_attention() const;
+};
+
+// How a method uses the shared parts; read_scored_parts fills all but the capture and
+// the window from the shared parameters.
+struct ScoredParts {
+  CaptureConfig capture;
+  int64_t window = 0;  // protected newest entries per head
+  AllocationRule allocation;
+  Selection selection;
+  Trigger trigger = Trigger::at_prefill_end();
+};
+
+class ScoredPress : public Press {
+ public:
+  ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts);
+
+  // Refuses a calibration profile of another depth before anything runs.
+  void on_attach(const PressModelShape& shape, PressHost& host) override;
+  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override;
+  void on_attention(const AttentionEvent& event) override;
+  void on_prefill_end(KvCache& cache) override;
+  void on_decode_step(KvCache& cache, int64_t step) override;
+  void on_question(int64_t first_position, int64_t n_tokens) override;
+  std::string describe() const override { return description_; }
+
+ protected:
+  // Per KV head, a score for each of its C candidates (more: keep), at least C values.
+  virtual std::vector<std::vector<float>> score(const LayerEviction& layer) = 0;
+  // A prefill ran whose eviction has not fired yet, and it will cut something.
+  bool will_evict() const;
+
+ private:
+  // Attention captured per entry of each KV head, with the entries' positions.
+  struct Captured {
+    std::vector<std::vector<float>> values;       // [g][entry]
+    std::vector<std::vector<int32_t>> positions;  // [g][entry]
+  };
+  void capture_prompt(const AttentionEvent& event);
+  void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, Captured& into) const;
+  void evict(KvCache& cache, int64_t step);
+  // Per KV head of layer l: C, the entries older than the protected window.
+  std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
+  // Per KV head: the candidates kept (ascending), from the scorer's scores, by the sinks,
+  // the allocation and the selection.
+  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer, const std::vector<std::vector<float>>& scores,
+                                           LayerSelector& selector) const;
+  std::vector<std::vector<float>> matched(Captured& captured, const KvCache& cache, int64_t l) const;
+  void keep_captured(const KvCache& cache);
+
+  std::string description_;
+  KvBudget budget_;
+  ScoredParts parts_;
+
+  int64_t prompt_first_ = 0;  // first position of the last prefill
+  int64_t prompt_end_ = 0;
+  // Where decode step 1's token goes: the prompt's end, or the question's (question-agnostic
+  // mode, whose question queries are neither window nor decode observers).
+  int64_t decode_origin_ = 0;
+  int64_t resolved_budget_ = 0;
+  bool pending_ = false;  // a prefill ran and its (first) eviction has not fired yet
+  std::vector<Captured> prompt_attention_;               // [layer]
+  std::vector<std::vector<Captured>> decode_attention_;  // [step][layer]
+};
+
+// The shared parameters of a scorer method, appended to its own: allocation (alloc,
+// rounding, beta, alpha, profile), selection (chunk, reuse) and trigger (d, per_step,
+// every), with the method's defaults.
+struct SharedDefaults {
+  std::string alloc = "uniform";
+  std::string chunk = "0";
+  std::string per_step = "false";
+  bool triggers = true;  // false: the method evicts at the end of the prefill only
+};
+std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults = {});
+ScoredParts read_scored_parts(const PressParams& params);
+
+// A scorer method's role in a composition, from its trigger: it evicts the prompt, and
+// per step the generated entries too. The second form for a scorer whose scores are
+// matched to the entries by position at every eviction and that reads no other press's
+// choice (the rules: make_press in deferkv/press.h).
+PressRole scored_press_role(const PressParams& params);
+PressRole position_matched_press_role(const PressParams& params);
+
+}  // namespace deferkv

@@ -1,0 +1,96 @@
+#include "press/core/selection.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "deferkv/error.h"
+
+namespace deferkv {
+
+std::vector<PressParameter> selection_parameters(const std::string& chunk_default) {
+  return {
+      {"chunk", chunk_default, "selection: keep whole chunks of this many consecutive tokens, shared by the heads (0: "
+                               "each head its own top-k)"},
+      {"reuse", "1", "chunk: layers sharing one chunk choice (1: every layer chooses)"},
+  };
+}
+
+Selection read_selection(const PressParams& params) {
+  Selection s;
+  if (params.has("chunk")) s.chunk = params.get_int("chunk", 0, 1 << 20);
+  if (params.has("reuse")) s.reuse = params.get_int("reuse", 1, 1 << 20);
+  return s;
+}
+
+std::vector<std::vector<int32_t>> LayerSelector::select(int64_t layer, const std::vector<std::vector<float>>& scores,
+                                                        const std::vector<int64_t>& counts) {
+  const size_t heads = scores.size();
+  std::vector<std::vector<int32_t>> keep(heads);
+  if (selection_.chunk == 0) {
+    for (size_t g = 0; g < heads; ++g) keep[g] = top_k(scores[g], counts[g]);
+    return keep;
+  }
+  if (std::any_of(counts.begin(), counts.end(), [&](int64_t k) { return k != counts[0]; })) {
+    fail("chunks are shared by every head of a layer, so they need the same count per head (not adakv's)");
+  }
+  size_t shortest = scores[0].size();
+  for (const auto& s : scores) shortest = std::min(shortest, s.size());
+  if (layer % selection_.reuse != 0 && !leader_.empty()) {
+    std::vector<int32_t> kept;
+    for (int32_t j : leader_) {
+      if (static_cast<size_t>(j) < shortest) kept.push_back(j);
+    }
+    return std::vector<std::vector<int32_t>>(heads, kept);
+  }
+  std::vector<float> token_scores(shortest, 0.0f);
+  for (const auto& head : scores) {
+    for (size_t j = 0; j < shortest; ++j) token_scores[j] += head[j];
+  }
+  leader_ = top_chunks(token_scores, selection_.chunk, std::max<int64_t>(1, counts[0] / selection_.chunk));
+  return std::vector<std::vector<int32_t>>(heads, leader_);
+}
+
+std::vector<int32_t> top_k(const std::vector<float>& scores, int64_t k) {
+  const auto n = static_cast<int64_t>(scores.size());
+  k = std::clamp<int64_t>(k, 0, n);
+  std::vector<int32_t> order = index_range(0, n);
+  auto better = [&](int32_t a, int32_t b) {
+    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+  };
+  std::nth_element(order.begin(), order.begin() + k, order.end(), better);
+  order.resize(static_cast<size_t>(k));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+std::vector<int32_t> top_chunks(const std::vector<float>& scores, int64_t chunk, int64_t n_chunks) {
+  const auto n = static_cast<int64_t>(scores.size());
+  const int64_t count = (n + chunk - 1) / chunk;
+  std::vector<float> chunk_scores(static_cast<size_t>(count));
+  for (int64_t c = 0; c < count; ++c) {
+    const int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+    double sum = 0;
+    for (int64_t j = begin; j < end; ++j) sum += scores[j];
+    chunk_scores[c] = static_cast<float>(sum / static_cast<double>(end - begin));
+  }
+  std::vector<int32_t> kept;
+  for (int32_t c : top_k(chunk_scores, n_chunks)) {
+    for (int64_t j = c * chunk; j < std::min(n, (c + 1) * chunk); ++j) kept.push_back(static_cast<int32_t>(j));
+  }
+  return kept;
+}
+
+std::vector<int32_t> merge_indices(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
+  std::vector<int32_t> out;
+  out.reserve(a.size() + b.size());
+  std::set_union(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(out));
+  return out;
+}
+
+std::vector<int32_t> index_range(int64_t begin, int64_t end) {
+  std::vector<int32_t> out(static_cast<size_t>(std::max<int64_t>(0, end - begin)));
+  std::iota(out.begin(), out.end(), static_cast<int32_t>(begin));
+  return out;
+}
+
+}  // namespace deferkv

@@ -101,7 +101,8 @@ Summary summarize_ruler(const SweepPlan& plan, const std::vector<nlohmann::json>
     t.scores[r["task"].get<std::string>()].push_back(r["score"].get<double>());
     t.samples.push_back(&r);
   }
-  Summary summary{Benchmark::kRuler, {}, {}};
+  Summary summary;
+  summary.benchmark = Benchmark::kRuler;
   for (const nlohmann::json* f : failures) {
     if (!f->contains("task") || !wanted_ruler(plan, *f)) continue;
     Tally& t = tallies[{(*f)["method_params"].get<std::string>(), (*f)["length"].get<int64_t>()}];
@@ -152,7 +153,8 @@ Summary summarize_niah(const SweepPlan& plan, const std::vector<nlohmann::json>&
     tallies[method].scores[std::to_string(length)].push_back(score);
     tallies[method].samples.push_back(&r);
   }
-  Summary summary{Benchmark::kNiah, {}, {}};
+  Summary summary;
+  summary.benchmark = Benchmark::kNiah;
   for (const nlohmann::json* f : failures) {
     if (!wanted_niah(plan, *f)) continue;
     add_failures(tallies[(*f)["method_params"].get<std::string>()], std::to_string((*f)["length"].get<int64_t>()), 1,
@@ -202,7 +204,8 @@ Summary summarize_longbench(const SweepPlan& plan, const std::vector<nlohmann::j
     t.scores[dataset].push_back(r["score"].get<double>());
     t.samples.push_back(&r);
   }
-  Summary summary{Benchmark::kLongBench, {}, {}};
+  Summary summary;
+  summary.benchmark = Benchmark::kLongBench;
   for (const nlohmann::json* f : failures) {
     if (!wanted_longbench(plan, *f)) continue;
     add_failures(tallies[(*f)["method_params"].get<std::string>()], (*f)["dataset"].get<std::string>(), 1,

@@ -52,7 +52,7 @@ struct NiahGrid {
 };
 
 struct Summary {
-  Benchmark benchmark;
+  Benchmark benchmark = Benchmark::kRuler;
   // config.json's question_agnostic: the presses compressed the context before the question.
   bool question_agnostic = false;
   std::vector<SummaryTable> tables;

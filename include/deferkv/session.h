@@ -145,6 +145,8 @@ class Session {
   void feed(const std::vector<int32_t>& tokens);
   // feed(), timed as prefill; decode steps then count from the tokens' end.
   void feed_input(const std::vector<int32_t>& tokens);
+  // Refuses a token id outside the vocabulary (it would index past the embedding table).
+  void check_token(int32_t token) const;
   // Refuses a prefill of n_tokens that the press's declarations rule out.
   void check_press_needs(int64_t n_tokens) const;
 };

@@ -429,7 +429,8 @@ class Session:
 
     def kept(self) -> List[List[Any]]:
         """kv_positions of every head: [layer][kv_head] -> int32 array."""
-        n_layer, n_head_kv = len(self.kv.entries), len(self.kv.entries[0])
+        entries = self.kv.entries
+        n_layer, n_head_kv = len(entries), len(entries[0])
         return [[self.kv_positions(l, h) for h in range(n_head_kv)] for l in range(n_layer)]
 
 

@@ -66,29 +66,25 @@ py::array_t<float> logits_array(const PySession& self) {
   return out;
 }
 
-// IndexError for a layer or KV head the model does not have.
-void check_head(const PySession& self, int64_t layer, int64_t kv_head) {
-  const ModelConfig& c = self.session->model().config();
-  if (layer < 0 || layer >= c.n_layer) {
-    throw py::index_error("layer " + std::to_string(layer) + " is out of range (0.." + std::to_string(c.n_layer - 1) + ")");
-  }
-  if (kv_head < 0 || kv_head >= c.n_head_kv) {
-    throw py::index_error("KV head " + std::to_string(kv_head) + " is out of range (0.." +
-                          std::to_string(c.n_head_kv - 1) + ")");
+// The library's range check (its only error here) as IndexError.
+template <typename Read>
+auto read_head(Read&& read) {
+  try {
+    return read();
+  } catch (const Error& e) {
+    throw py::index_error(e.what());
   }
 }
 
 py::array_t<int32_t> positions_array(const PySession& self, int64_t layer, int64_t kv_head) {
-  check_head(self, layer, kv_head);
-  const std::vector<int32_t> positions = kv_positions(*self.session, layer, kv_head);
+  const std::vector<int32_t> positions = read_head([&] { return kv_positions(*self.session, layer, kv_head); });
   py::array_t<int32_t> out(static_cast<py::ssize_t>(positions.size()));
   if (!positions.empty()) std::memcpy(out.mutable_data(), positions.data(), positions.size() * sizeof(int32_t));
   return out;
 }
 
 py::array_t<float> rows_array(const PySession& self, int64_t layer, int64_t kv_head, KvPart part) {
-  check_head(self, layer, kv_head);
-  const std::vector<float> rows = kv_rows(*self.session, layer, kv_head, part);
+  const std::vector<float> rows = read_head([&] { return kv_rows(*self.session, layer, kv_head, part); });
   const auto head_dim = static_cast<py::ssize_t>(self.session->model().config().head_dim);
   py::array_t<float> out({static_cast<py::ssize_t>(rows.size()) / head_dim, head_dim});
   if (!rows.empty()) std::memcpy(out.mutable_data(), rows.data(), rows.size() * sizeof(float));
@@ -104,7 +100,7 @@ py::object last_eviction(const PySession& self) {
   d["layer_entries"] = eviction->layer_entries;
   d["layer_bytes"] = eviction->layer_bytes;
   d["bytes"] = eviction->bytes;
-  return std::move(d);
+  return d;
 }
 
 // Token ids as the engine takes them; ValueError for one outside the vocabulary.

@@ -1,7 +1,5 @@
 #include "deferkv/embedding.h"
 
-#include <fmt/format.h>
-
 #include "base/resource_dir.h"
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
@@ -37,12 +35,10 @@ namespace {
 
 void check_head(const KvCache& kv, int64_t layer, int64_t kv_head) {
   if (layer < 0 || layer >= kv.n_layer()) {
-    throw Error(fmt::format("layer {} is out of range: the model has {} layers (0..{})", layer, kv.n_layer(),
-                            kv.n_layer() - 1));
+    fail("layer {} is out of range: the model has {} layers (0..{})", layer, kv.n_layer(), kv.n_layer() - 1);
   }
   if (kv_head < 0 || kv_head >= kv.n_head_kv()) {
-    throw Error(fmt::format("KV head {} is out of range: the model has {} KV heads (0..{})", kv_head,
-                            kv.n_head_kv(), kv.n_head_kv() - 1));
+    fail("KV head {} is out of range: the model has {} KV heads (0..{})", kv_head, kv.n_head_kv(), kv.n_head_kv() - 1);
   }
 }
 

@@ -61,10 +61,7 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
     fail("the {} has {} tokens, which do not fit in the context of {} ({} already used); "
          "raise the context size (-c)", what, tokens.size(), n_ctx_, n_past_);
   }
-  const int64_t n_vocab = model_->config().n_vocab;
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", t, n_vocab - 1);
-  }
+  for (int32_t t : tokens) check_token(t);
 }
 
 void Session::prefill(const std::vector<int32_t>& tokens) {
@@ -94,6 +91,11 @@ void Session::feed_input(const std::vector<int32_t>& tokens) {
   timings_.prefill_seconds += seconds_since(start);
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
+}
+
+void Session::check_token(int32_t token) const {
+  const int64_t n_vocab = model_->config().n_vocab;
+  if (token < 0 || token >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", token, n_vocab - 1);
 }
 
 // What the press declared at on_attach, checked before any hook of the prefill runs.
@@ -147,11 +149,10 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
 
 void Session::decode(int32_t token) {
   if (n_past_ + 1 > n_ctx_) fail("the context of {} tokens is full", n_ctx_);
-  const int64_t n_vocab = model_->config().n_vocab;
-  if (token < 0 || token >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", token, n_vocab - 1);
+  check_token(token);
   const auto start = std::chrono::steady_clock::now();
   const int32_t position = static_cast<int32_t>(n_past_);
-  logits_.resize(static_cast<size_t>(n_vocab));
+  logits_.resize(static_cast<size_t>(model_->config().n_vocab));
   forward_->run(&token, &position, 1, *cache_, false, logits_.data());
   ++n_past_;
   timings_.decode_seconds += seconds_since(start);

@@ -46,7 +46,6 @@ eval::EvalRequest request_of(const EvalArgs& args) {
   r.cache_type_k = args.cache_types.keys;
   r.cache_type_v = args.cache_types.values;
   r.chat = !args.no_chat_template;
-  if (args.no_chat_template && !r.chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");
   return r;
 }
 

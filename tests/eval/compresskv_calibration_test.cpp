@@ -47,8 +47,8 @@ TEST(CompressKvCalibration, AModelThatDoesNotRetrieveIsAClearError) {
 // and the method's formulas by hand (header of compresskv_calibration.h), on the prompts and
 // the greedy continuations the calibration decodes. The f32 cache keeps the engine's
 // attention within float rounding of the reference. (Mutants checked: the needle span one
-// token longer fails the head scores; the restricted output left unrenormalised fails the
-// layer scores.)
+// token longer fails the head scores; the retrieval heads listed worst first fails their
+// order; the restricted output left unrenormalised fails the layer scores.)
 TEST(CompressKvCalibration, ScoresEqualTheFormulasOnReferenceAttention) {
   const std::string path = testing::stories_model_path();
   auto model = Model::load(path);
@@ -185,6 +185,12 @@ TEST(CompressKvCalibration, ScoresEqualTheFormulasOnReferenceAttention) {
   for (double e : error) total_error += e;
   ASSERT_GT(total_error, 0);
   for (int64_t l = 0; l < c.n_layer; ++l) {
+    // The retrieval heads: the layer's first_k best by the reference scores, best first.
+    std::vector<int64_t> best(static_cast<size_t>(c.n_head));
+    std::iota(best.begin(), best.end(), 0);
+    std::stable_sort(best.begin(), best.end(), [&](int64_t a, int64_t b) { return head_scores[l][a] > head_scores[l][b]; });
+    best.resize(static_cast<size_t>(o.first_k));
+    EXPECT_EQ(result.profile.retrieval_heads[l], best) << "layer " << l;
     for (int64_t h = 0; h < c.n_head; ++h) {
       EXPECT_NEAR(result.head_scores[l][h], head_scores[l][h], 1e-5 * (1 + head_scores[l][h])) << "layer " << l << " head " << h;
     }

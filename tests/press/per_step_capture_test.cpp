@@ -9,8 +9,9 @@
 #include <cstring>
 
 #include "base/thread_pool.h"
-#include "kernels/attention_tap.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
+#include "observe/attention_tap.h"
 #include "press/press_test_util.h"
 
 namespace deferkv {
@@ -56,7 +57,7 @@ Trace run(const std::string& spec, const std::string& cache_type, bool hide_scor
   auto record = [&] {
     const float* l = session.last_logits();
     trace.logits.emplace_back(l, l + n_vocab);
-    const KvCache& kv = session.kv_cache();
+    const KvCache& kv = kv_cache_of(session);
     trace.kept.emplace_back();
     for (int64_t layer = 0; layer < kv.n_layer(); ++layer) {
       for (int64_t g = 0; g < kv.n_head_kv(); ++g) {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "kernels/attention_tap.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv {
 

@@ -11,7 +11,7 @@
 
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
-#include "kernels/attention_observation.h"
+#include "observe/attention_observation.h"
 #include "kv/kv_cache.h"
 
 namespace deferkv {

@@ -30,6 +30,11 @@ struct AttentionShape {
 struct AttentionScratch {
   std::vector<std::vector<float>> scores;  // one [block_rows x capacity] buffer per thread
   std::vector<std::vector<float>> tiles;   // one kKvTileFloats buffer per thread (kv_rows.h)
+  // Set by the caller: a decode step (n == 1) also keeps its scaled scores here, per KV
+  // head g [group x length of g]: query head g * group + a's scale * q . k_j at a * length
+  // + j, for observers that would otherwise compute them again (AttentionEvent::scores).
+  bool keep_decode_scores = false;
+  std::vector<std::vector<float>> decode_scores;
   void reserve(int n_threads, int64_t capacity);
 };
 

@@ -84,6 +84,7 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
     }
     std::memcpy(as_positions(h.positions) + h.length, positions, n * sizeof(int32_t));
     h.length += n;
+    h.touched = std::max(h.touched, h.length);
   }
   bytes_held_ += n * n_head_kv_ * bytes_per_entry();
   peak_bytes_ = std::max(peak_bytes_, bytes_held_);
@@ -92,12 +93,14 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
 }
 
 void KvCache::shrink(HeadStore& h, int64_t length) {
-  const auto before = static_cast<size_t>(h.length), after = static_cast<size_t>(length);
+  h.length = length;
+  if ((h.touched - length) * (key_row_bytes_ + value_row_bytes_) < kReleaseBatchBytes) return;
+  const auto before = static_cast<size_t>(h.touched), after = static_cast<size_t>(length);
   const auto key_bytes = static_cast<size_t>(key_row_bytes_), value_bytes = static_cast<size_t>(value_row_bytes_);
   h.keys.release(after * key_bytes, before * key_bytes);
   h.values.release(after * value_bytes, before * value_bytes);
   h.positions.release(after * sizeof(int32_t), before * sizeof(int32_t));
-  h.length = length;
+  h.touched = length;
 }
 
 void KvCache::recount() {
@@ -105,30 +108,57 @@ void KvCache::recount() {
   for (const auto& h : heads_) bytes_held_ += h.length * bytes_per_entry();
 }
 
-void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices) {
-  HeadStore& h = head(layer, kv_head);
+void KvCache::check_indices(const HeadStore& h, int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices,
+                            const char* what) const {
   for (size_t i = 0; i < indices.size(); ++i) {
     if (indices[i] < 0 || indices[i] >= h.length || (i > 0 && indices[i] <= indices[i - 1])) {
-      fail("internal: retain on layer {} head {} needs increasing indices below {}, got {} at {}",
-           layer, kv_head, h.length, indices[i], i);
+      fail("internal: {} on layer {} head {} needs increasing indices below {}, got {} at {}", what, layer, kv_head,
+           h.length, indices[i], i);
     }
   }
+}
+
+void KvCache::move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count) {
+  if (from == to || count == 0) return;
   uint8_t* keys = as_bytes(h.keys);
   uint8_t* values = as_bytes(h.values);
   int32_t* positions = as_positions(h.positions);
-  // Indices increase, so each kept entry moves towards the front (or stays): copying
-  // in order never overwrites an entry still to be read. Rows move as stored bytes.
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const auto from = static_cast<int64_t>(indices[i]);
-    const auto to = static_cast<int64_t>(i);
-    if (from == to) continue;
-    std::memcpy(keys + to * key_row_bytes_, keys + from * key_row_bytes_, static_cast<size_t>(key_row_bytes_));
-    std::memcpy(values + to * value_row_bytes_, values + from * value_row_bytes_, static_cast<size_t>(value_row_bytes_));
-    positions[to] = positions[from];
+  std::memmove(keys + to * key_row_bytes_, keys + from * key_row_bytes_, static_cast<size_t>(count * key_row_bytes_));
+  std::memmove(values + to * value_row_bytes_, values + from * value_row_bytes_,
+               static_cast<size_t>(count * value_row_bytes_));
+  std::memmove(positions + to, positions + from, static_cast<size_t>(count) * sizeof(int32_t));
+}
+
+void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices) {
+  HeadStore& h = head(layer, kv_head);
+  check_indices(h, layer, kv_head, indices, "retain");
+  // Indices increase, so each kept entry moves towards the front (or stays): moving runs
+  // of consecutive kept entries in order never overwrites an entry still to be read.
+  const auto n = static_cast<int64_t>(indices.size());
+  for (int64_t to = 0; to < n;) {
+    const int64_t from = indices[static_cast<size_t>(to)];
+    int64_t run = 1;
+    while (to + run < n && indices[static_cast<size_t>(to + run)] == from + run) ++run;
+    move_entries(h, from, to, run);
+    to += run;
   }
-  const int64_t dropped = h.length - static_cast<int64_t>(indices.size());
-  shrink(h, static_cast<int64_t>(indices.size()));
+  const int64_t dropped = h.length - n;
+  shrink(h, n);
   bytes_held_ -= dropped * bytes_per_entry();
+}
+
+void KvCache::erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped) {
+  HeadStore& h = head(layer, kv_head);
+  check_indices(h, layer, kv_head, dropped, "erase");
+  // The entries between dropped k and dropped k + 1 move forward by k + 1.
+  const auto n = static_cast<int64_t>(dropped.size());
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t from = dropped[static_cast<size_t>(k)] + 1;
+    const int64_t end = k + 1 < n ? dropped[static_cast<size_t>(k + 1)] : h.length;
+    move_entries(h, from, from - (k + 1), end - from);
+  }
+  shrink(h, h.length - n);
+  bytes_held_ -= n * bytes_per_entry();
 }
 
 void KvCache::truncate(int32_t position) {
@@ -172,6 +202,7 @@ void KvCache::restore(const Snapshot& s) {
     std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size());
     std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size());
     std::memcpy(h.positions.data(), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));
+    h.touched = std::max(h.touched, s.lengths[i]);
     shrink(h, s.lengths[i]);
   }
   recount();

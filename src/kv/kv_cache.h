@@ -10,7 +10,12 @@
 //
 // Each head's storage is reserved for the whole context up front and committed by the
 // OS page by page as entries arrive; retain() and truncate() hand the freed pages back,
-// so evicting entries lowers real memory, not only the byte counters.
+// so evicting entries lowers real memory, not only the byte counters. Pages go back in
+// batches: a head returns its unused tail once it spans kReleaseBatchBytes of keys and
+// values, not at every shrink. A per-step press that drops one entry and appends one
+// would otherwise release a page and fault it in again (~10 µs on these VMs) whenever
+// its length sits at a page boundary; so at most that many bytes per head stay resident
+// past the entries held.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -50,6 +55,10 @@ class KvCache {
   // Keeps only the entries at `indices` (strictly increasing, each < length) of one
   // head, compacting them to the front in order; the rest are freed.
   void retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices);
+  // Drops the entries at `dropped` (strictly increasing, each < length) of one head: the
+  // same as retain() of the other indices, in time proportional to the entries dropped and
+  // those after the first of them (a per-step press drops a few entries of a long head).
+  void erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped);
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
 
@@ -77,11 +86,14 @@ class KvCache {
   int64_t entries(int64_t layer) const;  // summed over the layer's heads
   // Memory the OS backs the cache with right now (whole pages; for tests and reports).
   int64_t resident_bytes() const;
+  // A head's unused tail of keys and values is handed back to the OS once it is this large.
+  static constexpr int64_t kReleaseBatchBytes = 32 << 10;
 
  private:
   struct HeadStore {
     ReservedBuffer keys, values, positions;
     int64_t length = 0;
+    int64_t touched = 0;  // the most entries held since the head's pages were last released
   };
   HeadStore& head(int64_t layer, int64_t kv_head) {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
@@ -89,8 +101,13 @@ class KvCache {
   const HeadStore& head(int64_t layer, int64_t kv_head) const {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
   }
-  // Sets a head's length and returns the pages past it to the OS.
+  // Sets a head's length; returns the pages past it to the OS once they are a batch.
   void shrink(HeadStore& h, int64_t length);
+  // Moves `count` entries of a head from index `from` to index `to` (<= from), as stored bytes.
+  void move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count);
+  // Fails unless `indices` are strictly increasing and below the head's length.
+  void check_indices(const HeadStore& h, int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices,
+                     const char* what) const;
   void recount();
 
   int64_t n_layer_, n_head_kv_, head_dim_, capacity_;

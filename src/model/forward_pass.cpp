@@ -166,8 +166,12 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
   }
   const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  attention_scratch_.keep_decode_scores = static_cast<bool>(tap_);  // the observers' scores, computed once
   attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
-  if (tap_) tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, rotary_, pool_});
+  if (tap_) {
+    tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, rotary_, pool_,
+                        n == 1 ? &attention_scratch_.decode_scores : nullptr});
+  }
 
   project(w.wo, deltas, Projection::kO, attn_out_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual

@@ -34,14 +34,40 @@ int64_t visible_entries(const KvHeadView& kv, int32_t position) {
 }
 
 // scores[r][c] = scale * q_r . k_{c0 + c} for the block's columns.
-// Float32 products against the stored keys (dequantised into `tile` unless f32).
+// Float32 products against the stored keys (dequantised into `tile` unless f32), or copied
+// from the attention's `kept` scores of this head (row r at kept + r * length).
 void score_block(const GroupRows& g, int64_t rows, const KvHeadView& kv, int64_t head_dim, float scale,
-                 int64_t c0, int64_t width, float* scores, float* tile) {
+                 int64_t c0, int64_t width, float* scores, float* tile, const float* kept) {
+  if (kept != nullptr) {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::copy(kept + r * kv.length + c0, kept + r * kv.length + c0 + width, scores + r * width);
+    }
+    return;
+  }
   kv_key_scores(g.queries.data(), head_dim, rows, kv.keys, c0, width, scores, width, tile);
   scale_f32(scale, scores, rows * width);
 }
 
+// The attention's kept scores of each KV head when they serve these queries, else nullptr.
+std::vector<const float*> kept_scores(const ObservedQueries& q, int64_t group, const std::vector<KvHeadView>& kv) {
+  std::vector<const float*> out(kv.size(), nullptr);
+  if (q.scores == nullptr || q.m != 1 || q.scores->size() != kv.size()) return out;
+  for (size_t g = 0; g < kv.size(); ++g) {
+    const std::vector<float>& s = (*q.scores)[g];
+    if (static_cast<int64_t>(s.size()) != group * kv[g].length) return std::vector<const float*>(kv.size(), nullptr);
+    out[g] = s.data();
+  }
+  return out;
+}
+
 }  // namespace
+
+ObservedQueries observed_rows(const AttentionEvent& event, int64_t skip, const float* weights) {
+  const int64_t stride = event.shape.n_head * event.shape.head_dim;
+  ObservedQueries q{event.queries + skip * stride, stride, event.positions + skip, weights, event.n - skip};
+  if (event.n == 1 && skip == 0) q.scores = event.scores;
+  return q;
+}
 
 void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
                        const std::vector<KvHeadView>& kv, RowReduction row_reduction,
@@ -69,13 +95,17 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
     max_blocks = std::max(max_blocks, (kv[static_cast<size_t>(g)].length + kColumnBlock - 1) / kColumnBlock);
   }
   if (max_blocks == 0) return;
+  const std::vector<const float*> kept = kept_scores(q, group, kv);
 
-  // Items too small to repay waking a worker are grouped (about 64K multiply-adds each).
-  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, rows * kColumnBlock * d));
+  // Items too small to repay waking a worker are grouped (about 64K multiply-adds each; a
+  // block of kept scores costs a copy and an exp per score, counted as 8).
+  const int64_t item_work = rows * kColumnBlock * (kept[0] != nullptr ? 8 : d);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
   // Calls fn(g, b, c0, width, scores, extra) for every (KV head g, column block b) in
-  // parallel: `scores` holds the block's scaled scores [rows x width], and `extra`
-  // extra_floats more of the thread's scratch (after the keys' dequantisation tile).
-  auto for_each_block = [&](int64_t extra_floats, const auto& fn) {
+  // parallel (with wanted_only, the blocks holding a wanted entry): `scores` holds the
+  // block's scaled scores [rows x width], and `extra` extra_floats more of the thread's
+  // scratch (after the keys' dequantisation tile).
+  auto for_each_block = [&](int64_t extra_floats, bool wanted_only, const auto& fn) {
     pool.parallel_for(n_kv * max_blocks, grain, [&](int64_t begin, int64_t end, int) {
       float* scores = thread_scratch(rows * kColumnBlock + kKvTileFloats + extra_floats);
       float* tile = scores + rows * kColumnBlock;
@@ -84,8 +114,9 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
         const KvHeadView& head = kv[static_cast<size_t>(g)];
         const int64_t c0 = b * kColumnBlock;
         const int64_t width = std::min(kColumnBlock, head.length - c0);
-        if (width <= 0) continue;
-        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores, tile);
+        if (width <= 0 || (wanted_only && q.from != nullptr && c0 + width <= q.from[g])) continue;
+        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores, tile,
+                    kept[static_cast<size_t>(g)]);
         fn(g, b, c0, width, scores, tile + kKvTileFloats);
       }
     });
@@ -95,7 +126,7 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   // columns of the block; then combined into the row's log-sum-exp.
   std::vector<float> block_max(static_cast<size_t>(n_kv * max_blocks * rows), kNegInf);
   std::vector<float> block_sum(block_max.size(), 0.0f);
-  for_each_block(0, [&](int64_t g, int64_t b, int64_t c0, int64_t width, float* scores, float*) {
+  for_each_block(0, false, [&](int64_t g, int64_t b, int64_t c0, int64_t width, float* scores, float*) {
     const GroupRows& gr = groups[static_cast<size_t>(g)];
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
@@ -123,7 +154,7 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   }
 
   // Pass 2: probabilities per column block, reduced over rows then over the group.
-  for_each_block(group * kColumnBlock, [&](int64_t g, int64_t, int64_t c0, int64_t width, float* scores,
+  for_each_block(group * kColumnBlock, true, [&](int64_t g, int64_t, int64_t c0, int64_t width, float* scores,
                                            float* head_acc) {
     const GroupRows& gr = groups[static_cast<size_t>(g)];
     std::fill(head_acc, head_acc + group * width, 0.0f);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv {
 
@@ -27,7 +28,19 @@ struct ObservedQueries {
   int64_t m;
   const float* head_weights = nullptr;  // [n_head] weight of each query head in the group
                                         // reduction (0 leaves a head out); nullptr: all 1
+  // For one query (m == 1) whose scaled scores the attention kept (AttentionEvent::scores):
+  // read instead of computed again. They are the same floats the products here would give
+  // (same kernel, same key tiles, same scaling), so the result is identical, only cheaper.
+  const std::vector<std::vector<float>>* scores = nullptr;
+  // [n_head_kv] or nullptr: only the entries j >= from[g] of head g are wanted; out[g][j]
+  // below may be left as it was or accumulated into. The probabilities are still normalised
+  // over every visible entry, but the second pass skips the column blocks before from[g].
+  const int64_t* from = nullptr;
 };
+
+// The event's rows from `skip` on, with `weights` (see ObservedQueries), and the attention's
+// kept scores when those rows are the decode step's one query.
+ObservedQueries observed_rows(const AttentionEvent& event, int64_t skip, const float* weights);
 
 // out[g] must hold at least kv[g].length values. Accumulates, for each entry j of KV
 // head g, group-reduce over the query heads h of g of row-reduce over i of P_i^h(j):

@@ -117,7 +117,7 @@ TEST(Sweep, ReportsPutMethodsInRowsAndTasksInColumns) {
   const std::string csv = read(out + "/results.csv");
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "label,method,kv_budget,kv_ratio,question_agnostic,task,length,score,samples,prompt_tokens,prefill_seconds,"
-            "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,failed,error");
+            "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,peak_rss_bytes,failed,error");
   EXPECT_NE(csv.find("\nsnapkv@64,snapkv,64,,false,fwe,1024,33.33,2,"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\nfull,full,,,false,niah_single_1,1024,100.00,2,"), std::string::npos) << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);  // the header + 2 methods x 2 tasks

@@ -39,12 +39,25 @@ TEST(PressBenchCommand, ComparesPressesAndReportsDecodeWindows) {
   const auto full = row_cells(result.output, "| 96 | full | - |");
   const auto snap = row_cells(result.output, "| 96 | snapkv:window=8 | 32 |");
   const auto spec_row = row_cells(result.output, "| 96 | speckv:window=8,n_draft=4 | 32 |");
-  ASSERT_EQ(full.size(), 14u) << result.output;
-  ASSERT_EQ(snap.size(), 14u);
-  ASSERT_EQ(spec_row.size(), 14u);
+  ASSERT_EQ(full.size(), 17u) << result.output;
+  ASSERT_EQ(snap.size(), 17u);
+  ASSERT_EQ(spec_row.size(), 17u);
   // KV MiB after eviction (column 13): 32 of 96 prompt entries (+ decode tokens) remain.
   EXPECT_LT(std::stod(snap[12]), 0.5 * std::stod(full[12]));
   EXPECT_EQ(snap[11], "1.000");  // SnapKV is the end-to-end reference
+  // Peak RSS (column 15): the process's, so at least the KV cache's peak (column 14), and plausible.
+  for (const auto* row : {&full, &snap}) {
+    EXPECT_GE(std::stod((*row)[14]), std::stod((*row)[13])) << result.output;
+    EXPECT_LT(std::stod((*row)[14]), 4096.0) << result.output;
+  }
+  // Per-step capture + eviction while decoding (columns 16, 17): none for the full cache, next
+  // to nothing for a one-shot press (the hooks' timers), some for Moment-KV, which captures
+  // and evicts every step.
+  EXPECT_EQ(full[15], "0.000");
+  EXPECT_LT(std::stod(snap[15]), 0.05);
+  const auto per_step = row_cells(result.output, "| 96 | snapkv:window=8+moment_kv:decode_budget=8 | 32 |");
+  ASSERT_EQ(per_step.size(), 17u) << result.output;
+  EXPECT_GT(std::stod(per_step[15]), 0.0);
   // The per-window table: three windows of 8 steps, and the ratio of the last to the first.
   EXPECT_NE(result.output.find("| press | 1-8 | 9-16 | 17-24 | last / first |"), std::string::npos) << result.output;
   const auto moment = row_cells(result.output, "| snapkv:window=8+moment_kv:decode_budget=8 |");
@@ -63,14 +76,14 @@ TEST(PressBenchCommand, SeveralBudgetsGiveARowEach) {
                                        "--kv-budget 64,192 -n 4 --short-context 32 -r 1 2>&1");
   ASSERT_EQ(result.status, 0) << result.output;
   EXPECT_NE(result.output.find("budget 64 per head; 192 per head"), std::string::npos) << result.output;
-  EXPECT_EQ(row_cells(result.output, "| 512 | full | - |").size(), 14u) << result.output;
+  EXPECT_EQ(row_cells(result.output, "| 512 | full | - |").size(), 17u) << result.output;
   EXPECT_TRUE(row_cells(result.output, "| 512 | full | 64 |").empty());  // no budget, one row
   const char* presses[] = {"snapkv:window=8", "knorm"};
   for (const char* press : presses) {
     double kv[2];  // KV MiB right after eviction, at 64 and 192 entries per head
     for (int b = 0; b < 2; ++b) {
       const auto row = row_cells(result.output, fmt::format("| 512 | {} | {} |", press, b == 0 ? 64 : 192));
-      ASSERT_EQ(row.size(), 14u) << press << "\n" << result.output;
+      ASSERT_EQ(row.size(), 17u) << press << "\n" << result.output;
       kv[b] = std::stod(row[12]);
       if (press == presses[0]) EXPECT_EQ(row[11], "1.000");  // SnapKV at its own budget is the reference
     }
@@ -80,8 +93,8 @@ TEST(PressBenchCommand, SeveralBudgetsGiveARowEach) {
   const auto ratios = testing::run_cli("bench-press -m '" + model + "' -p 96 --press 'snapkv:window=8' "
                                        "--kv-ratio 0.5,0.75 -n 4 --short-context 32 -r 1 2>&1");
   ASSERT_EQ(ratios.status, 0) << ratios.output;
-  EXPECT_EQ(row_cells(ratios.output, "| 96 | snapkv:window=8 | r0.5 |").size(), 14u) << ratios.output;
-  EXPECT_EQ(row_cells(ratios.output, "| 96 | snapkv:window=8 | r0.75 |").size(), 14u);
+  EXPECT_EQ(row_cells(ratios.output, "| 96 | snapkv:window=8 | r0.5 |").size(), 17u) << ratios.output;
+  EXPECT_EQ(row_cells(ratios.output, "| 96 | snapkv:window=8 | r0.75 |").size(), 17u);
   const auto bad = testing::run_cli("bench-press -m '" + model + "' -p 96 --kv-budget 16,x -r 1 2>&1");
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("--kv-budget"), std::string::npos) << bad.output;

@@ -42,6 +42,21 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
   EXPECT_TRUE(stats["press"].get<std::string>().rfind("deferkv:d=1,eta=0.7", 0) == 0);
   EXPECT_EQ(stats["kv"]["cache_type_k"], "f16");  // the default
   EXPECT_EQ(stats["kv"]["cache_type_v"], "f16");
+  // The process's peak resident memory: more than its KV cache ever held (the model and the
+  // program besides), and far less than this small run could need.
+  const int64_t peak_rss = stats["peak_rss_bytes"];
+  EXPECT_GT(peak_rss, stats["kv"]["peak_bytes"].get<int64_t>());
+  EXPECT_GT(peak_rss, int64_t{1} << 20);
+  EXPECT_LT(peak_rss, int64_t{4} << 30);
+}
+
+TEST(PressOptions, SummaryLineShowsPeakKvAndPeakRss) {
+  const auto result = run_cli("generate --temp 0 -n 4 -p 'Once upon a time' 2>&1 >/dev/null");
+  ASSERT_EQ(result.status, 0) << result.output;
+  EXPECT_NE(result.output.find(" MiB held, peak "), std::string::npos) << result.output;
+  const size_t rss = result.output.find("; peak RSS ");
+  ASSERT_NE(rss, std::string::npos) << result.output;
+  EXPECT_GT(std::stod(result.output.substr(rss + 11)), 1.0) << result.output;  // MiB
 }
 
 TEST(PressOptions, CacheTypeFlagsSetTheStorageAndReportIt) {

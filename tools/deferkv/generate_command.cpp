@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/memory_stats.h"
 #include "commands.h"
 #include "common_options.h"
 #include "escapes.h"
@@ -160,14 +161,15 @@ void run_generate(const GenerateArgs& args) {
              t.decode_tokens, t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9),
              stop_reason_name(result.stop), sampler.seed());
   const KvStats kv = session.kv_stats();
-  fmt::print(stderr, "kv: {} ({}{}), {}: {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
+  fmt::print(stderr, "kv: {} ({}{}), {}: {:.2f} MiB held, peak {:.2f} MiB; peak RSS {:.1f} MiB; capture {:.1f} ms, "
+             "eviction {:.1f} ms\n",
              session.press() != nullptr ? session.press()->describe() : "full",
              budget_text(budget_from(args.press), pressed_tokens),
              has_question ? fmt::format("; {}, {} context + {} question tokens", question_mode_name(args.question_agnostic),
                                         prompt.context.size(), prompt.question.size())
                           : "",
              args.cache_types.describe(),
-             kv.bytes / 1048576.0, kv.peak_bytes / 1048576.0, t.capture_seconds * 1e3,
+             kv.bytes / 1048576.0, kv.peak_bytes / 1048576.0, peak_rss_bytes() / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
   if (session.press() != nullptr) fmt::print(stderr, "{}\n", kept_summary_line(kept.kept()));
   if (!args.dump_kept.empty()) write_kept_dump(args.dump_kept, kept);

@@ -3,7 +3,10 @@
 // their share of the full-cache prefill; eviction includes a lookahead's forward passes,
 // also shown apart), decode speed once the eviction is done (the
 // steps after it; DeferKV's first d steps run on the full cache), end-to-end latency
-// relative to SnapKV at the same budget (the full cache's: to the first SnapKV row), and KV bytes after eviction and at peak. Decode speed is also
+// relative to SnapKV at the same budget (the full cache's: to the first SnapKV row), KV bytes after eviction and at
+// peak, and the process's peak resident memory over the run (its high-water mark reset before each run). A per-step
+// press's cost while decoding (capture and eviction after the prefill) is also given per step and as a share of the
+// decode step it is part of. Decode speed is also
 // compared with full-cache decode at a short context (--short-context). Repetitions
 // take the presses in turn (A B C, A B C, ...), so slow drifts of the machine hit all
 // alike, and the median of each quantity is reported. With --decode-windows N, a second
@@ -17,6 +20,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/memory_stats.h"
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
@@ -48,6 +52,10 @@ struct Measurement {
   double steady_decode_rate = 0;  // tokens/s over the decode steps after the eviction
   std::vector<double> window_rates;  // tokens/s over each --decode-windows window
   int64_t kv_bytes = 0, peak_bytes = 0;
+  int64_t peak_rss = 0;  // the process's, model included
+  // Capture and eviction in the decode steps (after the prefill's), per step, and their
+  // share of the decode steps' time (which includes them).
+  double step_press = 0, step_press_share = 0;
   double end_to_end() const { return prefill + decode + eviction; }
 };
 
@@ -70,6 +78,8 @@ Measurement median_of(const std::vector<Measurement>& runs) {
   m.eviction = field(&Measurement::eviction);
   m.lookahead = field(&Measurement::lookahead);
   m.decode = field(&Measurement::decode);
+  m.step_press = field(&Measurement::step_press);
+  m.step_press_share = field(&Measurement::step_press_share);
   m.steady_decode_rate = field(&Measurement::steady_decode_rate);
   for (size_t w = 0; w < runs.front().window_rates.size(); ++w) {
     std::vector<double> v;
@@ -78,6 +88,9 @@ Measurement median_of(const std::vector<Measurement>& runs) {
   }
   m.kv_bytes = runs.back().kv_bytes;
   m.peak_bytes = runs.back().peak_bytes;
+  std::vector<double> rss;
+  for (const auto& r : runs) rss.push_back(static_cast<double>(r.peak_rss));
+  m.peak_rss = static_cast<int64_t>(median(rss));
   return m;
 }
 
@@ -110,6 +123,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   std::vector<int32_t> prompt(static_cast<size_t>(prompt_tokens)), gen(static_cast<size_t>(args.n_gen));
   for (auto& t : prompt) t = pick(rng);
   for (auto& t : gen) t = pick(rng);
+  reset_peak_rss();
   SessionOptions options;
   options.n_ctx = prompt_tokens + args.n_gen + 1;
   args.cache_types.apply(options);
@@ -117,6 +131,7 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   if (draft) session.set_draft_model(draft);
   if (config.budget) session.set_press(make_press(config.press, *config.budget));
   session.prefill(prompt);
+  const SessionTimings after_prefill = session.timings();
   std::vector<double> step_seconds;
   for (int32_t token : gen) {
     const auto start = std::chrono::steady_clock::now();
@@ -149,6 +164,13 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   const KvStats kv = session.kv_stats();
   m.kv_bytes = eviction ? eviction->bytes : kv.bytes;
   m.peak_bytes = kv.peak_bytes;
+  m.peak_rss = peak_rss_bytes();
+  double decoding = 0;
+  for (double s : step_seconds) decoding += s;
+  const double step_press =
+      t.capture_seconds - after_prefill.capture_seconds + t.eviction_seconds - after_prefill.eviction_seconds;
+  m.step_press = step_seconds.empty() ? 0 : step_press / static_cast<double>(step_seconds.size());
+  m.step_press_share = decoding > 0 ? step_press / decoding : 0;
   return m;
 }
 
@@ -190,9 +212,11 @@ void run_press_bench(const PressBenchArgs& args) {
              args.threads, args.cache_types.describe(), fmt::join(budget_texts, "; "), args.n_gen, args.repetitions);
   fmt::print("| prompt | press | budget | prefill s | capture ms | eviction ms | of which lookahead ms | "
              "(capture+eviction) / full prefill | "
-             "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak |\n",
+             "decode tok/s after eviction | vs full@{} | end-to-end s | vs snapkv | KV MiB after | KV MiB peak | "
+             "RSS MiB peak | decode capture+eviction ms/step | of a decode step |\n",
              args.short_context);
-  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print("| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+             "---: | ---: |\n");
   for (int64_t n : args.prompt_sizes) {
     std::vector<std::vector<Measurement>> runs(configs.size());
     for (int rep = 0; rep < args.repetitions; ++rep) {
@@ -217,13 +241,15 @@ void run_press_bench(const PressBenchArgs& args) {
         if (configs[o].press.rfind("snapkv", 0) == 0 && same_budget) snap = &rows[o].second;
       }
       const double decode_rate = m.steady_decode_rate;
-      fmt::print("| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} |\n",
+      fmt::print("| {} | {} | {} | {:.3f} | {:.1f} | {:.1f} | {:.1f} | {} | {:.1f} | {:.3f} | {:.3f} | {} | {:.2f} | {:.2f} | "
+                 "{:.1f} | {:.3f} | {:.2f}% |\n",
                  n, configs[c].press, configs[c].budget_label, m.prefill, m.capture * 1e3, m.eviction * 1e3,
                  m.lookahead * 1e3,
                  full != nullptr ? fmt::format("{:.2f}%", 100.0 * (m.capture + m.eviction) / full->prefill) : "-",
                  decode_rate, decode_rate / short_decode, m.end_to_end(),
                  snap != nullptr ? fmt::format("{:.3f}", m.end_to_end() / snap->end_to_end()) : "-",
-                 m.kv_bytes / 1048576.0, m.peak_bytes / 1048576.0);
+                 m.kv_bytes / 1048576.0, m.peak_bytes / 1048576.0, m.peak_rss / 1048576.0, m.step_press * 1e3,
+                 100.0 * m.step_press_share);
     }
     if (args.decode_window > 0) print_decode_windows(n, rows, args.decode_window);
   }

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "base/memory_stats.h"
 #include "deferkv/error.h"
 
 namespace deferkv::cli {
@@ -35,6 +36,7 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
               {"peak_bytes", kv.peak_bytes},
               {"layers", layers}}},
       {"after_eviction", eviction},
+      {"peak_rss_bytes", peak_rss_bytes()},
       {"seconds", {{"prefill", t.prefill_seconds},
                    {"capture", t.capture_seconds},
                    {"eviction", t.eviction_seconds},

@@ -10,7 +10,7 @@
 namespace deferkv::cli {
 
 // Prompt tokens, the KV cache's storage types, KV entries and bytes per layer after eviction, peak and current KV
-// bytes, and the prefill / capture / eviction / decode times.
+// bytes, the process's peak resident memory, and the prefill / capture / eviction / decode times.
 nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int64_t generated_tokens);
 
 // The most bytes the session's KV cache has held.

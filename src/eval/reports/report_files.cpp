@@ -58,13 +58,14 @@ std::string tables_markdown(const Summary& summary) {
       if (failed > 0) md << fmt::format("\n{}: {} failed row(s): {}\n", row.label, failed, row.error);
     }
     md << "\n| method | samples | prompt tokens | prefill s | decode tok/s | capture s | eviction s | "
-          "KV after eviction MiB | peak KV MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+          "KV after eviction MiB | peak KV MiB | peak RSS MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     for (const SummaryRow& row : table.rows) {
       const MethodCost& c = row.cost;
-      md << fmt::format("| {} | {} | {:.0f} | {:.3f} | {:.1f} | {:.4f} | {:.4f} | {} | {} |\n", row.label, c.samples,
+      md << fmt::format("| {} | {} | {:.0f} | {:.3f} | {:.1f} | {:.4f} | {:.4f} | {} | {} | {} |\n", row.label, c.samples,
                         c.prompt_tokens, c.prefill_seconds, c.decode_tokens_per_second, c.capture_seconds,
                         c.eviction_seconds, c.kv_bytes_after_eviction ? mib(*c.kv_bytes_after_eviction) : "—",
-                        mib(static_cast<double>(c.peak_kv_bytes)));
+                        mib(static_cast<double>(c.peak_kv_bytes)),
+                        c.peak_rss_bytes > 0 ? mib(static_cast<double>(c.peak_rss_bytes)) : "—");
     }
   }
   return md.str();
@@ -135,7 +136,7 @@ BudgetNumbers budget_numbers(const std::string& label) {
 std::string tidy_csv(const Summary& summary) {
   std::ostringstream out;
   out << "label,method,kv_budget,kv_ratio,question_agnostic,task,length,score,samples,prompt_tokens,prefill_seconds,"
-         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,failed,error\n";
+         "decode_tokens_per_second,capture_seconds,eviction_seconds,kv_bytes_after_eviction,peak_kv_bytes,peak_rss_bytes,failed,error\n";
   const bool niah = summary.benchmark == Benchmark::kNiah;
   for (const SummaryTable& table : summary.tables) {
     if (summary.benchmark == Benchmark::kRuler && !table.length) continue;  // averages of the others
@@ -150,10 +151,11 @@ std::string tidy_csv(const Summary& summary) {
             << (budget.ratio ? fmt::format("{}", *budget.ratio) : "") << ','
             << (summary.question_agnostic ? "true" : "false") << ',' << csv_field(task) << ',' << length << ','
             << (row.scores[i] ? fmt::format("{:.2f}", *row.scores[i]) : "") << ',' << row.counts[i]
-            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{},{},", c.prompt_tokens, c.prefill_seconds,
+            << fmt::format(",{:.1f},{:.6f},{:.3f},{:.6f},{:.6f},{},{},{},{},", c.prompt_tokens, c.prefill_seconds,
                            c.decode_tokens_per_second, c.capture_seconds, c.eviction_seconds,
                            c.kv_bytes_after_eviction ? fmt::format("{:.0f}", *c.kv_bytes_after_eviction) : "",
-                           c.peak_kv_bytes, row.failed[i])
+                           c.peak_kv_bytes, c.peak_rss_bytes > 0 ? std::to_string(c.peak_rss_bytes) : "",
+                           row.failed[i])
             << (row.failed[i] > 0 ? csv_field(row.error) : "") << '\n';
       }
     }
@@ -192,7 +194,8 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
                         {"capture_seconds", c.capture_seconds},
                         {"eviction_seconds", c.eviction_seconds},
                         {"kv_bytes_after_eviction", optional_number(c.kv_bytes_after_eviction)},
-                        {"peak_kv_bytes", c.peak_kv_bytes}}}});
+                        {"peak_kv_bytes", c.peak_kv_bytes},
+                        {"peak_rss_bytes", c.peak_rss_bytes}}}});
     }
     tables.push_back({{"title", table.title},
                       {"length", table.length ? ordered_json(*table.length) : ordered_json(nullptr)},

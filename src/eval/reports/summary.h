@@ -23,6 +23,7 @@ struct MethodCost {
   double eviction_seconds = 0;
   std::optional<double> kv_bytes_after_eviction;
   int64_t peak_kv_bytes = 0;
+  int64_t peak_rss_bytes = 0;  // the max over the samples; 0: not recorded
 };
 
 struct SummaryRow {

@@ -2,8 +2,6 @@
 // samples run on the model, the reports written (deferkv eval, deferkv.eval.run).
 #include "deferkv/eval_run.h"
 
-#include <sys/resource.h>
-
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -11,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/memory_stats.h"
 #include "base/sha256.h"
 #include "base/thread_pool.h"
 #include "deferkv/embedding.h"
@@ -152,12 +151,6 @@ std::string git_commit() {
   std::string commit(buffer, n);
   while (!commit.empty() && (commit.back() == '\n' || commit.back() == '\r')) commit.pop_back();
   return commit;
-}
-
-int64_t peak_rss_bytes() {
-  rusage usage{};
-  ::getrusage(RUSAGE_SELF, &usage);
-  return static_cast<int64_t>(usage.ru_maxrss) * 1024;  // Linux reports KiB
 }
 
 struct Stopped {};  // thrown out of the executor when the caller asked to stop

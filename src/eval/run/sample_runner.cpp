@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/memory_stats.h"
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
@@ -77,6 +78,7 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   run.eviction_seconds = t.eviction_seconds;
   if (const auto& eviction = session.last_eviction()) run.kv_bytes_after_eviction = eviction->bytes;
   run.peak_kv_bytes = session.kv_stats().peak_bytes;
+  run.peak_rss_bytes = peak_rss_bytes();
   return run;
 }
 

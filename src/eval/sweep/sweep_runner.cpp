@@ -84,6 +84,7 @@ nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& metho
   r["kv_bytes_after_eviction"] =
       run.kv_bytes_after_eviction ? nlohmann::ordered_json(*run.kv_bytes_after_eviction) : nlohmann::ordered_json(nullptr);
   r["peak_kv_bytes"] = run.peak_kv_bytes;
+  r["peak_rss_bytes"] = run.peak_rss_bytes;
   return r;
 }
 

@@ -8,8 +8,7 @@ void add_attention(const AttentionEvent& event, int64_t skip, RowReduction rows,
   auto& heads = store[static_cast<size_t>(event.layer)];
   heads.resize(event.kv.size());
   for (size_t g = 0; g < heads.size(); ++g) heads[g].resize(static_cast<size_t>(event.kv[g].length), 0.0f);
-  const int64_t stride = event.shape.n_head * event.shape.head_dim;
-  ObservedQueries queries{event.queries + skip * stride, stride, event.positions + skip, nullptr, event.n - skip};
+  ObservedQueries queries = observed_rows(event, skip, nullptr);
   queries.head_weights = head_weights;
   observe_attention(queries, event.shape, event.kv, rows, group, heads, event.pool);
 }

@@ -111,9 +111,8 @@ void ScoredPress::capture_rows(const AttentionEvent& event, int64_t skip, const 
     values.resize(static_cast<size_t>(kv.length), 0.0f);
     positions.assign(kv.positions, kv.positions + kv.length);
   }
-  const int64_t stride = event.shape.n_head * event.shape.head_dim;
-  const ObservedQueries queries{event.queries + skip * stride, stride, event.positions + skip, weights, event.n - skip};
-  observe_attention(queries, event.shape, event.kv, parts_.capture.rows, parts_.capture.group, into.values, event.pool);
+  observe_attention(observed_rows(event, skip, weights), event.shape, event.kv, parts_.capture.rows,
+                    parts_.capture.group, into.values, event.pool);
 }
 
 void ScoredPress::on_attention(const AttentionEvent& event) {

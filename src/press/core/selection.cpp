@@ -57,9 +57,16 @@ std::vector<int32_t> top_k(const std::vector<float>& scores, int64_t k) {
   auto better = [&](int32_t a, int32_t b) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
   };
+  // `better` is a strict total order, so the k best are one set whatever the algorithm.
   std::nth_element(order.begin(), order.begin() + k, order.end(), better);
-  order.resize(static_cast<size_t>(k));
-  std::sort(order.begin(), order.end());
+  // Ascending by a sweep over the marked indices, not a sort: a per-step press keeps
+  // nearly all of a long head (k = n - 1) every step.
+  std::vector<char> kept(static_cast<size_t>(n), 0);
+  for (int64_t i = 0; i < k; ++i) kept[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
+  order.clear();
+  for (int64_t j = 0; j < n; ++j) {
+    if (kept[static_cast<size_t>(j)]) order.push_back(static_cast<int32_t>(j));
+  }
   return order;
 }
 

@@ -36,11 +36,18 @@ class MomentKvPress final : public Press {
 
   void on_attention(const AttentionEvent& event) override {
     if (event.positions[0] < prompt_end_) return;  // prompt rows: nothing to track yet
-    std::vector<std::vector<float>> attention(event.kv.size());
-    for (size_t g = 0; g < attention.size(); ++g) attention[g].assign(static_cast<size_t>(event.kv[g].length), 0.0f);
-    const int64_t stride = event.shape.n_head * event.shape.head_dim;
-    observe_attention({event.queries + (event.n - 1) * stride, stride, event.positions + event.n - 1, nullptr, 1},
-                      event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kMean, attention, event.pool);
+    // Only the generated entries' attention is read: the rest is neither zeroed nor reduced.
+    first_generated_.resize(event.kv.size());
+    attention_.resize(event.kv.size());
+    for (size_t g = 0; g < event.kv.size(); ++g) {
+      first_generated_[g] = generated_start(event.kv[g]);
+      attention_[g].resize(static_cast<size_t>(event.kv[g].length));
+      std::fill(attention_[g].begin() + first_generated_[g], attention_[g].end(), 0.0f);
+    }
+    ObservedQueries rows = observed_rows(event, event.n - 1, nullptr);
+    rows.from = first_generated_.data();
+    observe_attention(rows, event.shape, event.kv, RowReduction::kWeightedSum, GroupReduction::kMean, attention_,
+                      event.pool);
     if (importance_.size() <= static_cast<size_t>(event.layer)) importance_.resize(static_cast<size_t>(event.layer) + 1);
     auto& layer = importance_[static_cast<size_t>(event.layer)];
     layer.resize(event.kv.size());
@@ -48,7 +55,7 @@ class MomentKvPress final : public Press {
       // The shared decision reads head 0's importance: make it the mean over all heads.
       const size_t target = per_kv_head_ ? g : 0;
       const KvHeadView& head = event.kv[g];
-      const int64_t first_generated = generated_start(head);
+      const int64_t first_generated = first_generated_[g];
       std::vector<float>& importance = layer[target];
       importance.resize(static_cast<size_t>(head.length - first_generated), 0.0f);
       if (g == target) {
@@ -56,7 +63,7 @@ class MomentKvPress final : public Press {
       }
       const float share = per_kv_head_ ? 1.0f : 1.0f / static_cast<float>(event.kv.size());
       for (int64_t j = first_generated; j < head.length; ++j) {
-        importance[static_cast<size_t>(j - first_generated)] += share * attention[g][static_cast<size_t>(j)];
+        importance[static_cast<size_t>(j - first_generated)] += share * attention_[g][static_cast<size_t>(j)];
       }
     }
   }
@@ -69,9 +76,17 @@ class MomentKvPress final : public Press {
         if (static_cast<int64_t>(importance.size()) <= decode_budget_) continue;
         const int64_t first_generated = cache.length(l, g) - static_cast<int64_t>(importance.size());
         const std::vector<int32_t> keep = top_k(importance, decode_budget_);
-        std::vector<int32_t> indices = index_range(0, first_generated);
-        for (int32_t j : keep) indices.push_back(static_cast<int32_t>(first_generated + j));
-        cache.retain(l, g, indices);
+        // The generated entries not kept go; the prompt's are not touched (erase, not retain,
+        // so the step costs the decode region, not the whole head).
+        std::vector<int32_t> dropped;
+        for (size_t j = 0, k = 0; j < importance.size(); ++j) {
+          if (k < keep.size() && keep[k] == static_cast<int32_t>(j)) {
+            ++k;
+          } else {
+            dropped.push_back(static_cast<int32_t>(first_generated + static_cast<int64_t>(j)));
+          }
+        }
+        cache.erase(l, g, dropped);
         if (per_kv_head_ || g == cache.n_head_kv() - 1) {
           std::vector<float> kept;
           for (int32_t j : keep) kept.push_back(importance[static_cast<size_t>(j)]);
@@ -94,6 +109,10 @@ class MomentKvPress final : public Press {
   bool per_kv_head_;
   int64_t prompt_end_ = 0;
   std::vector<std::vector<std::vector<float>>> importance_;  // [layer][g or 0][generated entry]
+  // Scratch of on_attention, kept between steps: per KV head the index of its first
+  // generated entry, and the new query's attention over its entries.
+  std::vector<int64_t> first_generated_;
+  std::vector<std::vector<float>> attention_;
 };
 
 }  // namespace

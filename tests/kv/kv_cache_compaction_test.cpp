@@ -1,0 +1,219 @@
+// Compaction (retain, erase), truncation, snapshots and appends in long random mixes,
+// against a plain reference: per head a list of entries, each its position and the bytes
+// the cache stored for its key and value when it was appended. After every operation the
+// cache must hold exactly the reference's entries, in order: what attention reads (the
+// view's length, positions and rows) is the kept entries and nothing else. And the pages
+// of a shrinking head go back to the OS in batches, not at every step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "deferkv/error.h"
+#include "kv/kv_cache.h"
+
+namespace deferkv {
+namespace {
+
+constexpr int64_t kLayers = 2, kHeads = 3, kDim = 64, kCapacity = 400;
+
+struct Entry {
+  int32_t position;
+  std::vector<uint8_t> key, value;
+  bool operator==(const Entry&) const = default;
+};
+using Reference = std::vector<std::vector<Entry>>;  // [layer * kHeads + g]
+
+std::vector<uint8_t> row_bytes(const KvRows& rows, int64_t j) {
+  return {rows.row(j), rows.row(j) + rows.row_bytes()};
+}
+
+std::vector<Entry> entries_of(const KvCache& cache, int64_t l, int64_t g) {
+  const KvHeadView view = cache.view(l, g);
+  std::vector<Entry> out;
+  for (int64_t j = 0; j < view.length; ++j) {
+    out.push_back({view.positions[j], row_bytes(view.keys, j), row_bytes(view.values, j)});
+  }
+  return out;
+}
+
+void expect_same(const KvCache& cache, const Reference& ref, const std::string& after) {
+  int64_t entries = 0;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kHeads; ++g) {
+      const std::vector<Entry>& want = ref[static_cast<size_t>(l * kHeads + g)];
+      ASSERT_EQ(cache.length(l, g), static_cast<int64_t>(want.size())) << after << ", layer " << l << " head " << g;
+      ASSERT_TRUE(entries_of(cache, l, g) == want) << after << ", layer " << l << " head " << g;
+      entries += static_cast<int64_t>(want.size());
+    }
+  }
+  ASSERT_EQ(cache.bytes_held(), entries * cache.bytes_per_entry()) << after;
+}
+
+// Sorted distinct indices below n, each taken with probability p.
+std::vector<int32_t> random_subset(int64_t n, double p, std::mt19937& rng) {
+  std::bernoulli_distribution take(p);
+  std::vector<int32_t> out;
+  for (int64_t j = 0; j < n; ++j) {
+    if (take(rng)) out.push_back(static_cast<int32_t>(j));
+  }
+  return out;
+}
+
+class KvCacheCompactionTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(KvCacheCompactionTest, MixedOperationsMatchAPlainReference) {
+  const DType type = GetParam();
+  KvCache cache(kLayers, kHeads, kDim, kCapacity, {type, type});
+  Reference ref(kLayers * kHeads);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  int32_t next_position = 0;
+  std::vector<std::pair<KvCache::Snapshot, Reference>> saved;
+
+  for (int op = 0; op < 600; ++op) {
+    const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+    const auto l = std::uniform_int_distribution<int64_t>(0, kLayers - 1)(rng);
+    const auto g = std::uniform_int_distribution<int64_t>(0, kHeads - 1)(rng);
+    std::vector<Entry>& head = ref[static_cast<size_t>(l * kHeads + g)];
+    std::string what;
+    if (kind <= 3) {  // append to every layer, as the forward pass does (one token, or a batch)
+      const int n = kind == 0 ? std::uniform_int_distribution<int>(2, 20)(rng) : 1;
+      int64_t longest = 0;
+      for (const auto& h : ref) longest = std::max<int64_t>(longest, static_cast<int64_t>(h.size()));
+      if (longest + n > kCapacity) continue;
+      std::vector<int32_t> positions(static_cast<size_t>(n));
+      for (int i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = next_position + i;
+      next_position += n;
+      for (int64_t layer = 0; layer < kLayers; ++layer) {
+        std::vector<float> k(static_cast<size_t>(n * kHeads * kDim)), v(k.size());
+        for (float& x : k) x = normal(rng);
+        for (float& x : v) x = normal(rng);
+        cache.append(layer, k.data(), v.data(), positions.data(), n);
+        for (int64_t h = 0; h < kHeads; ++h) {
+          const KvHeadView view = cache.view(layer, h);
+          for (int64_t j = view.length - n; j < view.length; ++j) {
+            ref[static_cast<size_t>(layer * kHeads + h)].push_back(
+                {view.positions[j], row_bytes(view.keys, j), row_bytes(view.values, j)});
+          }
+        }
+      }
+      what = fmt::format("op {}: append {}", op, n);
+    } else if (kind <= 5) {  // retain: one head keeps a random subset (often most of it)
+      const std::vector<int32_t> keep = random_subset(static_cast<int64_t>(head.size()), kind == 4 ? 0.5 : 0.95, rng);
+      cache.retain(l, g, keep);
+      std::vector<Entry> kept;
+      for (int32_t j : keep) kept.push_back(head[static_cast<size_t>(j)]);
+      head = kept;
+      what = fmt::format("op {}: retain {} of layer {} head {}", op, keep.size(), l, g);
+    } else if (kind <= 7) {  // erase: one head drops a few entries (a per-step press)
+      const std::vector<int32_t> drop = random_subset(static_cast<int64_t>(head.size()), kind == 6 ? 0.02 : 0.3, rng);
+      cache.erase(l, g, drop);
+      for (auto j = drop.rbegin(); j != drop.rend(); ++j) head.erase(head.begin() + *j);
+      what = fmt::format("op {}: erase {} of layer {} head {}", op, drop.size(), l, g);
+    } else if (kind == 8) {  // truncate to a random earlier position (a rollback), now and then
+      if (std::uniform_int_distribution<int>(0, 3)(rng) != 0 || next_position == 0) continue;
+      const auto position = std::uniform_int_distribution<int32_t>(next_position / 2, next_position)(rng);
+      cache.truncate(position);
+      for (auto& h : ref) {
+        h.erase(std::remove_if(h.begin(), h.end(), [&](const Entry& e) { return e.position >= position; }), h.end());
+      }
+      next_position = position;
+      what = fmt::format("op {}: truncate to {}", op, position);
+    } else if (saved.empty() || std::uniform_int_distribution<int>(0, 1)(rng) == 0) {
+      saved.emplace_back(cache.snapshot(), ref);
+      what = fmt::format("op {}: snapshot", op);
+    } else {  // restore one of the snapshots taken so far
+      const auto& [snapshot, snapshot_ref] = saved[std::uniform_int_distribution<size_t>(0, saved.size() - 1)(rng)];
+      cache.restore(snapshot);
+      ref = snapshot_ref;
+      next_position = 0;
+      for (const auto& h : ref) {
+        if (!h.empty()) next_position = std::max(next_position, h.back().position + 1);
+      }
+      what = fmt::format("op {}: restore", op);
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_same(cache, ref, what));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(F32F16Q8, KvCacheCompactionTest, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
+                         [](const auto& info) { return std::string(dtype_name(info.param)); });
+
+TEST(KvCacheErase, IsRetainOfTheOtherIndices) {
+  KvCache a(1, 1, kDim, 64, {DType::F32, DType::F32}), b(1, 1, kDim, 64, {DType::F32, DType::F32});
+  std::vector<float> k(40 * kDim), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<float>(i), v[i] = -static_cast<float>(i);
+  std::vector<int32_t> positions(40);
+  for (int i = 0; i < 40; ++i) positions[static_cast<size_t>(i)] = 3 * i;
+  a.append(0, k.data(), v.data(), positions.data(), 40);
+  b.append(0, k.data(), v.data(), positions.data(), 40);
+  a.erase(0, 0, {0, 5, 6, 39});
+  std::vector<int32_t> rest;
+  for (int32_t j = 0; j < 40; ++j) {
+    if (j != 0 && j != 5 && j != 6 && j != 39) rest.push_back(j);
+  }
+  b.retain(0, 0, rest);
+  EXPECT_TRUE(entries_of(a, 0, 0) == entries_of(b, 0, 0));
+  EXPECT_EQ(a.view(0, 0).positions[4], 21);  // entry 7, moved forward by the three before it
+  EXPECT_EQ(a.bytes_held(), 36 * a.bytes_per_entry());
+}
+
+TEST(KvCacheErase, RejectsUnsortedOrOutOfRangeIndices) {
+  KvCache cache(1, 1, kDim, 8, {DType::F32, DType::F32});
+  std::vector<float> k(4 * kDim), v(k.size());
+  const std::vector<int32_t> positions = {0, 1, 2, 3};
+  cache.append(0, k.data(), v.data(), positions.data(), 4);
+  EXPECT_THROW(cache.erase(0, 0, {2, 1}), Error);
+  EXPECT_THROW(cache.erase(0, 0, {4}), Error);
+  EXPECT_EQ(cache.length(0, 0), 4);
+}
+
+// f32 rows of 1024 values: every entry's key and value fill a page each, so a head's
+// unused tail reaches the release batch after kReleaseBatchBytes / 8 KiB entries.
+constexpr int64_t kPageDim = 1024;
+constexpr int64_t kBatchEntries = KvCache::kReleaseBatchBytes / (2 * kPageDim * 4);
+
+void append_pages(KvCache& cache, int32_t first, int64_t n) {
+  std::vector<float> k(static_cast<size_t>(n * kPageDim), 1.0f), v(k.size(), 2.0f);
+  std::vector<int32_t> positions(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = first + static_cast<int32_t>(i);
+  cache.append(0, k.data(), v.data(), positions.data(), n);
+}
+
+TEST(KvCachePages, ReleasedInBatchesAsAHeadShrinks) {
+  ASSERT_GE(kBatchEntries, 2);
+  KvCache cache(1, 1, kPageDim, 256, {DType::F32, DType::F32});
+  append_pages(cache, 0, 64);
+  const int64_t full = cache.resident_bytes();
+  EXPECT_GE(full, 64 * 2 * kPageDim * 4);
+  // Fewer entries than a batch dropped: the pages stay (no madvise, nothing to fault in again).
+  for (int64_t i = 1; i < kBatchEntries; ++i) {
+    cache.erase(0, 0, {0});
+    EXPECT_EQ(cache.resident_bytes(), full) << i << " entries dropped";
+  }
+  // The batch is reached: the whole unused tail goes back at once.
+  cache.erase(0, 0, {0});
+  EXPECT_LE(cache.resident_bytes(), full - kBatchEntries * 2 * kPageDim * 4);
+  EXPECT_EQ(cache.bytes_held(), (64 - kBatchEntries) * cache.bytes_per_entry());
+}
+
+TEST(KvCachePages, APerStepPressDoesNotChurnPages) {
+  // Drop one, append one, for many steps (Moment-KV, TOVA, a sliding window): the head's
+  // resident memory does not move, whatever its length's place in a page.
+  KvCache cache(1, 1, kPageDim, 256, {DType::F32, DType::F32});
+  append_pages(cache, 0, 100);
+  const int64_t resident = cache.resident_bytes();
+  for (int32_t step = 0; step < 200; ++step) {
+    cache.erase(0, 0, {static_cast<int32_t>(4 + step % 50)});
+    EXPECT_EQ(cache.resident_bytes(), resident) << "step " << step << " after the eviction";
+    append_pages(cache, 100 + step, 1);
+  }
+  EXPECT_EQ(cache.length(0, 0), 100);
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -168,6 +168,38 @@ TEST_P(BatchEngineTest, UnderACapCompressedSequencesRunTogetherWhileFullOnesQueu
   for (const auto& [key, o] : outcomes) EXPECT_EQ(o.result.tokens.size(), static_cast<size_t>(kFew)) << key;
 }
 
+// A long prompt is prefilled one n_batch a step: the sequence already decoding gets a token
+// at every one of those steps instead of waiting for the whole prompt.
+TEST_P(BatchEngineTest, ALongPromptDoesNotStallTheSequencesDecoding) {
+  BatchEngine engine(model, pool, options(4, int64_t{1} << 30));
+  int decoding_tokens = 0;
+  bool long_started = false;
+  int tokens_during_long_prefill = 0;
+  SequenceCallbacks decoding;
+  decoding.on_token = [&](int32_t) {
+    ++decoding_tokens;
+    if (!long_started) return true;
+    ++tokens_during_long_prefill;
+    return true;
+  };
+  SequenceCallbacks long_one;
+  bool long_has_token = false;
+  long_one.on_token = [&](int32_t) {
+    long_has_token = true;
+    return false;
+  };
+  engine.submit(request_for(*model, 0, 100), std::move(decoding));
+  while (decoding_tokens == 0) ASSERT_TRUE(engine.step());
+  constexpr int64_t kLong = 200;  // 25 batches of n_batch 8
+  engine.submit(request_for(*model, 1, 4, kLong), std::move(long_one));
+  long_started = true;
+  int steps = 0;
+  for (; !long_has_token; ++steps) ASSERT_TRUE(engine.step());
+  EXPECT_EQ(steps, kLong / session_options().n_batch);
+  EXPECT_GE(tokens_during_long_prefill, steps - 1);
+  step_until_idle(engine);
+}
+
 TEST_P(BatchEngineTest, ARequestThatCanNeverFitIsRefused) {
   BatchEngine engine(model, pool, options(4, 1000));
   try {

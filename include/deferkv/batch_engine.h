@@ -20,7 +20,6 @@
 //
 // submit, cancel, cancel_all and stats may be called from any thread; step and
 // wait_for_work from one driving thread, on which the callbacks also run.
-#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>

@@ -7,6 +7,7 @@
 #include "deferkv/error.h"
 #include "engine/generation_step.h"
 #include "engine/kv_admission.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
 
@@ -53,7 +54,7 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, std::shared_ptr<Thr
   // A probe session (its cache is reserved, not committed) tells the context size and the
   // storage types' bytes.
   const Session probe(model_, pool_, options_.session);
-  const KvCache& kv = probe.kv_cache();
+  const KvCache& kv = kv_cache_of(probe);
   bytes_per_token_ = kv.bytes_per_entry() * kv.n_layer() * kv.n_head_kv();
   n_ctx_ = probe.n_ctx();
   forward_ = std::make_unique<ForwardPass>(model_->config(), model_->weights(), options.max_sequences, n_ctx_, *pool_);
@@ -247,7 +248,7 @@ void BatchEngine::advance(Sequence& s) {
 }
 
 void BatchEngine::after_forward(Sequence& s) {
-  s.kv_bytes = s.session->kv_cache().bytes_held();
+  s.kv_bytes = kv_cache_of(*s.session).bytes_held();
   if (!s.has_press || s.evicted || !s.session->last_eviction().has_value()) return;
   s.evicted = true;
   std::lock_guard lock(mutex_);
@@ -265,7 +266,7 @@ void BatchEngine::finish(Sequence& s, const std::string& error) {
   o.cancelled = s.cancelled;
   o.error = error;
   if (s.session) {
-    const KvCache& kv = s.session->kv_cache();
+    const KvCache& kv = kv_cache_of(*s.session);
     o.kv_entries_kept = total_entries(kv);
     o.kv_bytes = kv.bytes_held();
     o.kv_peak_bytes = kv.peak_bytes();

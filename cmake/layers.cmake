@@ -56,7 +56,7 @@ deferkv_layer(tokenizer DIRS tokenizer PUBLIC_HEADERS tokenizer.h chat_template.
               LIBRARIES PkgConfig::PCRE2 ICU::uc)
 deferkv_layer(model DIRS model PUBLIC_HEADERS model.h model_config.h DEPENDS observe tokenizer)
 deferkv_layer(press DIRS press PUBLIC_HEADERS press.h DEPENDS observe)
-deferkv_layer(engine DIRS engine PUBLIC_HEADERS session.h generate.h sampler.h embedding.h DEPENDS model press)
+deferkv_layer(engine DIRS engine PUBLIC_HEADERS session.h generate.h sampler.h embedding.h batch_engine.h DEPENDS model press)
 deferkv_layer(eval DIRS eval
               PUBLIC_HEADERS eval_longbench.h eval_metrics.h eval_run.h eval_sweep.h eval_tasks.h score_predictions.h
               DEPENDS engine)

@@ -16,6 +16,7 @@ namespace deferkv {
 class ThreadPool;
 class KvCache;
 class ForwardPass;
+struct ForwardSegment;
 class ModelReadout;
 struct AttentionEvent;
 struct ResidualEvent;
@@ -127,6 +128,20 @@ class Session {
   const SessionTimings& timings() const { return timings_; }
 
  private:
+  // The batch engine runs sessions' prefills and decode steps through the steps below,
+  // several sessions' decode steps in one forward pass.
+  friend class BatchEngine;
+  // prefill() is begin_prefill(), feed_batch() until the prompt is in, end_prefill().
+  void begin_prefill(const std::vector<int32_t>& tokens);
+  // Feeds the n_batch tokens from `begin` of the prompt being prefilled; returns where the
+  // next batch begins.
+  size_t feed_batch(const std::vector<int32_t>& tokens, size_t begin);
+  void end_prefill(const std::vector<int32_t>& tokens);
+  // decode() is decode_segment(), that segment's forward pass, end_decode(). `token` must
+  // outlive the pass.
+  ForwardSegment decode_segment(const int32_t& token);
+  void end_decode(double seconds);
+
   std::shared_ptr<const Model> model_;
   std::shared_ptr<ThreadPool> pool_;
   SessionOptions options_;
@@ -135,6 +150,7 @@ class Session {
   std::unique_ptr<ForwardPass> forward_;
   std::vector<float> logits_;
   std::vector<int32_t> positions_;
+  int32_t decode_position_ = 0;  // of the token being decoded
   int64_t n_past_ = 0;
   int64_t decode_step_ = 0;  // decode steps since the last prefill
   SessionTimings timings_;
@@ -163,10 +179,9 @@ class Session {
   // Refuses tokens (`what`: "prompt", "question") that are empty, out of the vocabulary or
   // do not fit in the context.
   void check_input(const std::vector<int32_t>& tokens, const char* what) const;
-  // Runs prompt tokens through the model in n_batch batches at the next positions.
+  // Runs prompt tokens through the model in n_batch batches at the next positions (timed
+  // as prefill); decode steps then count from the tokens' end.
   void feed(const std::vector<int32_t>& tokens);
-  // feed(), timed as prefill; decode steps then count from the tokens' end.
-  void feed_input(const std::vector<int32_t>& tokens);
   // Refuses a token id outside the vocabulary (it would index past the embedding table).
   void check_token(int32_t token) const;
   // Refuses a prefill of n_tokens that the press's declarations rule out.

@@ -2,6 +2,7 @@
 
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/generation_step.h"
 
 namespace deferkv {
 
@@ -39,6 +40,30 @@ const char* question_mode_name(bool question_agnostic) {
   return question_agnostic ? "question-agnostic" : "question-aware";
 }
 
+std::optional<int32_t> next_token_to_decode(const Session& session, Sampler& sampler, const GenerateOptions& options,
+                                            GenerateResult& result, const std::function<bool(int32_t)>& on_token) {
+  if (options.n_predict >= 0 && static_cast<int64_t>(result.tokens.size()) >= options.n_predict) {
+    result.stop = StopReason::kTokenLimit;
+    return std::nullopt;
+  }
+  const int32_t token = sampler.sample(session.last_logits(), session.model().config().n_vocab);
+  sampler.accept(token);
+  if (options.stop_at_end_of_generation && session.model().tokenizer().is_end_of_generation(token)) {
+    result.stop = StopReason::kEndOfGeneration;
+    return std::nullopt;
+  }
+  result.tokens.push_back(token);
+  if (on_token && !on_token(token)) {
+    result.stop = StopReason::kCallback;
+    return std::nullopt;
+  }
+  if (session.n_past() >= session.n_ctx()) {
+    result.stop = StopReason::kContextFull;
+    return std::nullopt;
+  }
+  return token;
+}
+
 GenerateResult generate(Session& session, const std::vector<int32_t>& prompt,
                         const GenerateOptions& options, Sampler& sampler,
                         const std::function<bool(int32_t)>& on_token) {
@@ -53,29 +78,8 @@ GenerateResult generate(Session& session, const std::vector<int32_t>& context, c
   if (options.after_prefill) options.after_prefill(session);
   for (int32_t t : context) sampler.accept(t);
   for (int32_t t : question) sampler.accept(t);
-  const Tokenizer& tokenizer = session.model().tokenizer();
-  const int64_t n_vocab = session.model().config().n_vocab;
-  for (;;) {
-    if (options.n_predict >= 0 && static_cast<int64_t>(result.tokens.size()) >= options.n_predict) {
-      result.stop = StopReason::kTokenLimit;
-      break;
-    }
-    const int32_t token = sampler.sample(session.last_logits(), n_vocab);
-    sampler.accept(token);
-    if (options.stop_at_end_of_generation && tokenizer.is_end_of_generation(token)) {
-      result.stop = StopReason::kEndOfGeneration;
-      break;
-    }
-    result.tokens.push_back(token);
-    if (on_token && !on_token(token)) {
-      result.stop = StopReason::kCallback;
-      break;
-    }
-    if (session.n_past() >= session.n_ctx()) {
-      result.stop = StopReason::kContextFull;
-      break;
-    }
-    session.decode(token);
+  while (const std::optional<int32_t> token = next_token_to_decode(session, sampler, options, result, on_token)) {
+    session.decode(*token);
   }
   return result;
 }

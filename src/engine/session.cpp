@@ -65,10 +65,18 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
 }
 
 void Session::prefill(const std::vector<int32_t>& tokens) {
+  begin_prefill(tokens);
+  feed(tokens);
+  end_prefill(tokens);
+}
+
+void Session::begin_prefill(const std::vector<int32_t>& tokens) {
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
-  feed_input(tokens);
+}
+
+void Session::end_prefill(const std::vector<int32_t>& tokens) {
   if (press_) {
     struct Scope {
       const std::vector<int32_t>*& tokens;
@@ -82,15 +90,7 @@ void Session::prefill_question(const std::vector<int32_t>& tokens) {
   if (n_past_ == 0) fail("a question follows a context: prefill the context first");
   check_input(tokens, "question");
   if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
-  feed_input(tokens);
-}
-
-void Session::feed_input(const std::vector<int32_t>& tokens) {
-  const auto start = std::chrono::steady_clock::now();
   feed(tokens);
-  timings_.prefill_seconds += seconds_since(start);
-  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
-  decode_step_ = 0;
 }
 
 void Session::check_token(int32_t token) const {
@@ -113,20 +113,26 @@ void Session::check_press_needs(int64_t n_tokens) const {
 }
 
 void Session::feed(const std::vector<int32_t>& tokens) {
+  for (size_t begin = 0; begin < tokens.size();) begin = feed_batch(tokens, begin);
+}
+
+size_t Session::feed_batch(const std::vector<int32_t>& tokens, size_t begin) {
+  const auto start = std::chrono::steady_clock::now();
   const int64_t n_vocab = model_->config().n_vocab;
-  if (options_.all_logits) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
-  const int64_t batch = forward_->max_batch();
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(batch)) {
-    const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(tokens.size() - begin));
-    positions_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
-    const bool last = begin + static_cast<size_t>(n) == tokens.size();
-    float* out = options_.all_logits ? logits_.data() + begin * static_cast<size_t>(n_vocab)
-                 : last              ? logits_.data()
-                                     : nullptr;
-    forward_->run(tokens.data() + begin, positions_.data(), n, *cache_, options_.all_logits, out);
-    n_past_ += n;
-  }
+  if (options_.all_logits && begin == 0) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
+  const int64_t n = std::min<int64_t>(forward_->max_batch(), static_cast<int64_t>(tokens.size() - begin));
+  positions_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  const bool last = begin + static_cast<size_t>(n) == tokens.size();
+  float* out = options_.all_logits ? logits_.data() + begin * static_cast<size_t>(n_vocab)
+               : last              ? logits_.data()
+                                   : nullptr;
+  forward_->run(tokens.data() + begin, positions_.data(), n, *cache_, options_.all_logits, out);
+  n_past_ += n;
+  timings_.prefill_seconds += seconds_since(start);
+  timings_.prefill_tokens += n;
+  decode_step_ = 0;
+  return begin + static_cast<size_t>(n);
 }
 
 void Session::set_draft_model(std::shared_ptr<const Model> draft) {
@@ -148,14 +154,24 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
 }
 
 void Session::decode(int32_t token) {
+  const auto start = std::chrono::steady_clock::now();
+  const ForwardSegment segment = decode_segment(token);
+  forward_->run(std::span(&segment, 1));
+  end_decode(seconds_since(start));
+}
+
+ForwardSegment Session::decode_segment(const int32_t& token) {
   if (n_past_ + 1 > n_ctx_) fail("the context of {} tokens is full", n_ctx_);
   check_token(token);
-  const auto start = std::chrono::steady_clock::now();
-  const int32_t position = static_cast<int32_t>(n_past_);
+  decode_position_ = static_cast<int32_t>(n_past_);
   logits_.resize(static_cast<size_t>(model_->config().n_vocab));
-  forward_->run(&token, &position, 1, *cache_, false, logits_.data());
+  return {&token, &decode_position_, 1, cache_.get(), &forward_->attention_tap(), &forward_->residual_tap(),
+          logits_.data()};
+}
+
+void Session::end_decode(double seconds) {
   ++n_past_;
-  timings_.decode_seconds += seconds_since(start);
+  timings_.decode_seconds += seconds;
   ++timings_.decode_tokens;
   ++decode_step_;
   if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); });

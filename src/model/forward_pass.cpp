@@ -91,16 +91,30 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
 }
 
 void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
-  if (n == 1) {
-    pack_activation(w.type, x, w.cols, packed_.data());
-    pool_.parallel_for(w.rows, grain_for(kMatvecGrain, w.cols), [&](int64_t begin, int64_t end, int) {
-      matvec(w.type, w.row(begin), w.row_stride, w.cols, packed_.data(), y + begin, end - begin);
-    });
+  if (n == 1 || rows_by_matvec_) {
+    linear_by_matvec(w, x, n, y);
     return;
   }
   pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
     matmul(w.type, w.row(begin), w.row_stride, w.cols, end - begin, x, w.cols, n, y + begin,
            w.rows, matmul_scratch_[static_cast<size_t>(thread)].data());
+  });
+}
+
+void ForwardPass::linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  const size_t stride = (packed_activation_bytes(w.type, w.cols) + 63) / 64 * 64;
+  if (packed_.size() < stride * static_cast<size_t>(n)) packed_.resize(stride * static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) pack_activation(w.type, x + i * w.cols, w.cols, packed_.data() + i * stride);
+  pool_.parallel_for(w.rows, grain_for(kMatvecGrain, w.cols * n), [&](int64_t begin, int64_t end, int) {
+    // A group of weight rows against every row's activation: read from memory once, then
+    // from cache for the other rows.
+    const int64_t group = n == 1 ? end - begin : kMatvecGrain;
+    for (int64_t r = begin; r < end; r += group) {
+      const int64_t count = std::min(group, end - r);
+      for (int64_t i = 0; i < n; ++i) {
+        matvec(w.type, w.row(r), w.row_stride, w.cols, packed_.data() + i * stride, y + i * w.rows + r, count);
+      }
+    }
   });
 }
 
@@ -115,28 +129,28 @@ void ForwardPass::add_bias(const std::vector<float>& bias, float* y, int64_t n, 
   for (int64_t i = 0; i < n; ++i) add_f32(bias.data(), y + i * width, width);
 }
 
-void ForwardPass::normalize(const std::vector<float>& weight, int64_t first, int64_t n) {
+void ForwardPass::normalize(const std::vector<float>& weight, int64_t first, int64_t n, float* out) {
   const int64_t e = config_.n_embd;
   for (int64_t i = 0; i < n; ++i) {
-    rms_norm_f32(x_.data() + (first + i) * e, weight.data(), config_.rms_eps, norm_.data() + i * e, e);
+    rms_norm_f32(x_.data() + (first + i) * e, weight.data(), config_.rms_eps, out + i * e, e);
   }
 }
 
-void ForwardPass::embed(const int32_t* tokens, int64_t n) {
+void ForwardPass::embed(const int32_t* tokens, int64_t n, int64_t first) {
   const WeightMatrix& e = weights_.token_embd;
   for (int64_t i = 0; i < n; ++i) {
     if (tokens[i] < 0 || tokens[i] >= e.rows) {
       fail("token id {} is out of the vocabulary (0..{})", tokens[i], e.rows - 1);
     }
-    dequantize_row(e.type, e.row(tokens[i]), x_.data() + i * config_.n_embd, config_.n_embd);
+    dequantize_row(e.type, e.row(tokens[i]), x_.data() + (first + i) * config_.n_embd, config_.n_embd);
   }
 }
 
-void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache,
+void ForwardPass::attention_block(int64_t layer, int64_t n, std::span<const ForwardSegment> segments,
                                   const LayerDeltas* deltas) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-  normalize(w.attn_norm, 0, n);
+  normalize(w.attn_norm, 0, n, norm_.data());
   project(w.wq, deltas, Projection::kQ, norm_.data(), n, q_.data());
   project(w.wk, deltas, Projection::kK, norm_.data(), n, k_.data());
   project(w.wv, deltas, Projection::kV, norm_.data(), n, v_.data());
@@ -160,27 +174,39 @@ void ForwardPass::attention_block(int64_t layer, const int32_t* positions, int64
     apply_rope(k, c.n_head_kv, c.head_dim, rope_, i, interleaved);
   }
 
-  cache.append(layer, k_.data(), v_.data(), positions, n);
-  for (int64_t g = 0; g < c.n_head_kv; ++g) {
-    kv_views_[static_cast<size_t>(g)] = cache.view(layer, g);
-  }
-  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
-                             1.0f / std::sqrt(static_cast<float>(c.head_dim))};
-  attention_scratch_.keep_decode_scores = static_cast<bool>(tap_);  // the observers' scores, computed once
-  attention(q_.data(), n, shape, kv_views_, attn_out_.data(), attention_scratch_, pool_);
-  if (tap_) {
-    tap_(AttentionEvent{layer, n, positions, q_.data(), shape, kv_views_, rotary_, pool_,
-                        n == 1 ? &attention_scratch_.decode_scores : nullptr});
+  int64_t first = 0;
+  for (const ForwardSegment& segment : segments) {
+    attend(layer, segment, first);
+    first += segment.n;
   }
 
   project(w.wo, deltas, Projection::kO, attn_out_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
 }
 
+void ForwardPass::attend(int64_t layer, const ForwardSegment& segment, int64_t first) {
+  const ModelConfig& c = config_;
+  KvCache& cache = *segment.cache;
+  cache.append(layer, k_.data() + first * c.kv_dim(), v_.data() + first * c.kv_dim(), segment.positions, segment.n);
+  for (int64_t g = 0; g < c.n_head_kv; ++g) {
+    kv_views_[static_cast<size_t>(g)] = cache.view(layer, g);
+  }
+  const AttentionShape shape{c.n_head, c.n_head_kv, c.head_dim,
+                             1.0f / std::sqrt(static_cast<float>(c.head_dim))};
+  const float* queries = q_.data() + first * c.q_dim();
+  const bool tapped = segment.attention_tap != nullptr && *segment.attention_tap;
+  attention_scratch_.keep_decode_scores = tapped;  // the observers' scores, computed once
+  attention(queries, segment.n, shape, kv_views_, attn_out_.data() + first * c.q_dim(), attention_scratch_, pool_);
+  if (tapped) {
+    (*segment.attention_tap)(AttentionEvent{layer, segment.n, segment.positions, queries, shape, kv_views_, rotary_, pool_,
+                                            segment.n == 1 ? &attention_scratch_.decode_scores : nullptr});
+  }
+}
+
 void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas) {
   const ModelConfig& c = config_;
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-  normalize(w.ffn_norm, 0, n);
+  normalize(w.ffn_norm, 0, n, norm_.data());
   project(w.w_gate, deltas, Projection::kGate, norm_.data(), n, gate_.data());
   project(w.w_up, deltas, Projection::kUp, norm_.data(), n, up_.data());
   swiglu_f32(gate_.data(), up_.data(), n * c.n_ff);
@@ -190,15 +216,71 @@ void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas
 
 void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
                       bool all_logits, float* logits) {
+  const ForwardSegment segment{tokens, positions, n, &cache, &tap_, &residual_tap_, logits, all_logits};
+  run(std::span(&segment, 1));
+}
+
+void ForwardPass::run(std::span<const ForwardSegment> segments) {
+  int64_t n = 0;
+  bool one_token_each = true;
+  for (const ForwardSegment& s : segments) {
+    if (s.n <= 0) fail("internal: a segment of {} tokens", s.n);
+    one_token_each = one_token_each && s.n == 1;
+    n += s.n;
+  }
   if (n <= 0 || n > max_batch_) fail("internal: batch of {} tokens (max {})", n, max_batch_);
-  embed(tokens, n);
-  run_layers(positions, n, cache, nullptr);
-  if (residual_tap_) residual_tap_(ResidualEvent{n, positions, x_.data(), config_.n_embd, pool_});
-  if (logits == nullptr) return;
-  const int64_t first = all_logits ? 0 : n - 1;
-  const int64_t rows = n - first;
-  normalize(weights_.output_norm, first, rows);
-  linear(weights_.output, norm_.data(), rows, logits);
+  positions_.resize(static_cast<size_t>(n));
+  int64_t first = 0;
+  for (const ForwardSegment& s : segments) {
+    embed(s.tokens, s.n, first);
+    std::copy_n(s.positions, s.n, positions_.data() + first);
+    first += s.n;
+  }
+  rows_by_matvec_ = one_token_each;
+  run_layers(positions_.data(), n, segments, nullptr);
+  first = 0;
+  for (const ForwardSegment& s : segments) {
+    if (s.residual_tap != nullptr && *s.residual_tap) {
+      (*s.residual_tap)(ResidualEvent{s.n, s.positions, x_.data() + first * config_.n_embd, config_.n_embd, pool_});
+    }
+    first += s.n;
+  }
+  output_logits(segments);
+  rows_by_matvec_ = false;
+}
+
+void ForwardPass::output_logits(std::span<const ForwardSegment> segments) {
+  const int64_t e = config_.n_embd;
+  const int64_t n_vocab = weights_.output.rows;
+  // The rows that want logits, normalised side by side into norm_.
+  int64_t rows = 0;
+  int64_t first = 0;
+  int64_t wanting = 0;
+  for (const ForwardSegment& s : segments) {
+    if (s.logits != nullptr) {
+      const int64_t count = s.all_logits ? s.n : 1;
+      normalize(weights_.output_norm, first + s.n - count, count, norm_.data() + rows * e);
+      rows += count;
+      ++wanting;
+    }
+    first += s.n;
+  }
+  if (wanting == 0) return;
+  if (wanting == 1) {  // straight into its logits
+    for (const ForwardSegment& s : segments) {
+      if (s.logits != nullptr) linear(weights_.output, norm_.data(), rows, s.logits);
+    }
+    return;
+  }
+  if (logits_scratch_.size() < static_cast<size_t>(rows * n_vocab)) logits_scratch_.resize(static_cast<size_t>(rows * n_vocab));
+  linear(weights_.output, norm_.data(), rows, logits_scratch_.data());
+  rows = 0;
+  for (const ForwardSegment& s : segments) {
+    if (s.logits == nullptr) continue;
+    const int64_t count = s.all_logits ? s.n : 1;
+    std::copy_n(logits_scratch_.data() + rows * n_vocab, count * n_vocab, s.logits);
+    rows += count;
+  }
 }
 
 void ForwardPass::run_rows(const LookaheadRows& rows, int64_t first, const int32_t* positions, int64_t n,
@@ -207,16 +289,18 @@ void ForwardPass::run_rows(const LookaheadRows& rows, int64_t first, const int32
   const ModelConfig& c = config_;
   check_rows_fit(rows, first, n, c, weights_);
   std::copy_n(rows.embeddings.data() + first * c.n_embd, n * c.n_embd, x_.data());
-  run_layers(positions, n, cache, &rows);
+  const ForwardSegment segment{nullptr, positions, n, &cache, &tap_};
+  run_layers(positions, n, std::span(&segment, 1), &rows);
 }
 
-void ForwardPass::run_layers(const int32_t* positions, int64_t n, KvCache& cache, const LookaheadRows* rows) {
+void ForwardPass::run_layers(const int32_t* positions, int64_t n, std::span<const ForwardSegment> segments,
+                             const LookaheadRows* rows) {
   const ModelConfig& c = config_;
   build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale,
                    weights_.rope_freq_factors, rope_);
   for (int64_t layer = 0; layer < c.n_layer; ++layer) {
     const LayerDeltas* layer_deltas = rows != nullptr ? &rows->layers[static_cast<size_t>(layer)] : nullptr;
-    attention_block(layer, positions, n, cache, layer_deltas);
+    attention_block(layer, n, segments, layer_deltas);
     feed_forward_block(layer, n, layer_deltas);
   }
 }

@@ -1,8 +1,9 @@
 #pragma once
 // The transformer forward pass (llama / qwen2 / qwen3 families) for a batch of tokens
-// against a KV cache. Scratch buffers are allocated once, for the largest batch, and
-// reused by every call.
+// against a KV cache, or for several sequences' tokens at once (segments), each against its
+// own cache. Scratch buffers are allocated once, for the largest batch, and reused by every call.
 #include <cstdint>
+#include <span>
 #include <vector>
 #include <utility>
 
@@ -19,6 +20,20 @@ namespace deferkv {
 class KvCache;
 class ThreadPool;
 
+// One sequence's rows in a forward pass of several: its tokens at their positions, appended
+// to its own cache and attending over it alone; its taps see its rows only, as they would
+// in a pass of their own.
+struct ForwardSegment {
+  const int32_t* tokens;
+  const int32_t* positions;
+  int64_t n;
+  KvCache* cache;
+  const AttentionTap* attention_tap = nullptr;  // null or empty: none
+  const ResidualTap* residual_tap = nullptr;    // null or empty: none
+  float* logits = nullptr;  // the last row's logits (every row's when all_logits); null: none
+  bool all_logits = false;
+};
+
 class ForwardPass {
  public:
   ForwardPass(const ModelConfig& config, const ModelWeights& weights, int64_t max_batch,
@@ -27,8 +42,14 @@ class ForwardPass {
   // Runs n (<= max_batch) tokens at the given positions, appending their keys and
   // values to `cache`. Writes vocabulary logits to `logits`: for all n rows when
   // all_logits (n x n_vocab), else for the last row only; nothing when logits is null.
+  // The pass's own taps (set_attention_tap, set_residual_tap) see these rows.
   void run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
            bool all_logits, float* logits);
+  // Runs every segment's rows in one pass (their total <= max_batch): each weight matrix
+  // is read once for all of them; attention, cache and taps are each segment's own. When
+  // every segment is one token (a batch's decode step), every row takes the route of a
+  // single token's matvec, so each row's result is bit for bit what a pass of its own gives.
+  void run(std::span<const ForwardSegment> segments);
 
   // Runs rows [first, first + n) (n <= max_batch) of `rows` at the given positions: their
   // input embeddings stand in for token embeddings, and each layer's low-rank deltas are
@@ -43,19 +64,30 @@ class ForwardPass {
   void set_attention_tap(AttentionTap tap) { tap_ = std::move(tap); }
   // Called after the last layer with the batch's final residual stream (empty: none).
   void set_residual_tap(ResidualTap tap) { residual_tap_ = std::move(tap); }
+  const AttentionTap& attention_tap() const { return tap_; }
+  const ResidualTap& residual_tap() const { return residual_tap_; }
 
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
+  // y = x W^T for n rows, each through the single-token matvec kernel.
+  void linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y);
   // linear(), plus the delta of projection p when deltas are given.
   void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,
                float* y);
-  void embed(const int32_t* tokens, int64_t n);
-  // norm_ rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
-  void normalize(const std::vector<float>& weight, int64_t first, int64_t n);
-  // Every layer over the n rows in x_; the deltas of `rows` (may be null) apply to all of them.
-  void run_layers(const int32_t* positions, int64_t n, KvCache& cache, const LookaheadRows* rows);
-  void attention_block(int64_t layer, const int32_t* positions, int64_t n, KvCache& cache,
+  // x_ rows [first, first + n) = the tokens' embeddings.
+  void embed(const int32_t* tokens, int64_t n, int64_t first);
+  // out rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
+  void normalize(const std::vector<float>& weight, int64_t first, int64_t n, float* out);
+  // Every layer over the n rows in x_, the segments' rows one after the other; the deltas
+  // of `rows` (may be null) apply to all of them.
+  void run_layers(const int32_t* positions, int64_t n, std::span<const ForwardSegment> segments,
+                  const LookaheadRows* rows);
+  void attention_block(int64_t layer, int64_t n, std::span<const ForwardSegment> segments,
                        const LayerDeltas* deltas);
+  // One segment's part of attention_block, its rows starting at row `first`.
+  void attend(int64_t layer, const ForwardSegment& segment, int64_t first);
+  // Each segment's logits, from the final residual stream.
+  void output_logits(std::span<const ForwardSegment> segments);
   void feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas);
   void add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width);
 
@@ -65,7 +97,10 @@ class ForwardPass {
   int64_t max_batch_;
 
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
-  std::vector<uint8_t> packed_;                    // activation packed for matvec
+  std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec)
+  std::vector<int32_t> positions_;                 // the segments' positions, concatenated
+  std::vector<float> logits_scratch_;              // logits of several segments' rows
+  bool rows_by_matvec_ = false;                    // during a pass whose segments are one token each
   std::vector<std::vector<float>> matmul_scratch_; // one per thread
   std::vector<float> delta_scratch_;               // low-rank deltas' [n x rank]
   std::vector<KvHeadView> kv_views_;

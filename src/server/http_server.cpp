@@ -10,8 +10,8 @@
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
 #include "server/api_error.h"
+#include "server/batch_scheduler.h"
 #include "server/completion_stream.h"
-#include "server/slot_scheduler.h"
 
 namespace deferkv::server {
 namespace {
@@ -179,11 +179,11 @@ void HttpServer::load_model() {
     if (!options_.chat_template.empty()) throw;
     chat_template_error_ = fmt::format("{} (start the server with --chat-template NAME)", e.what());
   }
-  SlotSchedulerOptions o;
-  o.n_slots = options_.n_slots;
+  BatchEngineOptions o;
+  o.max_sequences = options_.n_slots;
   o.kv_capacity_bytes = options_.kv_memory_bytes;
   o.session.n_ctx = options_.n_ctx;
-  auto scheduler = std::make_unique<SlotScheduler>(model_, std::make_shared<ThreadPool>(options_.threads), o);
+  auto scheduler = std::make_unique<BatchScheduler>(model_, std::make_shared<ThreadPool>(options_.threads), o);
   n_ctx_ = scheduler->n_ctx();
   scheduler_ = std::move(scheduler);
   ready_ = true;
@@ -193,7 +193,7 @@ void HttpServer::stop() {
   if (scheduler_) scheduler_->cancel_all();
   if (http_->is_running() || listener_.joinable()) http_->stop();
   if (listener_.joinable()) listener_.join();
-  scheduler_.reset();  // joins the slots, each finishing its cancelled request
+  scheduler_.reset();  // joins the engine's thread, which finishes the cancelled requests
 }
 
 json HttpServer::props() const {

@@ -1,28 +1,19 @@
 #pragma once
 // What the HTTP layer asks of whatever runs the model: take a generation request, report
-// its tokens and its end through callbacks, cancel it, and say how busy it is. Today one
-// implementation (SlotScheduler: N sessions taking turns at forward steps); the batch
-// engine, which decodes every running sequence in one forward step, will be another, and
-// the HTTP layer will not change.
+// its tokens and its end through callbacks, cancel it, and say how busy it is. The
+// implementation: BatchScheduler, on the library's batch engine (deferkv/batch_engine.h).
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "deferkv/generate.h"
-#include "deferkv/press.h"
-#include "deferkv/sampler.h"
+#include "deferkv/batch_engine.h"
 
 namespace deferkv::server {
 
-struct GenerationRequest {
-  std::vector<int32_t> prompt;
-  int64_t max_tokens = 16;
-  SamplerParams sampling;
-  std::unique_ptr<Press> press;  // nullptr: the full cache
-  KvBudget budget;               // the budget the press was built with (for admission)
-};
+// The prompt, max_tokens, sampling, and the press with the budget it was built with.
+using GenerationRequest = SequenceRequest;
 
 // What one request cost, for the response's `usage` object.
 struct GenerationUsage {
@@ -58,6 +49,8 @@ struct SchedulerStats {
   int64_t kv_bytes_used = 0;      // held by the running requests' caches now
   int64_t kv_bytes_reserved = 0;  // what admission has set aside for them
   int64_t kv_bytes_capacity = 0;
+  int64_t decode_steps = 0;  // batched decode passes so far
+  int64_t decoded_rows = 0;  // tokens they decoded (their batch sizes' sum)
 };
 
 using RequestId = uint64_t;

@@ -45,6 +45,9 @@ std::string ServerMetrics::render(const SchedulerStats& stats) const {
          gauge("deferkv_kv_bytes_used", "KV-cache bytes held by running requests", stats.kv_bytes_used) +
          gauge("deferkv_kv_bytes_reserved", "KV-cache bytes admission has set aside", stats.kv_bytes_reserved) +
          gauge("deferkv_kv_bytes_capacity", "KV-cache memory cap (--kv-memory)", stats.kv_bytes_capacity) +
+         counter("deferkv_decode_steps_total", "Batched decode passes", stats.decode_steps) +
+         counter("deferkv_decoded_rows_total", "Tokens decoded by them (mean batch size: rows / steps)",
+                 stats.decoded_rows) +
          first_token_.render("deferkv_time_to_first_token_seconds", "Time from request to first token") +
          latency_.render("deferkv_request_latency_seconds", "Time from request to its end");
 }

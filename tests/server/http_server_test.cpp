@@ -227,13 +227,17 @@ TEST(HttpServer, ModelsPropsAndMetrics) {
 // Four requests at once, each with another press, give what each gives alone.
 TEST(HttpServer, ConcurrentRequestsWithDifferentPressesEqualTheirOneByOneResults) {
   server::ServerOptions o = test_server_options();
-  o.n_slots = 4;
+  o.n_slots = 8;
   TestServer t(o);
   const std::vector<std::pair<json, std::string>> cases = {
       {json{{"kv_press", "full"}}, ""},
       {json{{"kv_press", "snapkv:window=4"}, {"kv_budget", 8}}, "--press snapkv:window=4 --kv-budget 8"},
       {json{{"kv_press", "deferkv:d=1,window=4"}, {"kv_budget", 6}}, "--press deferkv:d=1,window=4 --kv-budget 6"},
-      {json{{"kv_press", "streaming_llm"}, {"kv_ratio", 0.5}}, "--press streaming_llm --kv-ratio 0.5"}};
+      {json{{"kv_press", "streaming_llm"}, {"kv_ratio", 0.5}}, "--press streaming_llm --kv-ratio 0.5"},
+      {json{{"kv_press", "h2o:window=4"}, {"kv_budget", 8}}, "--press h2o:window=4 --kv-budget 8"},
+      {json{{"kv_press", "tova"}, {"kv_budget", 6}}, "--press tova --kv-budget 6"},
+      {json{{"kv_press", "adakv:window=4"}, {"kv_ratio", 0.5}}, "--press adakv:window=4 --kv-ratio 0.5"},
+      {json{{"kv_press", "knorm"}, {"kv_budget", 8}}, "--press knorm --kv-budget 8"}};
   std::vector<std::string> got(cases.size());
   std::vector<std::thread> clients;
   for (size_t i = 0; i < cases.size(); ++i) {

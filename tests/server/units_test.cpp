@@ -1,4 +1,4 @@
-// The server's small parts: byte sizes, the KV projection of admission, stop strings.
+// The server's small parts: byte sizes, stop strings.
 #include <gtest/gtest.h>
 
 #include "deferkv/error.h"
@@ -6,7 +6,6 @@
 #include "deferkv/tokenizer.h"
 #include "server/byte_size.h"
 #include "server/completion_stream.h"
-#include "server/kv_admission.h"
 #include "server/test_server.h"
 
 namespace deferkv::server {
@@ -20,35 +19,6 @@ TEST(ByteSize, ReadsPlainAndSuffixedSizes) {
   for (const char* bad : {"", "0", "-5", "GiB", "2XB", "1.5GiB", "99999999999TiB"}) {
     EXPECT_THROW(parse_byte_size(bad), Error) << bad;
   }
-}
-
-// Hand-computed: 100 bytes a token, a 50-token prompt, 10 new tokens.
-TEST(KvProjection, FullCacheHoldsPromptAndOutput) {
-  const KvProjection p = project_kv(100, 50, 10, -1);
-  EXPECT_EQ(p.peak_bytes, 6000);
-  EXPECT_EQ(p.after_eviction, 6000);
-}
-
-TEST(KvProjection, APressHoldsThePromptUntilItEvictsThenItsBudget) {
-  const KvProjection p = project_kv(100, 50, 10, 8);
-  EXPECT_EQ(p.peak_bytes, 5000);       // the whole prompt, before the eviction
-  EXPECT_EQ(p.after_eviction, 1800);   // 8 kept + 10 new
-  const KvProjection big = project_kv(100, 50, 60, 8);
-  EXPECT_EQ(big.peak_bytes, 6800);     // the kept entries and the output outgrow the prompt
-  const KvProjection loose = project_kv(100, 50, 10, 80);
-  EXPECT_EQ(loose.after_eviction, 6000);  // a budget above the prompt keeps all of it
-}
-
-TEST(KvAdmission, AdmitsWhatFitsBesideTheReserved) {
-  KvAdmission a(1000);
-  EXPECT_TRUE(a.fits(1000));
-  a.reserve(600);
-  EXPECT_FALSE(a.fits(401));
-  EXPECT_TRUE(a.fits(400));
-  EXPECT_TRUE(a.can_ever_fit(1000));
-  EXPECT_FALSE(a.can_ever_fit(1001));
-  a.release(600);
-  EXPECT_EQ(a.reserved(), 0);
 }
 
 // Feeds the tokens of `text` and collects what the stream lets out, reading after each

@@ -13,6 +13,7 @@ struct ExitCode {
 void add_generate_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_bench_batch_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
 void add_make_data_command(CLI::App& app);
 void add_import_weights_command(CLI::App& app);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   deferkv::cli::add_generate_command(app);
   deferkv::cli::add_inspect_command(app);
   deferkv::cli::add_bench_command(app);
+  deferkv::cli::add_bench_batch_command(app);
   deferkv::cli::add_make_model_command(app);
   deferkv::cli::add_make_data_command(app);
   deferkv::cli::add_import_weights_command(app);

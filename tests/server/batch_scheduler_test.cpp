@@ -1,4 +1,4 @@
-// The slot scheduler on the embedded model: admission under a KV cap, cancellation.
+// The server's scheduler (the batch engine) on the embedded model: admission under a KV cap, cancellation.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,7 +10,7 @@
 #include "deferkv/error.h"
 #include "deferkv/model.h"
 #include "deferkv/tokenizer.h"
-#include "server/slot_scheduler.h"
+#include "server/batch_scheduler.h"
 #include "server/test_server.h"
 
 namespace deferkv::server {
@@ -39,21 +39,21 @@ GenerationRequest greedy_request(const Model& model, int64_t max_tokens) {
   return r;
 }
 
-class SlotSchedulerTest : public ::testing::Test {
+class BatchSchedulerTest : public ::testing::Test {
  protected:
   std::shared_ptr<const Model> model = Model::load(testing::stories_model_path());
   std::shared_ptr<ThreadPool> pool = std::make_shared<ThreadPool>(1);
   int64_t bytes_per_token() {
-    SlotScheduler probe(model, pool, {.n_slots = 1, .kv_capacity_bytes = 1});
+    BatchScheduler probe(model, pool, {.max_sequences = 1, .kv_capacity_bytes = 1});
     return probe.kv_bytes_per_token();
   }
 };
 
-// A cap that holds one request: with four slots the others wait, and all complete.
-TEST_F(SlotSchedulerTest, RequestsThatDoNotFitTogetherWaitAndAllComplete) {
+// A cap that holds one request: with four places the others wait, and all complete.
+TEST_F(BatchSchedulerTest, RequestsThatDoNotFitTogetherWaitAndAllComplete) {
   const GenerationRequest one = greedy_request(*model, 8);
   const int64_t need = static_cast<int64_t>(one.prompt.size() + 8) * bytes_per_token();
-  SlotScheduler scheduler(model, pool, {.n_slots = 4, .kv_capacity_bytes = need + need / 2});
+  BatchScheduler scheduler(model, pool, {.max_sequences = 4, .kv_capacity_bytes = need + need / 2});
   Finished finished;
   std::vector<SchedulerStats> seen_by_first;
   std::promise<void> all_submitted;
@@ -85,14 +85,14 @@ TEST_F(SlotSchedulerTest, RequestsThatDoNotFitTogetherWaitAndAllComplete) {
   EXPECT_EQ(idle.running + idle.waiting + idle.kv_bytes_used + idle.kv_bytes_reserved, 0);
 }
 
-TEST_F(SlotSchedulerTest, ARequestThatCanNeverFitIsRefused) {
-  SlotScheduler scheduler(model, pool, {.n_slots = 1, .kv_capacity_bytes = bytes_per_token() * 5});
+TEST_F(BatchSchedulerTest, ARequestThatCanNeverFitIsRefused) {
+  BatchScheduler scheduler(model, pool, {.max_sequences = 1, .kv_capacity_bytes = bytes_per_token() * 5});
   EXPECT_THROW(scheduler.submit(greedy_request(*model, 8), {}), Error);
   EXPECT_EQ(scheduler.stats().waiting, 0);
 }
 
-TEST_F(SlotSchedulerTest, CancellingStopsWithinOneToken) {
-  SlotScheduler scheduler(model, pool, {.n_slots = 1, .kv_capacity_bytes = int64_t{64} << 20});
+TEST_F(BatchSchedulerTest, CancellingStopsWithinOneToken) {
+  BatchScheduler scheduler(model, pool, {.max_sequences = 1, .kv_capacity_bytes = int64_t{64} << 20});
   Finished finished;
   int tokens = 0;
   int cancelled_at = 0;

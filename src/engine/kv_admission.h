@@ -9,7 +9,7 @@
 // Press interface does not expose it).
 #include <cstdint>
 
-namespace deferkv::server {
+namespace deferkv {
 
 struct KvProjection {
   int64_t peak_bytes = 0;        // reserved at admission
@@ -38,4 +38,4 @@ class KvAdmission {
   int64_t reserved_ = 0;
 };
 
-}  // namespace deferkv::server
+}  // namespace deferkv

@@ -1,8 +1,8 @@
-#include "server/kv_admission.h"
+#include "engine/kv_admission.h"
 
 #include <algorithm>
 
-namespace deferkv::server {
+namespace deferkv {
 
 KvProjection project_kv(int64_t bytes_per_token, int64_t prompt_tokens, int64_t max_tokens,
                         int64_t kept_per_head) {
@@ -15,4 +15,4 @@ KvProjection project_kv(int64_t bytes_per_token, int64_t prompt_tokens, int64_t 
   return {std::max(prompt_tokens * bytes_per_token, after), after};
 }
 
-}  // namespace deferkv::server
+}  // namespace deferkv

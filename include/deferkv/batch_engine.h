@@ -1,0 +1,154 @@
+#pragma once
+// Many sequences on one model at once (continuous batching). Each step decodes every
+// running sequence's next token in one forward pass, so each weight matrix is read once a
+// step for all of them, while each attends over its own ragged, compressed cache. Each
+// sequence is a Session of its own, with its own press and budget, sampler and stop
+// conditions (as generate() has them), so its tokens are the ones generate() gives it
+// alone: its prefill takes the same passes, and a decode step's rows each take the route a
+// single token's pass takes (ForwardPass::run over segments).
+//
+// Sequences join and leave at any step. A prompt is prefilled n_batch tokens a step, one
+// sequence's batch per step beside the decode pass, so a long prompt does not stall the
+// others. A sequence is admitted, first come first served, when fewer than max_sequences
+// run and its projected KV (engine/kv_admission.h) fits beside what the running ones have
+// reserved; its reservation shrinks to its budget once its press has evicted, and goes
+// when it finishes, admitting waiting ones.
+//
+// A press's host capabilities (LAQ's greedy lookahead, SpecKV's drafts, LookaheadKV's
+// rows) run inside its sequence's own step, through that session's single-sequence forward
+// pass, as they do in a Session alone; the other sequences wait for that step.
+//
+// submit, cancel, cancel_all and stats may be called from any thread; step and
+// wait_for_work from one driving thread, on which the callbacks also run.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "deferkv/generate.h"
+#include "deferkv/model.h"
+#include "deferkv/press.h"
+#include "deferkv/sampler.h"
+#include "deferkv/session.h"
+
+namespace deferkv {
+
+class KvAdmission;
+
+struct BatchEngineOptions {
+  int64_t max_sequences = 8;      // running at once (the server's -np)
+  int64_t kv_capacity_bytes = 0;  // the KV memory cap (--kv-memory), over all running sequences
+  SessionOptions session;         // every sequence's context, prefill batch and cache types
+};
+
+struct SequenceRequest {
+  std::vector<int32_t> prompt;
+  int64_t max_tokens = 16;
+  bool stop_at_end_of_generation = true;
+  SamplerParams sampling;
+  std::unique_ptr<Press> press;  // nullptr: the full cache
+  KvBudget budget;               // the budget the press was built with (for admission)
+};
+
+struct SequenceOutcome {
+  GenerateResult result;
+  bool cancelled = false;
+  std::string error;  // non-empty: the sequence failed (its own error only)
+  int64_t kv_entries_kept = 0;  // at the end, summed over layers and KV heads
+  int64_t kv_bytes = 0;         // held at the end
+  int64_t kv_peak_bytes = 0;
+  SessionTimings timings;  // decode_seconds counts each whole batched step
+};
+
+struct SequenceCallbacks {
+  // Each generated token; returning false stops the sequence (StopReason::kCallback).
+  std::function<bool(int32_t token)> on_token;
+  // Called exactly once, last, also for a cancelled or failed sequence.
+  std::function<void(const SequenceOutcome&)> on_finish;
+};
+
+struct BatchEngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t kv_bytes_used = 0;      // held by the running sequences' caches now
+  int64_t kv_bytes_reserved = 0;  // what admission has set aside for them
+  int64_t kv_bytes_capacity = 0;
+  int64_t decode_steps = 0;       // batched decode passes so far
+  int64_t decoded_rows = 0;       // tokens they decoded (their batch sizes' sum)
+};
+
+using SequenceId = uint64_t;
+
+class BatchEngine {
+ public:
+  BatchEngine(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
+              const BatchEngineOptions& options);
+  ~BatchEngine();
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // Queues a sequence; throws an Error, queueing nothing, for one that can never be
+  // admitted (its projected KV exceeds the whole capacity) or after cancel_all.
+  SequenceId submit(SequenceRequest request, SequenceCallbacks callbacks);
+  // Stops a waiting or running sequence before its next step, freeing its KV; on_finish
+  // still runs. Unknown or finished ids are ignored.
+  void cancel(SequenceId id);
+  // Cancels everything and refuses new sequences (shutdown).
+  void cancel_all();
+  BatchEngineStats stats() const;
+
+  // One step: finishes cancelled sequences, admits what fits, feeds one prefill batch and
+  // decodes every sequence that has a token to feed, in one pass. False when there was
+  // nothing to do.
+  bool step();
+  // Blocks until there is a sequence to step; false once cancel_all was called and none is left.
+  bool wait_for_work();
+
+  // One token's KV over every layer and KV head, in the sessions' storage types.
+  int64_t kv_bytes_per_token() const { return bytes_per_token_; }
+  int64_t n_ctx() const { return n_ctx_; }
+
+ private:
+  struct Sequence;
+  // Moves admissible waiting sequences to running_ (mutex_ held) and returns them; the
+  // cancelled waiting ones leave the queue into `cancelled`.
+  std::vector<std::shared_ptr<Sequence>> admit(std::vector<std::shared_ptr<Sequence>>& cancelled);
+  // Opens the sequence's session and begins its prefill.
+  void start(Sequence& s);
+  // Feeds one n_batch of the first sequence still prefilling; false when none is.
+  bool prefill_one_batch();
+  // One forward pass over every sequence with a token to feed; false when none has.
+  bool decode_all();
+  // Takes the finished sequences out of running_, freeing their reservations, and tells
+  // their clients; false when none had finished.
+  bool reap_finished();
+  // Samples the sequence's next token; finishes it when it stops.
+  void advance(Sequence& s);
+  // Records the sequence's KV bytes; shrinks its reservation once its press has evicted.
+  void after_forward(Sequence& s);
+  // Ends the sequence and closes its session (its KV is freed); reap_finished tells its client.
+  void finish(Sequence& s, const std::string& error = {});
+
+  std::shared_ptr<const Model> model_;
+  std::shared_ptr<ThreadPool> pool_;
+  BatchEngineOptions options_;
+  int64_t bytes_per_token_ = 0;
+  int64_t n_ctx_ = 0;
+  std::unique_ptr<ForwardPass> forward_;  // the decode steps', max_sequences rows
+
+  mutable std::mutex mutex_;
+  std::condition_variable work_;
+  std::unique_ptr<KvAdmission> admission_;
+  std::deque<std::shared_ptr<Sequence>> waiting_;
+  std::vector<std::shared_ptr<Sequence>> running_;
+  SequenceId next_id_ = 1;
+  bool stopping_ = false;
+  int64_t decode_steps_ = 0;  // guarded by mutex_, as the two above
+  int64_t decoded_rows_ = 0;
+};
+
+}  // namespace deferkv

@@ -1,0 +1,300 @@
+#include "deferkv/batch_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <optional>
+
+#include "deferkv/error.h"
+#include "engine/generation_step.h"
+#include "engine/kv_admission.h"
+#include "engine/session_internals.h"
+#include "kv/kv_cache.h"
+#include "model/forward_pass.h"
+
+namespace deferkv {
+namespace {
+
+int64_t total_entries(const KvCache& kv) {
+  int64_t n = 0;
+  for (int64_t layer = 0; layer < kv.n_layer(); ++layer) n += kv.entries(layer);
+  return n;
+}
+
+}  // namespace
+
+struct BatchEngine::Sequence {
+  SequenceId id = 0;
+  SequenceRequest request;
+  SequenceCallbacks callbacks;
+  KvProjection projection;
+  int64_t reserved = 0;  // guarded by mutex_
+  std::atomic<bool> cancelled{false};
+  std::atomic<int64_t> kv_bytes{0};  // its cache's bytes now, for stats()
+
+  // The rest belongs to the thread that steps.
+  bool has_press = false;
+  bool evicted = false;
+  std::unique_ptr<Session> session;
+  std::unique_ptr<Sampler> sampler;
+  GenerateOptions generate;
+  size_t prefilled = 0;              // prompt tokens fed
+  std::optional<int32_t> to_decode;  // the token the next decode pass feeds
+  GenerateResult result;
+  bool done = false;
+  SequenceOutcome outcome;  // once done
+};
+
+BatchEngine::BatchEngine(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
+                         const BatchEngineOptions& options)
+    : model_(std::move(model)), pool_(std::move(pool)), options_(options) {
+  if (options.max_sequences < 1) {
+    fail("the number of sequences running at once (-np) must be at least 1, got {}", options.max_sequences);
+  }
+  if (options.kv_capacity_bytes <= 0) fail("the KV memory cap must be positive, got {}", options.kv_capacity_bytes);
+  // A probe session (its cache is reserved, not committed) tells the context size and the
+  // storage types' bytes.
+  const Session probe(model_, pool_, options_.session);
+  const KvCache& kv = kv_cache_of(probe);
+  bytes_per_token_ = kv.bytes_per_entry() * kv.n_layer() * kv.n_head_kv();
+  n_ctx_ = probe.n_ctx();
+  forward_ = std::make_unique<ForwardPass>(model_->config(), model_->weights(), options.max_sequences, n_ctx_, *pool_);
+  admission_ = std::make_unique<KvAdmission>(options.kv_capacity_bytes);
+}
+
+BatchEngine::~BatchEngine() = default;
+
+SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
+  auto s = std::make_shared<Sequence>();
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
+  const int64_t new_tokens = std::max<int64_t>(0, request.max_tokens < 0 ? n_ctx_ - prompt : request.max_tokens);
+  const int64_t kept = request.press == nullptr  ? -1
+                       : request.budget.is_set() ? request.budget.resolve(prompt)
+                                                 : prompt;
+  s->projection = project_kv(bytes_per_token_, prompt, new_tokens, kept);
+  s->request = std::move(request);
+  s->callbacks = std::move(callbacks);
+  std::lock_guard lock(mutex_);
+  if (stopping_) fail("the engine is shutting down");
+  if (!admission_->can_ever_fit(s->projection.peak_bytes)) {
+    fail("the request needs {} bytes of KV cache ({} prompt + {} new tokens) but the KV memory (--kv-memory) is "
+         "{} bytes", s->projection.peak_bytes, prompt, new_tokens, admission_->capacity());
+  }
+  s->id = next_id_++;
+  waiting_.push_back(s);
+  work_.notify_all();
+  return s->id;
+}
+
+void BatchEngine::cancel(SequenceId id) {
+  std::lock_guard lock(mutex_);
+  for (auto& s : waiting_) {
+    if (s->id == id) s->cancelled = true;
+  }
+  for (auto& s : running_) {
+    if (s->id == id) s->cancelled = true;
+  }
+  work_.notify_all();
+}
+
+void BatchEngine::cancel_all() {
+  std::lock_guard lock(mutex_);
+  stopping_ = true;
+  for (auto& s : waiting_) s->cancelled = true;
+  for (auto& s : running_) s->cancelled = true;
+  work_.notify_all();
+}
+
+BatchEngineStats BatchEngine::stats() const {
+  std::lock_guard lock(mutex_);
+  BatchEngineStats st;
+  st.running = static_cast<int64_t>(running_.size());
+  st.waiting = static_cast<int64_t>(waiting_.size());
+  for (const auto& s : running_) st.kv_bytes_used += s->kv_bytes;
+  st.kv_bytes_reserved = admission_->reserved();
+  st.kv_bytes_capacity = admission_->capacity();
+  st.decode_steps = decode_steps_;
+  st.decoded_rows = decoded_rows_;
+  return st;
+}
+
+bool BatchEngine::wait_for_work() {
+  std::unique_lock lock(mutex_);
+  work_.wait(lock, [&] { return !running_.empty() || !waiting_.empty() || stopping_; });
+  return !running_.empty() || !waiting_.empty();
+}
+
+std::vector<std::shared_ptr<BatchEngine::Sequence>> BatchEngine::admit(std::vector<std::shared_ptr<Sequence>>& cancelled) {
+  std::vector<std::shared_ptr<Sequence>> admitted;
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if ((*it)->cancelled) {
+      cancelled.push_back(*it);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // First come, first served: one that does not fit at the front holds back the rest.
+  while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_sequences &&
+         admission_->fits(waiting_.front()->projection.peak_bytes)) {
+    std::shared_ptr<Sequence> s = waiting_.front();
+    waiting_.pop_front();
+    s->reserved = s->projection.peak_bytes;
+    admission_->reserve(s->reserved);
+    running_.push_back(s);
+    admitted.push_back(s);
+  }
+  return admitted;
+}
+
+bool BatchEngine::step() {
+  std::vector<std::shared_ptr<Sequence>> cancelled;
+  std::vector<std::shared_ptr<Sequence>> admitted;
+  {
+    std::lock_guard lock(mutex_);
+    admitted = admit(cancelled);
+  }
+  for (auto& s : cancelled) {
+    s->outcome.cancelled = true;
+    if (s->callbacks.on_finish) s->callbacks.on_finish(s->outcome);
+  }
+  for (auto& s : admitted) start(*s);
+  // running_ changes on this thread only, so it is read here without the lock.
+  for (auto& s : running_) {
+    if (!s->done && s->cancelled) finish(*s);
+  }
+  const bool prefilled = prefill_one_batch();
+  const bool decoded = decode_all();
+  const bool reaped = reap_finished();
+  return !cancelled.empty() || !admitted.empty() || prefilled || decoded || reaped;
+}
+
+void BatchEngine::start(Sequence& s) {
+  try {
+    s.session = std::make_unique<Session>(model_, pool_, options_.session);
+    s.has_press = s.request.press != nullptr;
+    s.session->set_press(std::move(s.request.press));
+    s.sampler = std::make_unique<Sampler>(s.request.sampling);
+    s.generate.n_predict = s.request.max_tokens;
+    s.generate.stop_at_end_of_generation = s.request.stop_at_end_of_generation;
+    s.session->begin_prefill(s.request.prompt);
+  } catch (const std::exception& e) {
+    finish(s, e.what());
+  }
+}
+
+bool BatchEngine::prefill_one_batch() {
+  for (auto& s : running_) {
+    const std::vector<int32_t>& prompt = s->request.prompt;
+    if (s->done || s->prefilled == prompt.size()) continue;
+    try {
+      s->prefilled = s->session->feed_batch(prompt, s->prefilled);
+      if (s->prefilled == prompt.size()) {
+        s->session->end_prefill(prompt);
+        after_forward(*s);
+        for (int32_t t : prompt) s->sampler->accept(t);
+        advance(*s);
+      } else {
+        after_forward(*s);
+      }
+    } catch (const std::exception& e) {
+      finish(*s, e.what());
+    }
+    return true;
+  }
+  return false;
+}
+
+bool BatchEngine::decode_all() {
+  std::vector<ForwardSegment> segments;
+  std::vector<Sequence*> batch;
+  for (auto& s : running_) {
+    if (s->done || !s->to_decode) continue;
+    try {
+      segments.push_back(s->session->decode_segment(*s->to_decode));
+      batch.push_back(s.get());
+    } catch (const std::exception& e) {
+      finish(*s, e.what());
+    }
+  }
+  if (batch.empty()) return false;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    forward_->run(segments);
+  } catch (const std::exception& e) {
+    for (Sequence* s : batch) finish(*s, e.what());
+    return true;
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  {
+    std::lock_guard lock(mutex_);
+    ++decode_steps_;
+    decoded_rows_ += static_cast<int64_t>(batch.size());
+  }
+  for (Sequence* s : batch) {
+    try {
+      s->session->end_decode(seconds);
+      after_forward(*s);
+      advance(*s);
+    } catch (const std::exception& e) {
+      finish(*s, e.what());
+    }
+  }
+  return true;
+}
+
+void BatchEngine::advance(Sequence& s) {
+  s.to_decode = next_token_to_decode(*s.session, *s.sampler, s.generate, s.result, s.callbacks.on_token);
+  if (!s.to_decode || s.cancelled) finish(s);
+}
+
+void BatchEngine::after_forward(Sequence& s) {
+  s.kv_bytes = kv_cache_of(*s.session).bytes_held();
+  if (!s.has_press || s.evicted || !s.session->last_eviction().has_value()) return;
+  s.evicted = true;
+  std::lock_guard lock(mutex_);
+  if (s.projection.after_eviction < s.reserved) {
+    admission_->release(s.reserved - s.projection.after_eviction);
+    s.reserved = s.projection.after_eviction;
+  }
+}
+
+void BatchEngine::finish(Sequence& s, const std::string& error) {
+  s.done = true;
+  s.to_decode.reset();
+  SequenceOutcome& o = s.outcome;
+  o.result = std::move(s.result);
+  o.cancelled = s.cancelled;
+  o.error = error;
+  if (s.session) {
+    const KvCache& kv = kv_cache_of(*s.session);
+    o.kv_entries_kept = total_entries(kv);
+    o.kv_bytes = kv.bytes_held();
+    o.kv_peak_bytes = kv.peak_bytes();
+    o.timings = s.session->timings();
+    s.session.reset();  // frees its KV
+  }
+  s.kv_bytes = 0;
+}
+
+bool BatchEngine::reap_finished() {
+  std::vector<std::shared_ptr<Sequence>> finished;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = running_.begin(); it != running_.end();) {
+      if ((*it)->done) {
+        admission_->release((*it)->reserved);
+        finished.push_back(*it);
+        it = running_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Last, so whoever learns of the end from on_finish sees the sequence gone from stats().
+  for (auto& s : finished) {
+    if (s->callbacks.on_finish) s->callbacks.on_finish(s->outcome);
+  }
+  return !finished.empty();
+}
+
+}  // namespace deferkv

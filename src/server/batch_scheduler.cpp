@@ -1,0 +1,55 @@
+#include "server/batch_scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+namespace deferkv::server {
+
+BatchScheduler::BatchScheduler(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
+                               const BatchEngineOptions& options)
+    : engine_(std::move(model), std::move(pool), options) {
+  driver_ = std::thread([this] {
+    while (engine_.wait_for_work()) engine_.step();
+  });
+}
+
+BatchScheduler::~BatchScheduler() {
+  engine_.cancel_all();
+  driver_.join();
+}
+
+RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks callbacks) {
+  const auto prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  SequenceCallbacks cb;
+  cb.on_token = std::move(callbacks.on_token);
+  cb.on_finish = [on_finish = std::move(callbacks.on_finish), prompt_tokens](const SequenceOutcome& s) {
+    GenerationOutcome o;
+    o.stop = s.result.stop;
+    o.cancelled = s.cancelled;
+    o.error = s.error;
+    if (!s.error.empty()) spdlog::error("request failed: {}", s.error);
+    GenerationUsage& u = o.usage;
+    u.prompt_tokens = prompt_tokens;
+    u.completion_tokens = static_cast<int64_t>(s.result.tokens.size());
+    u.kv_entries_kept = s.kv_entries_kept;
+    u.kv_bytes = s.kv_bytes;
+    u.kv_peak_bytes = s.kv_peak_bytes;
+    u.capture_ms = s.timings.capture_seconds * 1e3;
+    u.eviction_ms = s.timings.eviction_seconds * 1e3;
+    u.prefill_ms = s.timings.prefill_seconds * 1e3;
+    u.decode_ms = s.timings.decode_seconds * 1e3;
+    on_finish(o);
+  };
+  return engine_.submit(std::move(request), std::move(cb));
+}
+
+void BatchScheduler::cancel(RequestId id) { engine_.cancel(id); }
+
+void BatchScheduler::cancel_all() { engine_.cancel_all(); }
+
+SchedulerStats BatchScheduler::stats() const {
+  const BatchEngineStats e = engine_.stats();
+  return {e.running, e.waiting, e.kv_bytes_used, e.kv_bytes_reserved, e.kv_bytes_capacity, e.decode_steps,
+          e.decoded_rows};
+}
+
+}  // namespace deferkv::server

@@ -1,0 +1,33 @@
+#pragma once
+// The Scheduler on the batch engine: one thread steps the engine while it has sequences,
+// so every running request advances by a token in each batched forward pass; requests
+// wait for admission under the KV memory cap (deferkv/batch_engine.h).
+#include <memory>
+#include <thread>
+
+#include "deferkv/batch_engine.h"
+#include "server/scheduler.h"
+
+namespace deferkv::server {
+
+class BatchScheduler : public Scheduler {
+ public:
+  BatchScheduler(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
+                 const BatchEngineOptions& options);
+  // Cancels what is left and waits for its on_finish calls.
+  ~BatchScheduler() override;
+
+  RequestId submit(GenerationRequest request, GenerationCallbacks callbacks) override;
+  void cancel(RequestId id) override;
+  void cancel_all() override;
+  SchedulerStats stats() const override;
+
+  int64_t kv_bytes_per_token() const { return engine_.kv_bytes_per_token(); }
+  int64_t n_ctx() const { return engine_.n_ctx(); }
+
+ private:
+  BatchEngine engine_;
+  std::thread driver_;
+};
+
+}  // namespace deferkv::server

@@ -1,0 +1,294 @@
+// The batch engine against generate() run one sequence at a time: the same tokens per
+// sequence, whatever else shares its forward passes; admission under a KV cap; cancellation.
+#include "deferkv/batch_engine.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "base/thread_pool.h"
+#include "deferkv/embedding.h"
+#include "deferkv/error.h"
+#include "deferkv/tokenizer.h"
+#include "model/test_models.h"
+
+namespace deferkv {
+namespace {
+
+// Eight presses, one a sequence: the full cache, prefill-time and decode-time eviction,
+// DeferKV's step-d trigger, and LAQ, whose lookahead runs in its own session's pass.
+const char* const kPresses[] = {"",          "snapkv:window=4", "adakv:window=4", "deferkv:d=2,window=4",
+                                "h2o:window=4", "tova", "laq:window=4",   "knorm"};
+constexpr int64_t kBudget = 12;
+constexpr int64_t kNewTokens = 24;
+constexpr int64_t kPromptTokens = 40;
+
+const char* const kPrompts[] = {
+    "Once upon a time, there was a little girl named Lily. She loved to play in the park with her dog.",
+    "The sun was shining and the birds were singing. Tom went outside to",
+    "One day, a big bear came to the forest. The bear was very hungry and wanted to find some honey in the",
+    "Sara had a red ball. She liked to throw it high in the sky and catch it with both hands, every day after",
+    "There was a boy who liked to draw. He drew a cat, a dog and a",
+    "Mom said it was time for bed, but Ben wanted to read one more story about the dragon who",
+    "In a small town there lived an old man with a long white beard. Every morning he walked to the",
+    "The little fish swam in the blue sea. It was looking for its friend, the crab, who lived under a"};
+
+SessionOptions session_options() {
+  SessionOptions o;
+  o.n_ctx = 256;
+  o.n_batch = 8;  // prompts take several prefill batches, interleaved with the others' decode steps
+  return o;
+}
+
+// Prompt i: the stories from the i-th on, twice round, as n tokens.
+std::vector<int32_t> prompt_for(const Model& model, int i, int64_t n) {
+  std::string text;
+  for (int k = 0; k < 16; ++k) text += std::string(kPrompts[(i + k) % 8]) + " ";
+  std::vector<int32_t> tokens = model.tokenizer().encode(text, true, false);
+  if (static_cast<int64_t>(tokens.size()) < n) fail("the test's stories give {} tokens, fewer than {}", tokens.size(), n);
+  tokens.resize(static_cast<size_t>(n));
+  return tokens;
+}
+
+SequenceRequest request_for(const Model& model, int i, int64_t new_tokens = kNewTokens,
+                            int64_t prompt_tokens = kPromptTokens) {
+  SequenceRequest r;
+  r.prompt = prompt_for(model, i, prompt_tokens);
+  r.max_tokens = new_tokens;
+  r.stop_at_end_of_generation = false;
+  r.sampling.temperature = 0;
+  const std::string spec = kPresses[i];
+  if (!spec.empty()) {
+    r.budget = KvBudget::per_head(kBudget);
+    r.press = make_press(spec, r.budget);
+  }
+  return r;
+}
+
+// generate() on a session of its own.
+std::vector<int32_t> generated_alone(const std::shared_ptr<const Model>& model, const std::shared_ptr<ThreadPool>& pool,
+                                     int i, int64_t new_tokens = kNewTokens) {
+  Session session(model, pool, session_options());
+  SequenceRequest r = request_for(*model, i, new_tokens);
+  session.set_press(std::move(r.press));
+  Sampler sampler(r.sampling);
+  GenerateOptions o;
+  o.n_predict = r.max_tokens;
+  o.stop_at_end_of_generation = false;
+  return generate(session, r.prompt, o, sampler).tokens;
+}
+
+void step_until_idle(BatchEngine& engine) {
+  for (int steps = 0; engine.step(); ++steps) ASSERT_LT(steps, 10000) << "the engine never went idle";
+}
+
+class BatchEngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::shared_ptr<const Model> model = Model::load(GetParam());
+  std::shared_ptr<ThreadPool> pool = std::make_shared<ThreadPool>(2);
+
+  BatchEngineOptions options(int64_t max_sequences, int64_t kv_capacity_bytes) const {
+    return {max_sequences, kv_capacity_bytes, session_options()};
+  }
+};
+
+// Eight sequences with eight presses in one engine: each gets generate()'s tokens.
+TEST_P(BatchEngineTest, EightPressesAtOnceGiveEachSequenceItsGenerateTokens) {
+  BatchEngine engine(model, pool, options(8, int64_t{1} << 30));
+  std::map<SequenceId, int> index;
+  std::map<int, SequenceOutcome> outcomes;
+  for (int i = 0; i < 8; ++i) {
+    SequenceCallbacks cb;
+    cb.on_finish = [&outcomes, i](const SequenceOutcome& o) { outcomes[i] = o; };
+    index[engine.submit(request_for(*model, i), std::move(cb))] = i;
+  }
+  step_until_idle(engine);
+  ASSERT_EQ(outcomes.size(), 8u);
+  for (int i = 0; i < 8; ++i) {
+    const SequenceOutcome& o = outcomes[i];
+    EXPECT_TRUE(o.error.empty()) << kPresses[i] << ": " << o.error;
+    EXPECT_EQ(o.result.tokens, generated_alone(model, pool, i)) << "press '" << kPresses[i] << "'";
+    const int64_t full = (kPromptTokens + kNewTokens) * model->config().n_layer * model->config().n_head_kv;
+    if (std::string(kPresses[i]).empty()) {
+      EXPECT_EQ(o.kv_entries_kept, full);
+    } else {
+      EXPECT_LT(o.kv_entries_kept, full) << kPresses[i] << " evicted nothing";
+    }
+  }
+  const BatchEngineStats s = engine.stats();
+  EXPECT_GT(s.decoded_rows, 2 * s.decode_steps) << "decode steps were not batched";
+  EXPECT_EQ(s.running + s.waiting + s.kv_bytes_used + s.kv_bytes_reserved, 0);
+}
+
+// A cap that holds two full prompts: the eight compressed sequences (the prompt until their
+// prefill evicts, then their budget) run at once, the eight full-cache ones wait their turn,
+// and all sixteen complete. 200-token prompts prefilled in one batch, 24 new tokens, snapkv
+// keeping 8 per head: 7 x (8 + 24) kept entries and one more prompt at its peak fit in
+// 2 x (200 + 24).
+TEST_P(BatchEngineTest, UnderACapCompressedSequencesRunTogetherWhileFullOnesQueue) {
+  constexpr int64_t kLong = 200;
+  constexpr int64_t kFew = 24;
+  const int64_t per_token = BatchEngine(model, pool, options(1, 1)).kv_bytes_per_token();
+  const int64_t cap = 2 * (kLong + kFew) * per_token;
+  BatchEngineOptions o = options(16, cap);
+  o.session.n_batch = kLong;
+  BatchEngine engine(model, pool, o);
+  int64_t most_running = 0;
+  int64_t most_waiting = 0;
+  std::map<int, SequenceOutcome> outcomes;
+  auto submit = [&](int key, SequenceRequest r) {
+    SequenceCallbacks cb;
+    cb.on_token = [&](int32_t) {
+      const BatchEngineStats s = engine.stats();
+      EXPECT_LE(s.kv_bytes_used, cap);
+      most_running = std::max(most_running, s.running);
+      most_waiting = std::max(most_waiting, s.waiting);
+      return true;
+    };
+    cb.on_finish = [&outcomes, key](const SequenceOutcome& o) { outcomes[key] = o; };
+    engine.submit(std::move(r), std::move(cb));
+  };
+  // snapkv on every prompt: it evicts at the end of its prefill.
+  for (int i = 0; i < 8; ++i) {
+    SequenceRequest r = request_for(*model, i, kFew, kLong);
+    r.budget = KvBudget::per_head(8);
+    r.press = make_press("snapkv:window=4", r.budget);
+    submit(i, std::move(r));
+  }
+  for (int i = 0; i < 8; ++i) {
+    SequenceRequest r = request_for(*model, i, kFew, kLong);
+    r.press.reset();
+    submit(100 + i, std::move(r));
+  }
+  step_until_idle(engine);
+  ASSERT_EQ(outcomes.size(), 16u);
+  for (const auto& [key, o] : outcomes) EXPECT_TRUE(o.error.empty()) << key << ": " << o.error;
+  EXPECT_GE(most_running, 8);
+  EXPECT_GT(most_waiting, 0);
+  for (const auto& [key, o] : outcomes) EXPECT_EQ(o.result.tokens.size(), static_cast<size_t>(kFew)) << key;
+}
+
+// A long prompt is prefilled one n_batch a step: the sequence already decoding gets a token
+// at every one of those steps instead of waiting for the whole prompt.
+TEST_P(BatchEngineTest, ALongPromptDoesNotStallTheSequencesDecoding) {
+  BatchEngine engine(model, pool, options(4, int64_t{1} << 30));
+  int decoding_tokens = 0;
+  bool long_started = false;
+  int tokens_during_long_prefill = 0;
+  SequenceCallbacks decoding;
+  decoding.on_token = [&](int32_t) {
+    ++decoding_tokens;
+    if (!long_started) return true;
+    ++tokens_during_long_prefill;
+    return true;
+  };
+  SequenceCallbacks long_one;
+  bool long_has_token = false;
+  long_one.on_token = [&](int32_t) {
+    long_has_token = true;
+    return false;
+  };
+  engine.submit(request_for(*model, 0, 100), std::move(decoding));
+  while (decoding_tokens == 0) ASSERT_TRUE(engine.step());
+  constexpr int64_t kLong = 200;  // 25 batches of n_batch 8
+  engine.submit(request_for(*model, 1, 4, kLong), std::move(long_one));
+  long_started = true;
+  int steps = 0;
+  for (; !long_has_token; ++steps) ASSERT_TRUE(engine.step());
+  EXPECT_EQ(steps, kLong / session_options().n_batch);
+  EXPECT_GE(tokens_during_long_prefill, steps - 1);
+  step_until_idle(engine);
+}
+
+TEST_P(BatchEngineTest, ARequestThatCanNeverFitIsRefused) {
+  BatchEngine engine(model, pool, options(4, 1000));
+  try {
+    engine.submit(request_for(*model, 0), {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kv-memory"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(engine.stats().waiting, 0);
+}
+
+// Cancelled mid-generation: no token after the step it was cancelled in, its KV freed at
+// once, and the sequence beside it still gets its generate() tokens.
+TEST_P(BatchEngineTest, CancellingStopsWithinOneStepAndFreesItsKv) {
+  BatchEngine engine(model, pool, options(4, int64_t{1} << 30));
+  int tokens = 0;
+  int64_t used_before = 0;
+  int64_t used_after = -1;
+  SequenceId id = 0;
+  std::map<int, SequenceOutcome> outcomes;
+  SequenceCallbacks cancelled;
+  cancelled.on_token = [&](int32_t) {
+    if (++tokens == 3) {
+      used_before = engine.stats().kv_bytes_used;
+      engine.cancel(id);
+    }
+    return true;
+  };
+  cancelled.on_finish = [&](const SequenceOutcome& o) {
+    outcomes[1] = o;
+    used_after = engine.stats().kv_bytes_used;
+  };
+  SequenceCallbacks other;
+  other.on_finish = [&](const SequenceOutcome& o) { outcomes[0] = o; };
+  SequenceRequest long_one = request_for(*model, 1, 100);  // the full cache
+  long_one.press.reset();
+  engine.submit(request_for(*model, 0), std::move(other));
+  id = engine.submit(std::move(long_one), std::move(cancelled));
+  step_until_idle(engine);
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(outcomes[1].cancelled);
+  EXPECT_EQ(tokens, 3);
+  EXPECT_EQ(outcomes[1].result.tokens.size(), 3u);
+  EXPECT_GT(used_before, 0);
+  EXPECT_LT(used_after, used_before);  // only the other sequence's, if it still runs
+  EXPECT_EQ(outcomes[0].result.tokens, generated_alone(model, pool, 0));
+  EXPECT_EQ(engine.stats().kv_bytes_used, 0);
+}
+
+// A waiting sequence cancelled before it ever ran finishes at the next step.
+TEST_P(BatchEngineTest, CancellingAWaitingSequenceFinishesIt) {
+  BatchEngine engine(model, pool, options(1, int64_t{1} << 30));
+  bool finished = false;
+  SequenceCallbacks cb;
+  cb.on_finish = [&](const SequenceOutcome& o) {
+    finished = true;
+    EXPECT_TRUE(o.cancelled);
+    EXPECT_TRUE(o.result.tokens.empty());
+  };
+  engine.submit(request_for(*model, 0), {});
+  const SequenceId waiting = engine.submit(request_for(*model, 1), std::move(cb));
+  engine.step();  // the first runs; the second waits for the only place
+  EXPECT_EQ(engine.stats().waiting, 1);
+  engine.cancel(waiting);
+  engine.step();
+  EXPECT_TRUE(finished);
+  EXPECT_EQ(engine.stats().waiting, 0);
+  step_until_idle(engine);
+}
+
+TEST_P(BatchEngineTest, ABadPromptFailsItsSequenceOnly) {
+  BatchEngine engine(model, pool, options(4, int64_t{1} << 30));
+  std::map<int, SequenceOutcome> outcomes;
+  SequenceRequest bad = request_for(*model, 1);
+  bad.prompt.push_back(static_cast<int32_t>(model->config().n_vocab));  // out of the vocabulary
+  for (int i = 0; i < 2; ++i) {
+    SequenceCallbacks cb;
+    cb.on_finish = [&outcomes, i](const SequenceOutcome& o) { outcomes[i] = o; };
+    engine.submit(i == 0 ? request_for(*model, 0) : std::move(bad), std::move(cb));
+  }
+  step_until_idle(engine);
+  EXPECT_NE(outcomes[1].error.find("out of the vocabulary"), std::string::npos) << outcomes[1].error;
+  EXPECT_TRUE(outcomes[0].error.empty());
+  EXPECT_EQ(outcomes[0].result.tokens, generated_alone(model, pool, 0));
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, BatchEngineTest,
+                         ::testing::Values(testing::stories_model_path(), embedded_eval_model_path()),
+                         [](const auto& info) { return info.index == 0 ? "stories260K" : "in_house"; });
+
+}  // namespace
+}  // namespace deferkv

@@ -136,15 +136,19 @@ class Session {
   const std::function<void(const AttentionEvent&)>* capability_observer_ = nullptr;
   bool in_capability_ = false;  // the press's capture is then timed as lookahead
 
+  // Runs a press hook timed as eviction; records the cache when it (or, `evicted_before`,
+  // the prefill's layer evictions before it) removed entries.
   template <typename Hook>
-  void run_press_hook(int64_t decode_step, Hook&& hook);
+  void run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_before = false);
   // Refuses tokens (`what`: "prompt", "question") that are empty, out of the vocabulary or
   // do not fit in the context.
   void check_input(const std::vector<int32_t>& tokens, const char* what) const;
-  // Runs prompt tokens through the model in n_batch batches at the next positions.
-  void feed(const std::vector<int32_t>& tokens);
+  // Runs prompt tokens through the model in n_batch batches at the next positions. With a
+  // press set, layer by layer (ForwardPass::run_prompt), layer_done(l) following each
+  // layer; without one, batch by batch, holding no residual stream of the whole prompt.
+  void feed(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done = {});
   // feed(), timed as prefill; decode steps then count from the tokens' end.
-  void feed_input(const std::vector<int32_t>& tokens);
+  void feed_input(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done = {});
   // Refuses a token id outside the vocabulary (it would index past the embedding table).
   void check_token(int32_t token) const;
   // Refuses a prefill of n_tokens that the press's declarations rule out.

@@ -67,15 +67,31 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
 void Session::prefill(const std::vector<int32_t>& tokens) {
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
-  if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
-  feed_input(tokens);
-  if (press_) {
-    struct Scope {
-      const std::vector<int32_t>*& tokens;
-      ~Scope() { tokens = nullptr; }
-    } scope{prefill_tokens_ = &tokens};
-    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
+  if (!press_) {
+    feed_input(tokens);
+    return;
   }
+  press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
+  // Each layer goes to the press as soon as the whole prompt has passed it, so that a
+  // one-shot press evicts it there, before the next layer's entries arrive.
+  bool layers_open = true, evicted = false;
+  double layer_eviction_seconds = 0;
+  feed_input(tokens, [&](int64_t layer) {
+    if (!layers_open) return;
+    const int64_t before = cache_->bytes_held();
+    const auto start = std::chrono::steady_clock::now();
+    layers_open = press_->on_prefill_layer_end(*cache_, layer);
+    layer_eviction_seconds += seconds_since(start);
+    evicted = evicted || cache_->bytes_held() < before;
+  });
+  // Timed as eviction, as if it ran after the prefill.
+  timings_.prefill_seconds -= layer_eviction_seconds;
+  timings_.eviction_seconds += layer_eviction_seconds;
+  struct Scope {
+    const std::vector<int32_t>*& tokens;
+    ~Scope() { tokens = nullptr; }
+  } scope{prefill_tokens_ = &tokens};
+  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, evicted);
 }
 
 void Session::prefill_question(const std::vector<int32_t>& tokens) {
@@ -85,9 +101,9 @@ void Session::prefill_question(const std::vector<int32_t>& tokens) {
   feed_input(tokens);
 }
 
-void Session::feed_input(const std::vector<int32_t>& tokens) {
+void Session::feed_input(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done) {
   const auto start = std::chrono::steady_clock::now();
-  feed(tokens);
+  feed(tokens, layer_done);
   timings_.prefill_seconds += seconds_since(start);
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
@@ -112,19 +128,29 @@ void Session::check_press_needs(int64_t n_tokens) const {
   }
 }
 
-void Session::feed(const std::vector<int32_t>& tokens) {
+void Session::feed(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done) {
   const int64_t n_vocab = model_->config().n_vocab;
-  if (options_.all_logits) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  if (options_.all_logits) logits_.resize(static_cast<size_t>(n_tokens * n_vocab));
+  positions_.resize(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  if (press_) {
+    try {
+      forward_->run_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data(),
+                           layer_done);
+    } catch (...) {
+      cache_->truncate(static_cast<int32_t>(n_past_));  // the layers that took the prompt's entries
+      throw;
+    }
+    n_past_ += n_tokens;
+    return;
+  }
   const int64_t batch = forward_->max_batch();
-  for (size_t begin = 0; begin < tokens.size(); begin += static_cast<size_t>(batch)) {
-    const int64_t n = std::min<int64_t>(batch, static_cast<int64_t>(tokens.size() - begin));
-    positions_.resize(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
-    const bool last = begin + static_cast<size_t>(n) == tokens.size();
-    float* out = options_.all_logits ? logits_.data() + begin * static_cast<size_t>(n_vocab)
-                 : last              ? logits_.data()
-                                     : nullptr;
-    forward_->run(tokens.data() + begin, positions_.data(), n, *cache_, options_.all_logits, out);
+  for (int64_t begin = 0; begin < n_tokens; begin += batch) {
+    const int64_t n = std::min(batch, n_tokens - begin);
+    const bool last = begin + n == n_tokens;
+    float* out = options_.all_logits ? logits_.data() + begin * n_vocab : last ? logits_.data() : nullptr;
+    forward_->run(tokens.data() + begin, positions_.data() + begin, n, *cache_, options_.all_logits, out);
     n_past_ += n;
   }
 }
@@ -162,12 +188,12 @@ void Session::decode(int32_t token) {
 }
 
 template <typename Hook>
-void Session::run_press_hook(int64_t decode_step, Hook&& hook) {
+void Session::run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_before) {
   const int64_t before = cache_->bytes_held();
   const auto start = std::chrono::steady_clock::now();
   hook();
   timings_.eviction_seconds += seconds_since(start);
-  if (cache_->bytes_held() >= before) return;
+  if (!evicted_before && cache_->bytes_held() >= before) return;
   EvictionRecord record{decode_step, n_past_, {}, {}, cache_->bytes_held()};
   for (int64_t l = 0; l < cache_->n_layer(); ++l) {
     record.layer_entries.push_back(cache_->entries(l));

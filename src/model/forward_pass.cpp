@@ -189,12 +189,60 @@ void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n
   if (n <= 0 || n > max_batch_) fail("internal: batch of {} tokens (max {})", n, max_batch_);
   embed(tokens, n);
   run_layers(positions, n, cache, nullptr);
+  finish(positions, n, all_logits, logits);
+}
+
+void ForwardPass::finish(const int32_t* positions, int64_t n, bool all_logits, float* logits) {
   if (residual_tap_) residual_tap_(ResidualEvent{n, positions, x_.data(), config_.n_embd, pool_});
   if (logits == nullptr) return;
   const int64_t first = all_logits ? 0 : n - 1;
   const int64_t rows = n - first;
   normalize(weights_.output_norm, first, rows);
   linear(weights_.output, norm_.data(), rows, logits);
+}
+
+void ForwardPass::run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
+                             bool all_logits, float* logits, const LayerDone& layer_done) {
+  if (n <= 0) fail("internal: a prompt of {} tokens", n);
+  const ModelConfig& c = config_;
+  const int64_t e = c.n_embd;
+  stream_.resize(static_cast<size_t>(n * e));
+  build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale, weights_.rope_freq_factors,
+                   prompt_rope_);
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    // Chunk by chunk, in order: each chunk's rows attend to the layer's entries of the
+    // chunks before it, as in run().
+    for (int64_t first = 0; first < n; first += max_batch_) {
+      const int64_t m = std::min(max_batch_, n - first);
+      float* rows = stream_.data() + first * e;
+      if (layer == 0) {
+        embed(tokens + first, m);
+      } else {
+        std::copy_n(rows, m * e, x_.data());
+      }
+      use_prompt_rope(first, m);
+      attention_block(layer, positions + first, m, cache, nullptr);
+      feed_forward_block(layer, m, nullptr);
+      if (layer + 1 < c.n_layer) {
+        std::copy_n(x_.data(), m * e, rows);
+        continue;
+      }
+      const bool last_chunk = first + m == n;
+      float* out = logits == nullptr ? nullptr
+                   : all_logits      ? logits + first * c.n_vocab
+                   : last_chunk      ? logits
+                                     : nullptr;
+      finish(positions + first, m, all_logits, out);
+    }
+    if (layer_done) layer_done(layer);
+  }
+}
+
+void ForwardPass::use_prompt_rope(int64_t first, int64_t n) {
+  const int64_t pairs = prompt_rope_.n_pairs;
+  rope_.n_pairs = pairs;
+  rope_.cos.assign(prompt_rope_.cos.begin() + first * pairs, prompt_rope_.cos.begin() + (first + n) * pairs);
+  rope_.sin.assign(prompt_rope_.sin.begin() + first * pairs, prompt_rope_.sin.begin() + (first + n) * pairs);
 }
 
 void ForwardPass::run_rows(const LookaheadRows& rows, int64_t first, const int32_t* positions, int64_t n,

@@ -3,6 +3,7 @@
 // against a KV cache. Scratch buffers are allocated once, for the largest batch, and
 // reused by every call.
 #include <cstdint>
+#include <functional>
 #include <vector>
 #include <utility>
 
@@ -30,6 +31,17 @@ class ForwardPass {
   void run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
            bool all_logits, float* logits);
 
+  // Runs a prompt of n tokens (any length) layer by layer: every chunk of max_batch tokens
+  // through layer 0, then `layer_done(0)`, then every chunk through layer 1, and so on,
+  // holding the prompt's residual stream (n x n_embd floats) between layers. Weights are
+  // read once per layer and chunk, as run() chunk by chunk would; the keys, values, taps
+  // and logits are exactly those of run() called on each chunk in turn (the same batches
+  // through the same kernels), in another order: layer_done(l) may evict layer l, which no
+  // later row reads. Logits as run()'s over the whole prompt: n x n_vocab when all_logits.
+  using LayerDone = std::function<void(int64_t layer)>;
+  void run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache, bool all_logits,
+                  float* logits, const LayerDone& layer_done);
+
   // Runs rows [first, first + n) (n <= max_batch) of `rows` at the given positions: their
   // input embeddings stand in for token embeddings, and each layer's low-rank deltas are
   // added to its projections for these rows only. Appends their keys and values to
@@ -50,6 +62,11 @@ class ForwardPass {
   void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,
                float* y);
   void embed(const int32_t* tokens, int64_t n);
+  // After the last layer, for the n rows in x_: the residual tap, then the logits of every
+  // row (all_logits) or of the last one; none when logits is null.
+  void finish(const int32_t* positions, int64_t n, bool all_logits, float* logits);
+  // rope_ = the rotations of prompt rows [first, first + n) (run_prompt).
+  void use_prompt_rope(int64_t first, int64_t n);
   // norm_ rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
   void normalize(const std::vector<float>& weight, int64_t first, int64_t n);
   // Every layer over the n rows in x_; the deltas of `rows` (may be null) apply to all of them.
@@ -64,6 +81,8 @@ class ForwardPass {
   ThreadPool& pool_;
   int64_t max_batch_;
 
+  std::vector<float> stream_;  // run_prompt: the prompt's residual stream between layers
+  RopeTable prompt_rope_;      // run_prompt: every prompt row's rotation
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
   std::vector<uint8_t> packed_;                    // activation packed for matvec
   std::vector<std::vector<float>> matmul_scratch_; // one per thread

@@ -1,7 +1,7 @@
 #pragma once
 // The transformer forward pass (llama / qwen2 / qwen3 families) for a batch of tokens
 // against a KV cache. Scratch buffers are allocated once, for the largest batch, and
-// reused by every call.
+// reused by every call; run_prompt's residual stream grows to the longest prompt.
 #include <cstdint>
 #include <functional>
 #include <vector>

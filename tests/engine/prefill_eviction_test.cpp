@@ -9,18 +9,21 @@
 // the other layers' kept entries.
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
-//   run_prompt calls layer_done(l) after the first batch of layer l, not the last
-//   (evicting one layer too early)                                   -> SamePrefillAsAfter*,
-//                                                                       AllLogits
-//   run_prompt calls layer_done(l - 1) after layer l, and the last
-//   layer's at the end (one layer too late)                          -> SamePrefillAsAfter* (peak)
-//   run_prompt runs a layer's batches last to first (chunk order)    -> SamePrefillAsAfter*,
-//                                                                       AllLogits, FullCache
+//   run_prompt calls layer_done(l) before the last batch of layer l
+//   (one layer evicted one batch too early)                          -> every SamePrefill* case
+//                                                                       (kept sets, logits),
+//                                                                       AllLogits, ComposedOrder
+//   run_prompt calls layer_done(l - 1) after layer l's first batch,
+//   the last layer's at on_prefill_end (one layer too late)          -> every SamePrefill* case
+//                                                                       (the peak only)
+//   run_prompt runs a layer's batches last to first (chunk order)    -> every test here
 //   ComposedPress forwards a layer to the later parts after one
 //   that kept it whole                                               -> ComposedOrder
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -179,6 +182,8 @@ struct Case {
   std::string spec;
   std::string cache_type;
 };
+
+void PrintTo(const Case& c, std::ostream* out) { *out << c.spec << " on a " << c.cache_type << " cache"; }
 
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
   std::string name = info.param.spec.substr(0, info.param.spec.find_first_of(":+")) + "_" + info.param.cache_type;

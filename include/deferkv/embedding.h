@@ -24,15 +24,6 @@ std::string embedded_eval_model_path();
 // error listing them; SessionOptions::cache_type_k/v take these names.
 void check_kv_cache_type_name(const std::string& name);
 
-struct KvStats {
-  int64_t n_layer = 0;
-  int64_t n_head_kv = 0;
-  int64_t bytes_per_entry = 0;
-  int64_t bytes = 0;       // held now
-  int64_t peak_bytes = 0;  // the most held at once
-  std::vector<int64_t> entries;  // [n_layer * n_head_kv], entries each head holds now
-};
-KvStats kv_stats(const Session& session);
 
 // One (layer, KV head) of the cache as it is now: the original positions of the entries it
 // holds (ascending: eviction keeps the order), and their keys (after RoPE) or values as

@@ -43,6 +43,26 @@ struct SessionTimings {
   double lookahead_seconds = 0;
 };
 
+// The KV cache as it is now: its shape and storage types, and the bytes it holds (keys and
+// values in their storage types, and each entry's int32 position).
+struct KvLayerStats {
+  int64_t entries = 0;  // summed over the layer's KV heads
+  int64_t bytes = 0;
+  int64_t peak_bytes = 0;  // the most this layer held at once
+};
+struct KvStats {
+  int64_t n_layer = 0;
+  int64_t n_head_kv = 0;
+  std::string cache_type_k, cache_type_v;  // llama.cpp's names (f16, q8_0, ...)
+  int64_t key_row_bytes = 0;    // one entry's key in one KV head
+  int64_t value_row_bytes = 0;  // its value
+  int64_t bytes_per_entry = 0;  // key + value + position
+  int64_t bytes = 0;            // held now
+  int64_t peak_bytes = 0;       // the most held at once
+  std::vector<KvLayerStats> layers;
+  std::vector<int64_t> entries;  // [n_layer * n_head_kv], entries each head holds now
+};
+
 // The cache right after the last eviction that removed entries.
 struct EvictionRecord {
   int64_t decode_step = 0;  // 0: at the end of the prefill
@@ -57,6 +77,8 @@ struct SessionCheckpoint;
 
 class Session {
  public:
+  friend struct SessionInternals;  // the cache itself, for the engine and tests (engine/session_internals.h)
+
   Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
           const SessionOptions& options = {});
   ~Session();
@@ -100,7 +122,7 @@ class Session {
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return n_ctx_; }
-  const KvCache& kv_cache() const { return *cache_; }
+  KvStats kv_stats() const;
   const Model& model() const { return *model_; }
   const SessionTimings& timings() const { return timings_; }
 

@@ -11,7 +11,7 @@ namespace py = pybind11;
 namespace deferkv::python {
 
 py::dict kv_dict(const Session& session) {
-  const KvStats stats = kv_stats(session);
+  const KvStats stats = session.kv_stats();
   const KeptSet kept = kept_set(session);
   py::list entries, positions;  // [layer][kv head]
   for (int64_t l = 0; l < stats.n_layer; ++l) {

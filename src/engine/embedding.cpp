@@ -4,6 +4,7 @@
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "kv/kv_cache_type.h"
 
@@ -16,20 +17,6 @@ std::string embedded_model_path() { return resource_dir() + "/models/stories260K
 std::string embedded_eval_model_path() { return resource_dir() + "/models/deferkv-retrieval-5m.gguf"; }
 
 void check_kv_cache_type_name(const std::string& name) { kv_cache_type_from_name(name); }
-
-KvStats kv_stats(const Session& session) {
-  const KvCache& kv = session.kv_cache();
-  KvStats stats;
-  stats.n_layer = kv.n_layer();
-  stats.n_head_kv = kv.n_head_kv();
-  stats.bytes_per_entry = kv.bytes_per_entry();
-  stats.bytes = kv.bytes_held();
-  stats.peak_bytes = kv.peak_bytes();
-  for (int64_t l = 0; l < kv.n_layer(); ++l) {
-    for (int64_t h = 0; h < kv.n_head_kv(); ++h) stats.entries.push_back(kv.length(l, h));
-  }
-  return stats;
-}
 
 namespace {
 
@@ -45,14 +32,14 @@ void check_head(const KvCache& kv, int64_t layer, int64_t kv_head) {
 }  // namespace
 
 std::vector<int32_t> kv_positions(const Session& session, int64_t layer, int64_t kv_head) {
-  const KvCache& kv = session.kv_cache();
+  const KvCache& kv = kv_cache_of(session);
   check_head(kv, layer, kv_head);
   const int32_t* positions = kv.positions(layer, kv_head);
   return {positions, positions + kv.length(layer, kv_head)};
 }
 
 std::vector<float> kv_rows(const Session& session, int64_t layer, int64_t kv_head, KvPart part) {
-  const KvCache& kv = session.kv_cache();
+  const KvCache& kv = kv_cache_of(session);
   check_head(kv, layer, kv_head);
   const KvRows rows = part == KvPart::kKeys ? kv.keys(layer, kv_head) : kv.values(layer, kv_head);
   const int64_t n = kv.length(layer, kv_head);
@@ -62,7 +49,7 @@ std::vector<float> kv_rows(const Session& session, int64_t layer, int64_t kv_hea
 }
 
 KeptSet kept_set(const Session& session) {
-  const KvCache& kv = session.kv_cache();
+  const KvCache& kv = kv_cache_of(session);
   KeptSet kept{kv.n_layer(), kv.n_head_kv(), session.n_past(), {}};
   for (int64_t l = 0; l < kv.n_layer(); ++l) {
     for (int64_t h = 0; h < kv.n_head_kv(); ++h) kept.positions.push_back(kv_positions(session, l, h));

@@ -9,11 +9,11 @@
 #include "deferkv/model_readout.h"
 #include "deferkv/tokenizer.h"
 #include "engine/session_press_host.h"
-#include "kernels/attention_tap.h"
 #include "kernels/matvec.h"
-#include "kernels/residual_tap.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
+#include "observe/attention_tap.h"
+#include "observe/residual_tap.h"
 
 namespace deferkv {
 namespace {
@@ -238,6 +238,17 @@ void Session::set_press(std::unique_ptr<Press> press) {
     for (const auto& observe : needs_.residual_observers) observe(event);
     if (!in_capability_) timings_.capture_seconds += seconds_since(start);
   });
+}
+
+KvStats Session::kv_stats() const {
+  const KvCache& kv = *cache_;
+  KvStats stats{kv.n_layer(), kv.n_head_kv(), kv_cache_type_name(kv.types().keys), kv_cache_type_name(kv.types().values),
+                kv.key_row_bytes(), kv.value_row_bytes(), kv.bytes_per_entry(), kv.bytes_held(), kv.peak_bytes(), {}, {}};
+  for (int64_t l = 0; l < kv.n_layer(); ++l) {
+    stats.layers.push_back({kv.entries(l), kv.layer_bytes(l), kv.layer_peak_bytes(l)});
+    for (int64_t h = 0; h < kv.n_head_kv(); ++h) stats.entries.push_back(kv.length(l, h));
+  }
+  return stats;
 }
 
 std::shared_ptr<const SessionCheckpoint> Session::checkpoint() const {

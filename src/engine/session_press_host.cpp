@@ -5,11 +5,11 @@
 
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
-#include "kernels/attention_tap.h"
-#include "kernels/lookahead_rows.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
 #include "model/weights_readout.h"
+#include "observe/attention_tap.h"
+#include "observe/lookahead_rows.h"
 
 namespace deferkv {
 namespace {

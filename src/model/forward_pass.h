@@ -9,11 +9,11 @@
 
 #include "deferkv/model_config.h"
 #include "kernels/attention.h"
-#include "kernels/attention_tap.h"
-#include "kernels/lookahead_rows.h"
-#include "kernels/residual_tap.h"
 #include "kernels/rope.h"
 #include "model/model_weights.h"
+#include "observe/attention_tap.h"
+#include "observe/lookahead_rows.h"
+#include "observe/residual_tap.h"
 
 namespace deferkv {
 

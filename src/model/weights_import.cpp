@@ -1,6 +1,7 @@
 #include "model/weights_import.h"
 
 #include <charconv>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <set>
@@ -10,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "deferkv/error.h"
+#include "kernels/float_rows.h"
 #include "kernels/quant.h"
 #include "model/gguf_model_metadata.h"
 #include "tensor/gguf_file.h"
@@ -77,7 +79,7 @@ class TensorCopier {
            dtype_name(type), dtype_block_elems(type));
     }
     writer_.add_tensor(name, static_cast<uint32_t>(type), {cols, rows}, [&t, rows, cols, type](const GgufByteSink& sink) {
-      const std::vector<float> values = t.to_f32();
+      const std::vector<float> values = safetensors_values(t);
       std::vector<uint8_t> packed(static_cast<size_t>(dtype_row_bytes(type, cols)));
       for (int64_t r = 0; r < rows; ++r) {
         quantize_row(type, values.data() + r * cols, packed.data(), cols);
@@ -88,7 +90,7 @@ class TensorCopier {
 
   void vector(const std::string& name, int64_t n) {
     const SafetensorsTensor& t = checked(name, {n});
-    owned_.push_back(t.to_f32());
+    owned_.push_back(safetensors_values(t));
     writer_.add_tensor(name, DType::F32, {n}, owned_.back().data(), owned_.back().size() * sizeof(float));
   }
 
@@ -158,6 +160,24 @@ void import_weights(const WeightsImport& request) {
   }
   copy.check_all_used();
   w.write(request.output);
+}
+
+std::vector<float> safetensors_values(const SafetensorsTensor& tensor) {
+  std::vector<float> values(static_cast<size_t>(tensor.n_elements()));
+  if (tensor.dtype == "F32") {
+    std::memcpy(values.data(), tensor.data, tensor.nbytes);
+    return values;
+  }
+  // The data has no alignment guarantee: copy the 16-bit values out first.
+  std::vector<uint16_t> halves(values.size());
+  std::memcpy(halves.data(), tensor.data, tensor.nbytes);
+  const auto n = static_cast<int64_t>(values.size());
+  if (tensor.dtype == "F16") {
+    fp16_row_to_fp32(halves.data(), values.data(), n);
+  } else {
+    bf16_row_to_fp32(halves.data(), values.data(), n);
+  }
+  return values;
 }
 
 }  // namespace deferkv

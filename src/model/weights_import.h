@@ -5,6 +5,7 @@
 // tokenizer of another GGUF. tools/train/export.py writes such files; its README lists
 // the keys. Matrices are stored in the chosen type, norms in F32.
 #include <string>
+#include <vector>
 
 #include "tensor/dtype.h"
 
@@ -23,5 +24,9 @@ struct WeightsImport {
 // hyperparameters, a vocabulary size other than the tokenizer's, a row length that the
 // chosen type's blocks do not divide.
 void import_weights(const WeightsImport& request);
+
+struct SafetensorsTensor;
+// A safetensors tensor's values as float32, in row-major order (F32, F16 or BF16 data).
+std::vector<float> safetensors_values(const SafetensorsTensor& tensor);
 
 }  // namespace deferkv

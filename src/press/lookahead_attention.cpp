@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "kernels/attention_tap.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv {
 

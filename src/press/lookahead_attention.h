@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention_observation.h"
+#include "observe/attention_observation.h"
 
 namespace deferkv {
 

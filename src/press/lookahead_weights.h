@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "deferkv/press.h"
-#include "kernels/lookahead_rows.h"
+#include "observe/lookahead_rows.h"
 
 namespace deferkv {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "kernels/attention_tap.h"
-#include "kernels/residual_tap.h"
+#include "observe/attention_tap.h"
+#include "observe/residual_tap.h"
 
 namespace deferkv {
 

@@ -3,14 +3,13 @@
 #include <spdlog/spdlog.h>
 
 #include "deferkv/error.h"
-#include "kv/kv_cache.h"
 
 namespace deferkv::server {
 namespace {
 
-int64_t total_entries(const KvCache& kv) {
+int64_t total_entries(const KvStats& kv) {
   int64_t n = 0;
-  for (int64_t layer = 0; layer < kv.n_layer(); ++layer) n += kv.entries(layer);
+  for (const KvLayerStats& layer : kv.layers) n += layer.entries;
   return n;
 }
 
@@ -25,8 +24,8 @@ SlotScheduler::SlotScheduler(std::shared_ptr<const Model> model, std::shared_ptr
   // A probe session (its cache is reserved, not committed) tells the context size and the
   // storage type's bytes.
   const Session probe(model_, pool_, options_.session);
-  const KvCache& kv = probe.kv_cache();
-  bytes_per_token_ = kv.bytes_per_entry() * kv.n_layer() * kv.n_head_kv();
+  const KvStats kv = probe.kv_stats();
+  bytes_per_token_ = kv.bytes_per_entry * kv.n_layer * kv.n_head_kv;
   n_ctx_ = probe.n_ctx();
   for (int i = 0; i < options.n_slots; ++i) slots_.emplace_back([this] { slot_loop(); });
 }
@@ -144,7 +143,7 @@ GenerationOutcome SlotScheduler::run(Job& job) {
     GenerateOptions gen;
     gen.n_predict = job.request.max_tokens;
     auto after_step = [&] {
-      job.kv_bytes = session.kv_cache().bytes_held();
+      job.kv_bytes = session.kv_stats().bytes;
       if (has_press && session.last_eviction().has_value()) shrink_reservation(job, job.projection.after_eviction);
     };
     gen.after_prefill = [&](const Session&) { after_step(); };
@@ -160,13 +159,13 @@ GenerationOutcome SlotScheduler::run(Job& job) {
       return true;
     });
     turn.reset();
-    const KvCache& kv = session.kv_cache();
+    const KvStats kv = session.kv_stats();
     outcome.stop = result.stop;
     outcome.cancelled = job.cancelled;
     outcome.usage.completion_tokens = static_cast<int64_t>(result.tokens.size());
     outcome.usage.kv_entries_kept = total_entries(kv);
-    outcome.usage.kv_bytes = kv.bytes_held();
-    outcome.usage.kv_peak_bytes = kv.peak_bytes();
+    outcome.usage.kv_bytes = kv.bytes;
+    outcome.usage.kv_peak_bytes = kv.peak_bytes;
     outcome.usage.capture_ms = session.timings().capture_seconds * 1e3;
     outcome.usage.eviction_ms = session.timings().eviction_seconds * 1e3;
     outcome.usage.prefill_ms = session.timings().prefill_seconds * 1e3;

@@ -1,11 +1,9 @@
 #include "tensor/safetensors_file.h"
 
-#include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
 
 #include "deferkv/error.h"
-#include "kernels/float_rows.h"
 
 namespace deferkv {
 namespace {
@@ -24,24 +22,6 @@ int64_t SafetensorsTensor::n_elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
-}
-
-std::vector<float> SafetensorsTensor::to_f32() const {
-  std::vector<float> values(static_cast<size_t>(n_elements()));
-  if (dtype == "F32") {
-    std::memcpy(values.data(), data, nbytes);
-  } else {
-    // The data has no alignment guarantee: copy the 16-bit values out first.
-    std::vector<uint16_t> halves(values.size());
-    std::memcpy(halves.data(), data, nbytes);
-    const auto n = static_cast<int64_t>(values.size());
-    if (dtype == "F16") {
-      fp16_row_to_fp32(halves.data(), values.data(), n);
-    } else {
-      bf16_row_to_fp32(halves.data(), values.data(), n);
-    }
-  }
-  return values;
 }
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : file_(std::make_unique<MappedFile>(path)) {

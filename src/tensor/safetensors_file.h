@@ -22,8 +22,6 @@ struct SafetensorsTensor {
   uint64_t nbytes = 0;
 
   int64_t n_elements() const;
-  // The values as float32, in row-major order.
-  std::vector<float> to_f32() const;
 };
 
 class SafetensorsFile {

@@ -1,4 +1,5 @@
 #include "deferkv/session.h"
+#include "engine/session_internals.h"
 
 #include <gtest/gtest.h>
 
@@ -70,7 +71,7 @@ TEST(Session, PromptLongerThanContextIsAClearErrorAndChangesNothing) {
     EXPECT_NE(std::string(e.what()).find("do not fit in the context of 8"), std::string::npos) << e.what();
   }
   EXPECT_EQ(session.n_past(), 3);
-  EXPECT_EQ(session.kv_cache().length(0, 0), 3);
+  EXPECT_EQ(kv_cache_of(session).length(0, 0), 3);
   session.decode(261);  // still usable
   EXPECT_EQ(session.n_past(), 4);
 }
@@ -116,7 +117,7 @@ TEST(Session, TruncateRollsBackToTheSameLogits) {
   session.decode(383);
   session.truncate(4);
   EXPECT_EQ(session.n_past(), 4);
-  EXPECT_EQ(session.kv_cache().length(2, 1), 4);
+  EXPECT_EQ(kv_cache_of(session).length(2, 1), 4);
   session.decode(378);
   for (int i = 0; i < 512; ++i) EXPECT_EQ(first[i], session.last_logits()[i]);
 }
@@ -126,7 +127,7 @@ TEST(Session, CacheStoresOriginalPositionsAndCountsBytes) {
   Session session(model, pool());
   session.prefill({1, 403, 407});
   session.decode(261);
-  const KvCache& kv = session.kv_cache();
+  const KvCache& kv = kv_cache_of(session);
   const ModelConfig& c = model->config();
   for (int64_t l = 0; l < c.n_layer; ++l) {
     for (int64_t g = 0; g < c.n_head_kv; ++g) {

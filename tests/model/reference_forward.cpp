@@ -214,6 +214,7 @@ ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int
     trace.logits.push_back(head.logits(x));
   }
   trace.keys = std::move(keys);
+  trace.values = std::move(values);
   return trace;
 }
 

@@ -42,10 +42,11 @@ struct ReferenceRows {
   std::vector<std::array<ReferenceDelta, 7>> deltas;
 };
 
-// Every position's queries and keys (after RoPE) in every layer, and its logits.
+// Every position's queries and keys (after RoPE) and values in every layer, and its logits.
 struct ReferenceTrace {
   std::vector<std::vector<std::vector<double>>> queries;  // [layer][position][n_head * head_dim]
   std::vector<std::vector<std::vector<double>>> keys;     // [layer][position][n_head_kv * head_dim]
+  std::vector<std::vector<std::vector<double>>> values;   // [layer][position][n_head_kv * head_dim]
   std::vector<std::vector<double>> residuals;             // [position][n_embd], input of the final norm
   std::vector<std::vector<double>> logits;                // [position][n_vocab]
 };

@@ -24,6 +24,7 @@ namespace deferkv {
 namespace {
 
 using gguf_test::TempDir;
+using safetensors_test::f32_tensor;
 using safetensors_test::RawTensor;
 using safetensors_test::write_safetensors;
 
@@ -36,6 +37,18 @@ std::string import_error(const WeightsImport& request) {
     return e.what();
   }
   return "";
+}
+
+TEST(SafetensorsValues, ConvertsEachFloatTypeToF32) {
+  TempDir dir;
+  RawTensor half{"h", "F16", {2}, {0x00, 0x3c, 0x00, 0xc0}};  // 1.0, -2.0
+  RawTensor brain{"b", "BF16", {2}, {0x80, 0x3f, 0x40, 0xc0}};  // 1.0, -3.0
+  write_safetensors(dir.file("a.safetensors"), {{"k", "v"}},
+                    {f32_tensor("f", {2, 2}, {1.5f, -2.5f, 3.0f, 0.25f}), half, brain});
+  const SafetensorsFile file(dir.file("a.safetensors"));
+  EXPECT_EQ(safetensors_values(file.tensor("f")), (std::vector<float>{1.5f, -2.5f, 3.0f, 0.25f}));
+  EXPECT_EQ(safetensors_values(file.tensor("h")), (std::vector<float>{1.0f, -2.0f}));
+  EXPECT_EQ(safetensors_values(file.tensor("b")), (std::vector<float>{1.0f, -3.0f}));
 }
 
 TEST(WeightsImport, EngineMatchesPyTorchOnAnExportedModel) {

@@ -21,11 +21,12 @@
 #include "deferkv/error.h"
 #include "deferkv/model_readout.h"
 #include "deferkv/session.h"
-#include "kernels/attention_tap.h"
+#include "engine/session_internals.h"
 #include "kernels/quant.h"
 #include "kv/kv_cache.h"
 #include "model/model_weights.h"
 #include "model/reference_forward.h"
+#include "observe/attention_tap.h"
 #include "press/kl_greedy_selection.h"
 #include "press/press_test_util.h"
 #include "press/reference_capture.h"
@@ -75,7 +76,7 @@ struct Recorded {
   }
   // Builds `out` for `layer` with every entry of [first, end) of every KV head a candidate.
   void build(LayerDeletionModel& out, int64_t layer, const OutputSensitivity& output, int64_t first, int64_t end) {
-    const KvCache& cache = session->kv_cache();
+    const KvCache& cache = kv_cache_of(*session);
     const ModelConfig& c = model->config();
     std::vector<float> w_o(static_cast<size_t>(c.n_embd * c.q_dim()));
     recorder->readout->attention_output(layer, w_o.data());

@@ -9,6 +9,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
 #include "press/press_test_util.h"
@@ -51,7 +52,7 @@ TEST(BehaviorPreserving, GenerationTimeModeMatchesADenseMaskedReference) {
   const auto prompt = testing::random_prompt(kPrompt, 17);
   session.prefill(prompt);
   // before[s]: the cache decode step s reads (its own token is added to it).
-  std::vector<Positions> before = {positions_of(session.kv_cache())};
+  std::vector<Positions> before = {positions_of(kv_cache_of(session))};
   std::vector<std::vector<float>> logits;
   std::vector<int32_t> tokens = prompt;
   const int64_t n_vocab = model->config().n_vocab;
@@ -61,7 +62,7 @@ TEST(BehaviorPreserving, GenerationTimeModeMatchesADenseMaskedReference) {
     logits.emplace_back(l, l + n_vocab);
     tokens.push_back(static_cast<int32_t>(std::max_element(l, l + n_vocab) - l));
     session.decode(tokens.back());
-    before.push_back(positions_of(session.kv_cache()));
+    before.push_back(positions_of(kv_cache_of(session)));
     for (const auto& layer : before.back()) {
       for (const auto& head : layer) {
         if (s % 3 == 0) EXPECT_EQ(head.size(), 24u) << "step " << s;  // cut back to b, generated entries included
@@ -156,7 +157,7 @@ TEST(BehaviorPreserving, RunsOnATiedQuantisedModel) {
   session.set_press(make_press("behavior_preserving:window=8", KvBudget::per_head(20)));
   session.prefill(testing::random_prompt(60, 8));
   for (int64_t l = 0; l < 2; ++l) {
-    for (int64_t g = 0; g < 2; ++g) EXPECT_EQ(session.kv_cache().length(l, g), 20);
+    for (int64_t g = 0; g < 2; ++g) EXPECT_EQ(kv_cache_of(session).length(l, g), 20);
   }
 }
 

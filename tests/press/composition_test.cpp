@@ -15,6 +15,7 @@
 #include "deferkv/error.h"
 #include "deferkv/session.h"
 #include "deferkv/tokenizer.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/test_models.h"
 #include "press/lookahead_test_util.h"
@@ -134,7 +135,7 @@ class Stories {
       const int64_t n_vocab = model_->config().n_vocab;
       session.decode(static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits));
     }
-    const KvCache& kv = session.kv_cache();
+    const KvCache& kv = kv_cache_of(session);
     Held held;
     for (int64_t l = 0; l < kv.n_layer(); ++l) {
       for (int64_t g = 0; g < kv.n_head_kv(); ++g) {

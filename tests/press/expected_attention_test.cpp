@@ -7,8 +7,8 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/press.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv {
 namespace {

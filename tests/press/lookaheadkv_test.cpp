@@ -8,9 +8,10 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
-#include "kernels/attention_tap.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
+#include "observe/attention_tap.h"
 #include "press/lookahead_attention.h"
 #include "press/lookahead_test_util.h"
 #include "press/press_test_util.h"
@@ -166,8 +167,8 @@ TEST(LookaheadKv, DeltasApplyToTheRowsOnly) {
   EXPECT_EQ(with_rows->n_past(), kPrompt);
   EXPECT_GT(with_rows->timings().lookahead_seconds, 0.0);
   // The prompt's cache and logits are bit for bit those of a run without rows.
-  const KvCache& a = with_rows->kv_cache();
-  const KvCache& b = plain->kv_cache();
+  const KvCache& a = kv_cache_of(*with_rows);
+  const KvCache& b = kv_cache_of(*plain);
   EXPECT_EQ(a.bytes_held(), b.bytes_held());
   for (int64_t l = 0; l < a.n_layer(); ++l) {
     for (int64_t g = 0; g < a.n_head_kv(); ++g) {
@@ -221,7 +222,7 @@ TEST(LookaheadKv, EachHeadKeepsTheReferencesTopEntriesAndTheWindow) {
                                   KvBudget::per_head(kBudget)));
     session->prefill(prompt);
     ASSERT_TRUE(session->last_eviction().has_value());
-    const KvCache& kv = session->kv_cache();
+    const KvCache& kv = kv_cache_of(*session);
     for (int64_t l = 0; l < kv.n_layer(); ++l) {
       for (int64_t g = 0; g < kv.n_head_kv(); ++g) {
         const std::vector<int32_t> kept(kv.positions(l, g), kv.positions(l, g) + kv.length(l, g));
@@ -292,7 +293,7 @@ TEST(LookaheadKv, RowsThatDoNotFitTheContextAreAClearError) {
         << e.what();
   }
   EXPECT_EQ(session.n_past(), 0);
-  EXPECT_EQ(session.kv_cache().bytes_held(), 0);
+  EXPECT_EQ(kv_cache_of(session).bytes_held(), 0);
 }
 
 // A prefill refused for want of room for the rows runs no hook: a press composed with
@@ -310,7 +311,7 @@ TEST(LookaheadKv, ARefusedPrefillLeavesEveryPressAsItWas) {
   EXPECT_THROW(session.prefill(testing::random_prompt(36, 6)), Error);  // 60 + 36 + 6 > 100
   EXPECT_EQ(session.n_past(), 60);
   for (int32_t token = 1; token <= 8; ++token) session.decode(token);
-  const KvCache& kv = session.kv_cache();
+  const KvCache& kv = kv_cache_of(session);
   for (int64_t l = 0; l < kv.n_layer(); ++l) {
     for (int64_t g = 0; g < kv.n_head_kv(); ++g) {
       const int32_t* positions = kv.positions(l, g);

@@ -6,8 +6,8 @@
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "deferkv/press.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
+#include "observe/attention_tap.h"
 #include "press/press_test_util.h"
 
 namespace deferkv {

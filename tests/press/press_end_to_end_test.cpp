@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/thread_pool.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
 #include "press/press_test_util.h"
@@ -73,8 +74,8 @@ TEST_P(EveryPress, CacheInvariantsAfterEviction) {
   for (int64_t b : {24, 40, 100}) {
     SCOPED_TRACE(c.spec + " b=" + std::to_string(b));
     const auto run = run_press(c.spec, KvBudget::per_head(b), prompt, kDecode, cache_type());
-    const KvCache& kv = run.session->kv_cache();
-    const KvCache& reference = full.session->kv_cache();
+    const KvCache& kv = kv_cache_of(*run.session);
+    const KvCache& reference = kv_cache_of(*full.session);
     int64_t prompt_entries = 0, entries = 0;
     for (int64_t l = 0; l < kv.n_layer(); ++l) {
       for (int64_t g = 0; g < kv.n_head_kv(); ++g) {
@@ -114,7 +115,7 @@ TEST_P(EveryPress, BudgetCoveringThePromptChangesNothing) {
   const auto full = run_press("full", {}, prompt, kDecode, cache_type());
   const auto run = run_press(press().spec, KvBudget::per_head(kPrompt + kDecode + 1), prompt, kDecode, cache_type());
   EXPECT_EQ(run.generated, full.generated);
-  EXPECT_EQ(run.session->kv_cache().bytes_held(), full.session->kv_cache().bytes_held());
+  EXPECT_EQ(kv_cache_of(*run.session).bytes_held(), kv_cache_of(*full.session).bytes_held());
   EXPECT_FALSE(run.session->last_eviction().has_value());
 }
 
@@ -187,14 +188,14 @@ TEST_P(CompressedCache, MatchesADenseMaskedReference) {
         testing::press_test_model_path(), tokens, [&](int64_t l, int64_t g, int64_t key, int64_t query) {
           if (query < kPrompt + evicted_after || key >= kPrompt) return true;
           return std::binary_search(kept[l][g].begin(), kept[l][g].end(), static_cast<int32_t>(key));
-        }, testing::rounded_as(type, run.session->kv_cache().head_dim()));
+        }, testing::rounded_as(type, kv_cache_of(*run.session).head_dim()));
     // run.logits[0] is the prefill's (position T-1), run.logits[s] decode step s's.
     for (size_t s = 0; s < run.logits.size(); ++s) {
       EXPECT_LT(testing::relative_l2(run.logits[s].data(), reference[kPrompt - 1 + s]), tolerance) << "step " << s;
     }
     // And the mask matters: the unmasked reference differs after the eviction.
     const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens, {},
-                                                 testing::rounded_as(type, run.session->kv_cache().head_dim()));
+                                                 testing::rounded_as(type, kv_cache_of(*run.session).head_dim()));
     EXPECT_GT(testing::relative_l2(run.logits.back().data(), dense[tokens.size() - 1]), 1e-3);
   }
 }
@@ -231,7 +232,7 @@ TEST(Laq, LookaheadLeavesTheRealGenerationAsAFreshSessionOnTheFinalCache) {
     const auto full = run_press("full", {}, prompt, 0);
     EXPECT_EQ(laq.generated.front(), full.generated.front());  // y_1 comes from the prefill logits
     ASSERT_TRUE(laq.session->last_eviction().has_value());
-    EXPECT_LT(laq.session->kv_cache().bytes_held(), full.session->kv_cache().bytes_held());
+    EXPECT_LT(kv_cache_of(*laq.session).bytes_held(), kv_cache_of(*full.session).bytes_held());
     // The pseudo queries did the scoring: without them LAQ (no local window) would have
     // all-zero scores and keep the earliest 32 entries.
     EXPECT_NE(laq.positions[0][0].at(31), 31);
@@ -252,7 +253,7 @@ TEST(Laq, LookaheadLeavesTheRealGenerationAsAFreshSessionOnTheFinalCache) {
       generated.push_back(static_cast<int32_t>(std::max_element(l, l + model->config().n_vocab) - l));
     }
     EXPECT_EQ(generated, laq.generated);
-    EXPECT_EQ(replay.kv_cache().bytes_held(), laq.session->kv_cache().bytes_held());
+    EXPECT_EQ(kv_cache_of(replay).bytes_held(), kv_cache_of(*laq.session).bytes_held());
   }
 }
 
@@ -275,7 +276,7 @@ TEST(Session, CheckpointRollbackRestoresCacheAndLogits) {
   s.rollback(*saved);
   EXPECT_EQ(s.n_past(), 60);
   EXPECT_EQ(std::vector<float>(s.last_logits(), s.last_logits() + logits.size()), logits);
-  EXPECT_EQ(s.kv_cache().length(0, 0), 60);
+  EXPECT_EQ(kv_cache_of(s).length(0, 0), 60);
   s.decode(5);
   s.decode(6);
   EXPECT_EQ(std::vector<float>(s.last_logits(), s.last_logits() + after_two.size()), after_two);

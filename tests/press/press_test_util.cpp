@@ -6,6 +6,7 @@
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "press/lookahead_test_util.h"
 
@@ -75,7 +76,7 @@ PressRun run_on_model(const std::string& model_path, const std::string& spec, co
     run.session->decode(run.generated.back());
     run.generated.push_back(argmax());
   }
-  const KvCache& kv = run.session->kv_cache();
+  const KvCache& kv = kv_cache_of(*run.session);
   run.positions.resize(static_cast<size_t>(kv.n_layer()));
   for (int64_t l = 0; l < kv.n_layer(); ++l) {
     for (int64_t g = 0; g < kv.n_head_kv(); ++g) {

@@ -7,6 +7,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
 #include "press/press_test_util.h"
@@ -33,7 +34,7 @@ TEST(SpecKv, KeepsTheBudgetPlusTheRefedLastTokenAndMatchesAMaskedReference) {
   auto session = speckv_session("speckv:window=8,n_draft=6", 30);
   session->prefill(prompt);
   EXPECT_EQ(session->n_past(), kPrompt);
-  const KvCache& kv = session->kv_cache();
+  const KvCache& kv = kv_cache_of(*session);
   std::vector<std::vector<std::vector<int32_t>>> kept(static_cast<size_t>(kv.n_layer()));
   for (int64_t l = 0; l < kv.n_layer(); ++l) {
     for (int64_t g = 0; g < kv.n_head_kv(); ++g) {

@@ -36,19 +36,6 @@ TEST(SafetensorsFile, ReadsThePythonExportersFile) {
   EXPECT_EQ(file.tensors().size(), 2u + 2u * 9u);
 }
 
-TEST(SafetensorsFile, ConvertsEachFloatTypeToF32) {
-  TempDir dir;
-  RawTensor half{"h", "F16", {2}, {0x00, 0x3c, 0x00, 0xc0}};  // 1.0, -2.0
-  RawTensor brain{"b", "BF16", {2}, {0x80, 0x3f, 0x40, 0xc0}};  // 1.0, -3.0
-  write_safetensors(dir.file("a.safetensors"), {{"k", "v"}},
-                    {f32_tensor("f", {2, 2}, {1.5f, -2.5f, 3.0f, 0.25f}), half, brain});
-  const SafetensorsFile file(dir.file("a.safetensors"));
-  EXPECT_EQ(file.tensor("f").to_f32(), (std::vector<float>{1.5f, -2.5f, 3.0f, 0.25f}));
-  EXPECT_EQ(file.tensor("h").to_f32(), (std::vector<float>{1.0f, -2.0f}));
-  EXPECT_EQ(file.tensor("b").to_f32(), (std::vector<float>{1.0f, -3.0f}));
-  EXPECT_EQ(file.metadata().at("k"), "v");
-}
-
 TEST(SafetensorsFile, RefusesMalformedFiles) {
   TempDir dir;
   const auto tensor = f32_tensor("w", {2, 2}, {1, 2, 3, 4});

@@ -17,7 +17,6 @@
 #include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
-#include "kv/kv_cache.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::cli {
@@ -88,9 +87,9 @@ std::vector<Result> measure(const std::shared_ptr<const Model>& model, int threa
     std::mt19937 rng(42);  // the same context and tokens for every pair
     if (depth > 0) sessions.back()->prefill(random_tokens(rng, depth, n_vocab));
     tokens = random_tokens(rng, n, n_vocab);
-    const KvCache& kv = sessions.back()->kv_cache();
+    const KvStats kv = sessions.back()->kv_stats();
     results.push_back({fmt::format("{}{}{}", prompt_test ? "pp" : "tg", n, depth > 0 ? fmt::format(" @ d{}", depth) : ""),
-                       threads, depth, types, kv.key_row_bytes() + kv.value_row_bytes(), {}});
+                       threads, depth, types, kv.key_row_bytes + kv.value_row_bytes, {}});
   }
   for (int rep = -1; rep < args.repetitions; ++rep) {  // rep -1 is the warm-up
     for (size_t s = 0; s < sessions.size(); ++s) {

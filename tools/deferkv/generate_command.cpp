@@ -14,7 +14,6 @@
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/prompt_builder.h"
 #include "engine/kept_set_recorder.h"
-#include "kv/kv_cache.h"
 #include "run_stats.h"
 
 namespace deferkv::cli {
@@ -160,7 +159,7 @@ void run_generate(const GenerateArgs& args) {
              t.prefill_tokens, t.prefill_seconds, t.prefill_tokens / std::max(t.prefill_seconds, 1e-9),
              t.decode_tokens, t.decode_seconds, t.decode_tokens / std::max(t.decode_seconds, 1e-9),
              stop_reason_name(result.stop), sampler.seed());
-  const KvCache& kv = session.kv_cache();
+  const KvStats kv = session.kv_stats();
   fmt::print(stderr, "kv: {} ({}{}), {}: {:.2f} MiB held, peak {:.2f} MiB; capture {:.1f} ms, eviction {:.1f} ms\n",
              session.press() != nullptr ? session.press()->describe() : "full",
              budget_text(budget_from(args.press), pressed_tokens),
@@ -168,7 +167,7 @@ void run_generate(const GenerateArgs& args) {
                                         prompt.context.size(), prompt.question.size())
                           : "",
              args.cache_types.describe(),
-             kv.bytes_held() / 1048576.0, kv.peak_bytes() / 1048576.0, t.capture_seconds * 1e3,
+             kv.bytes / 1048576.0, kv.peak_bytes / 1048576.0, t.capture_seconds * 1e3,
              t.eviction_seconds * 1e3);
   if (session.press() != nullptr) fmt::print(stderr, "{}\n", kept_summary_line(kept.kept()));
   if (!args.dump_kept.empty()) write_kept_dump(args.dump_kept, kept);

@@ -22,7 +22,6 @@
 #include "deferkv/error.h"
 #include "deferkv/session.h"
 #include "eval_lists.h"
-#include "kv/kv_cache.h"
 
 namespace deferkv::cli {
 namespace {
@@ -147,8 +146,9 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
     for (size_t s = begin; s < end; ++s) seconds += step_seconds[s];
     m.window_rates.push_back(static_cast<double>(end - begin) / seconds);
   }
-  m.kv_bytes = eviction ? eviction->bytes : session.kv_cache().bytes_held();
-  m.peak_bytes = session.kv_cache().peak_bytes();
+  const KvStats kv = session.kv_stats();
+  m.kv_bytes = eviction ? eviction->bytes : kv.bytes;
+  m.peak_bytes = kv.peak_bytes;
   return m;
 }
 

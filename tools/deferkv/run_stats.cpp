@@ -4,16 +4,15 @@
 #include <fstream>
 
 #include "deferkv/error.h"
-#include "kv/kv_cache.h"
 
 namespace deferkv::cli {
 
 nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int64_t generated_tokens) {
-  const KvCache& kv = session.kv_cache();
+  const KvStats kv = session.kv_stats();
   const SessionTimings& t = session.timings();
   nlohmann::json layers = nlohmann::json::array();
-  for (int64_t l = 0; l < kv.n_layer(); ++l) {
-    layers.push_back({{"entries", kv.entries(l)}, {"bytes", kv.layer_bytes(l)}, {"peak_bytes", kv.layer_peak_bytes(l)}});
+  for (const KvLayerStats& l : kv.layers) {
+    layers.push_back({{"entries", l.entries}, {"bytes", l.bytes}, {"peak_bytes", l.peak_bytes}});
   }
   nlohmann::json eviction = nullptr;
   if (const auto& e = session.last_eviction()) {
@@ -27,13 +26,13 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
       {"press", session.press() != nullptr ? session.press()->describe() : "full"},
       {"prompt_tokens", prompt_tokens},
       {"generated_tokens", generated_tokens},
-      {"kv", {{"n_layer", kv.n_layer()},
-              {"n_head_kv", kv.n_head_kv()},
-              {"cache_type_k", kv_cache_type_name(kv.types().keys)},
-              {"cache_type_v", kv_cache_type_name(kv.types().values)},
-              {"bytes_per_entry", kv.bytes_per_entry()},
-              {"bytes", kv.bytes_held()},
-              {"peak_bytes", kv.peak_bytes()},
+      {"kv", {{"n_layer", kv.n_layer},
+              {"n_head_kv", kv.n_head_kv},
+              {"cache_type_k", kv.cache_type_k},
+              {"cache_type_v", kv.cache_type_v},
+              {"bytes_per_entry", kv.bytes_per_entry},
+              {"bytes", kv.bytes},
+              {"peak_bytes", kv.peak_bytes},
               {"layers", layers}}},
       {"after_eviction", eviction},
       {"seconds", {{"prefill", t.prefill_seconds},
@@ -45,7 +44,7 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
   };
 }
 
-int64_t kv_peak_bytes(const Session& session) { return session.kv_cache().peak_bytes(); }
+int64_t kv_peak_bytes(const Session& session) { return session.kv_stats().peak_bytes; }
 
 void write_json_file(const std::string& path, const nlohmann::json& value) {
   const std::string temporary = path + ".tmp";

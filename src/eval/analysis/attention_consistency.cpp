@@ -10,7 +10,7 @@
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
 #include "eval/analysis/head_attention_tap.h"
-#include "kernels/attention_tap.h"
+#include "observe/attention_tap.h"
 #include "press/core/selection.h"
 
 namespace deferkv::eval {

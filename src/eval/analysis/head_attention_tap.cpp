@@ -1,6 +1,6 @@
 #include "eval/analysis/head_attention_tap.h"
 
-#include "kernels/attention_observation.h"
+#include "observe/attention_observation.h"
 
 namespace deferkv::eval {
 

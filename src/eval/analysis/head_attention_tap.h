@@ -8,7 +8,7 @@
 
 #include "deferkv/press.h"
 #include "deferkv/session.h"
-#include "kernels/attention_tap.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv::eval {
 

@@ -11,7 +11,7 @@
 #include "deferkv/tokenizer.h"
 #include "eval/analysis/head_attention_tap.h"
 #include "eval/metrics/rouge_1.h"
-#include "kernels/attention_tap.h"
+#include "observe/attention_tap.h"
 #include "press/core/pooling.h"
 #include "press/core/selection.h"
 

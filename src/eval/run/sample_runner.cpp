@@ -9,7 +9,6 @@
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
 #include "eval/tasks/rng.h"
-#include "kv/kv_cache.h"
 
 namespace deferkv::eval {
 
@@ -77,7 +76,7 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   run.capture_seconds = t.capture_seconds;
   run.eviction_seconds = t.eviction_seconds;
   if (const auto& eviction = session.last_eviction()) run.kv_bytes_after_eviction = eviction->bytes;
-  run.peak_kv_bytes = session.kv_cache().peak_bytes();
+  run.peak_kv_bytes = session.kv_stats().peak_bytes;
   return run;
 }
 

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/attention_observation.h"
-#include "kernels/attention_tap.h"
+#include "observe/attention_observation.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv {
 

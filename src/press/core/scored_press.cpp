@@ -5,8 +5,8 @@
 #include <spdlog/spdlog.h>
 
 #include "deferkv/error.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
+#include "observe/attention_tap.h"
 
 namespace deferkv {
 

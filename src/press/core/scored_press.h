@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "deferkv/press.h"
-#include "kernels/attention_observation.h"
+#include "observe/attention_observation.h"
 #include "press/core/allocation.h"
 #include "press/core/press_params.h"
 #include "press/core/selection.h"

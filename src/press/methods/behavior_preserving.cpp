@@ -15,10 +15,10 @@
 
 #include "deferkv/error.h"
 #include "deferkv/model_readout.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
-#include "press/kl_greedy_selection.h"
+#include "observe/attention_tap.h"
 #include "press/core/trigger.h"
+#include "press/kl_greedy_selection.h"
 #include "press/reference_capture.h"
 #include "press/registry.h"
 

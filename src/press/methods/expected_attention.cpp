@@ -11,9 +11,9 @@
 #include <cmath>
 
 #include "base/thread_pool.h"
-#include "kernels/attention_tap.h"
 #include "kernels/vec.h"
 #include "kv/kv_cache.h"
+#include "observe/attention_tap.h"
 #include "press/core/scored_press.h"
 #include "press/query_moments.h"
 

@@ -14,13 +14,13 @@
 #include <algorithm>
 
 #include "deferkv/error.h"
-#include "kernels/attention_observation.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
+#include "observe/attention_observation.h"
+#include "observe/attention_tap.h"
 #include "press/core/pooling.h"
-#include "press/registry.h"
 #include "press/core/selection.h"
 #include "press/core/window_scoring.h"
+#include "press/registry.h"
 
 namespace deferkv {
 namespace {

@@ -10,11 +10,11 @@
 // its group). alpha's default 0.9 is a placeholder: the paper's value is not known.
 #include <algorithm>
 
-#include "kernels/attention_observation.h"
-#include "kernels/attention_tap.h"
 #include "kv/kv_cache.h"
-#include "press/registry.h"
+#include "observe/attention_observation.h"
+#include "observe/attention_tap.h"
 #include "press/core/selection.h"
+#include "press/registry.h"
 
 namespace deferkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "kernels/attention_observation.h"
+#include "observe/attention_observation.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 #pragma once
 // What a press hands the forward pass to run after a prompt (LookaheadKV): rows of input
 // embeddings fed instead of token ids, and per layer a low-rank delta for each of the
-// projections, added for these rows only. Lives here, below both the model and the
+// projections, added for these rows only. Lives in observe/, below both the model and the
 // presses, like the attention tap.
 #include <array>
 #include <cstddef>

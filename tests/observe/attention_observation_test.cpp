@@ -1,5 +1,5 @@
 // The attention-capture kernel against a direct double-precision computation.
-#include "kernels/attention_observation.h"
+#include "observe/attention_observation.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,2 @@
+// Upward: the cache (mechanism) must not see the presses (policy).
+#include "press/registry.h"

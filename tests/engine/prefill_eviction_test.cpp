@@ -31,7 +31,8 @@
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
-#include "kernels/attention_tap.h"
+#include "engine/session_internals.h"
+#include "observe/attention_tap.h"
 #include "kernels/matvec.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
@@ -151,7 +152,7 @@ Outcome in_prefill(const std::string& spec, const std::vector<int32_t>& prompt, 
   session.set_press(make_press(spec, KvBudget::per_head(kBudget)));
   session.prefill(prompt);
   Outcome o;
-  const KvCache& cache = session.kv_cache();
+  const KvCache& cache = kv_cache_of(session);
   o.peak_after_prefill = cache.peak_bytes();
   for (int64_t l = 0; l < cache.n_layer(); ++l) o.layer_bytes_after_prefill.push_back(cache.layer_bytes(l));
   o.logits.push_back(session.logits());
@@ -272,7 +273,7 @@ TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
   for (const std::string spec : {"laq", "lookaheadkv:weights={lookahead_weights}", "behavior_preserving", "deferkv:d=2",
                                  "laq+moment_kv:decode_budget=4"}) {
     const testing::PressRun run = testing::run_press(spec, KvBudget::per_head(kBudget), prompt, 2);
-    const KvCache& cache = run.session->kv_cache();
+    const KvCache& cache = kv_cache_of(*run.session);
     const int64_t full = cache.n_layer() * cache.n_head_kv() * 200 * cache.bytes_per_entry();
     EXPECT_GE(cache.peak_bytes(), full) << spec;
     EXPECT_LT(cache.bytes_held(), full) << spec << " evicted nothing";
@@ -310,7 +311,7 @@ TEST(PrefillEviction, ComposedOrder) {
     session.prefill(prompt);
     const std::vector<int64_t> whole(kLayers, kPrompt), cut(kLayers, kBudget);
     EXPECT_EQ(seen, snapkv_first ? cut : whole);
-    EXPECT_EQ(session.kv_cache().entries(kLayers - 1), kKvHeads * kBudget);
+    EXPECT_EQ(kv_cache_of(session).entries(kLayers - 1), kKvHeads * kBudget);
   }
 }
 

@@ -120,6 +120,16 @@ class Press {
   virtual void on_prefill_begin(int64_t first_position, int64_t n_tokens) {}
   // After each layer's attention, in prefill and decode.
   virtual void on_attention(const AttentionEvent& event) {}
+  // Layer `layer` of the prompt is complete: every prompt row has passed it (its attention
+  // has been observed) and no later row of this prefill reads its entries. The session runs
+  // a prompt layer by layer, so the layers come in order, each once, before on_prefill_end.
+  // A press whose prefill-end work on the layer needs nothing more (its scores for the
+  // layer are final) may do it now, evicting the layer so that the prefill never holds the
+  // whole prompt in every layer, and returns true: it is done with the layer, and its
+  // on_prefill_end leaves it alone. False (the default: the layer stays whole until
+  // on_prefill_end, e.g. for a press that scores with forward passes after the prompt)
+  // ends these calls for this prefill. No host capability may be used here.
+  virtual bool on_prefill_layer_end(KvCache& cache, int64_t layer) { return false; }
   // After the whole prefill forward; may evict, and may use the host's capabilities.
   virtual void on_prefill_end(KvCache& cache) {}
   // Question-agnostic mode (Session::prefill_question): n_tokens of question, at

@@ -131,12 +131,15 @@ class Session {
   // The batch engine runs sessions' prefills and decode steps through the steps below,
   // several sessions' decode steps in one forward pass.
   friend class BatchEngine;
-  // prefill() is begin_prefill(), feed_batch() until the prompt is in, end_prefill().
+  // The engine prefills with begin_prefill(), feed_batch() until the prompt is in, and
+  // end_prefill(): batch by batch through every layer, so that other sequences decode
+  // between the batches, and the press evicts at end_prefill() (not inside the prefill).
   void begin_prefill(const std::vector<int32_t>& tokens);
-  // Feeds the n_batch tokens from `begin` of the prompt being prefilled; returns where the
-  // next batch begins.
+  // Feeds the n_batch tokens from `begin` of the prompt being prefilled, timed as prefill;
+  // returns where the next batch begins.
   size_t feed_batch(const std::vector<int32_t>& tokens, size_t begin);
-  void end_prefill(const std::vector<int32_t>& tokens);
+  // The press's end of the prefill; `evicted` says the prefill's layers already lost entries.
+  void end_prefill(const std::vector<int32_t>& tokens, bool evicted = false);
   // decode() is decode_segment(), that segment's forward pass, end_decode(). `token` must
   // outlive the pass.
   ForwardSegment decode_segment(const int32_t& token);
@@ -174,14 +177,22 @@ class Session {
   const std::function<void(const AttentionEvent&)>* capability_observer_ = nullptr;
   bool in_capability_ = false;  // the press's capture is then timed as lookahead
 
+  // Runs a press hook timed as eviction; records the cache when it (or, `evicted_before`,
+  // the prefill's layer evictions before it) removed entries.
   template <typename Hook>
-  void run_press_hook(int64_t decode_step, Hook&& hook);
+  void run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_before = false);
   // Refuses tokens (`what`: "prompt", "question") that are empty, out of the vocabulary or
   // do not fit in the context.
   void check_input(const std::vector<int32_t>& tokens, const char* what) const;
-  // Runs prompt tokens through the model in n_batch batches at the next positions (timed
-  // as prefill); decode steps then count from the tokens' end.
-  void feed(const std::vector<int32_t>& tokens);
+  // Runs prompt tokens through the model at the next positions, untimed. With a press set,
+  // layer by layer (ForwardPass::run_prompt), layer_done(l) following each layer; without
+  // one, n_batch batch by batch, holding no residual stream of the whole prompt.
+  void feed(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done = {});
+  // feed(), timed as prefill; decode steps then count from the tokens' end.
+  void feed_input(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done = {});
+  // The n_batch tokens from `begin` through every layer, untimed; returns where the next
+  // batch begins.
+  size_t run_batch(const std::vector<int32_t>& tokens, size_t begin);
   // Refuses a token id outside the vocabulary (it would index past the embedding table).
   void check_token(int32_t token) const;
   // Refuses a prefill of n_tokens that the press's declarations rule out.

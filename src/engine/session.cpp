@@ -66,8 +66,26 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
 
 void Session::prefill(const std::vector<int32_t>& tokens) {
   begin_prefill(tokens);
-  feed(tokens);
-  end_prefill(tokens);
+  if (!press_) {
+    feed_input(tokens);
+    return;
+  }
+  // Each layer goes to the press as soon as the whole prompt has passed it, so that a
+  // one-shot press evicts it there, before the next layer's entries arrive.
+  bool layers_open = true, evicted = false;
+  double layer_eviction_seconds = 0;
+  feed_input(tokens, [&](int64_t layer) {
+    if (!layers_open) return;
+    const int64_t before = cache_->bytes_held();
+    const auto start = std::chrono::steady_clock::now();
+    layers_open = press_->on_prefill_layer_end(*cache_, layer);
+    layer_eviction_seconds += seconds_since(start);
+    evicted = evicted || cache_->bytes_held() < before;
+  });
+  // Timed as eviction, as if it ran after the prefill.
+  timings_.prefill_seconds -= layer_eviction_seconds;
+  timings_.eviction_seconds += layer_eviction_seconds;
+  end_prefill(tokens, evicted);
 }
 
 void Session::begin_prefill(const std::vector<int32_t>& tokens) {
@@ -76,21 +94,28 @@ void Session::begin_prefill(const std::vector<int32_t>& tokens) {
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
 }
 
-void Session::end_prefill(const std::vector<int32_t>& tokens) {
-  if (press_) {
-    struct Scope {
-      const std::vector<int32_t>*& tokens;
-      ~Scope() { tokens = nullptr; }
-    } scope{prefill_tokens_ = &tokens};
-    run_press_hook(0, [&] { press_->on_prefill_end(*cache_); });
-  }
+void Session::end_prefill(const std::vector<int32_t>& tokens, bool evicted) {
+  if (!press_) return;
+  struct Scope {
+    const std::vector<int32_t>*& tokens;
+    ~Scope() { tokens = nullptr; }
+  } scope{prefill_tokens_ = &tokens};
+  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, evicted);
 }
 
 void Session::prefill_question(const std::vector<int32_t>& tokens) {
   if (n_past_ == 0) fail("a question follows a context: prefill the context first");
   check_input(tokens, "question");
   if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
-  feed(tokens);
+  feed_input(tokens);
+}
+
+void Session::feed_input(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done) {
+  const auto start = std::chrono::steady_clock::now();
+  feed(tokens, layer_done);
+  timings_.prefill_seconds += seconds_since(start);
+  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+  decode_step_ = 0;
 }
 
 void Session::check_token(int32_t token) const {
@@ -112,12 +137,36 @@ void Session::check_press_needs(int64_t n_tokens) const {
   }
 }
 
-void Session::feed(const std::vector<int32_t>& tokens) {
-  for (size_t begin = 0; begin < tokens.size();) begin = feed_batch(tokens, begin);
+void Session::feed(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done) {
+  if (!press_) {
+    for (size_t begin = 0; begin < tokens.size();) begin = run_batch(tokens, begin);
+    return;
+  }
+  const int64_t n_vocab = model_->config().n_vocab;
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  if (options_.all_logits) logits_.resize(static_cast<size_t>(n_tokens * n_vocab));
+  positions_.resize(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  try {
+    forward_->run_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data(),
+                         layer_done);
+  } catch (...) {
+    cache_->truncate(static_cast<int32_t>(n_past_));  // the layers that took the prompt's entries
+    throw;
+  }
+  n_past_ += n_tokens;
 }
 
 size_t Session::feed_batch(const std::vector<int32_t>& tokens, size_t begin) {
   const auto start = std::chrono::steady_clock::now();
+  const size_t next = run_batch(tokens, begin);
+  timings_.prefill_seconds += seconds_since(start);
+  timings_.prefill_tokens += static_cast<int64_t>(next - begin);
+  decode_step_ = 0;
+  return next;
+}
+
+size_t Session::run_batch(const std::vector<int32_t>& tokens, size_t begin) {
   const int64_t n_vocab = model_->config().n_vocab;
   if (options_.all_logits && begin == 0) logits_.resize(tokens.size() * static_cast<size_t>(n_vocab));
   const int64_t n = std::min<int64_t>(forward_->max_batch(), static_cast<int64_t>(tokens.size() - begin));
@@ -129,9 +178,6 @@ size_t Session::feed_batch(const std::vector<int32_t>& tokens, size_t begin) {
                                    : nullptr;
   forward_->run(tokens.data() + begin, positions_.data(), n, *cache_, options_.all_logits, out);
   n_past_ += n;
-  timings_.prefill_seconds += seconds_since(start);
-  timings_.prefill_tokens += n;
-  decode_step_ = 0;
   return begin + static_cast<size_t>(n);
 }
 
@@ -178,12 +224,12 @@ void Session::end_decode(double seconds) {
 }
 
 template <typename Hook>
-void Session::run_press_hook(int64_t decode_step, Hook&& hook) {
+void Session::run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_before) {
   const int64_t before = cache_->bytes_held();
   const auto start = std::chrono::steady_clock::now();
   hook();
   timings_.eviction_seconds += seconds_since(start);
-  if (cache_->bytes_held() >= before) return;
+  if (!evicted_before && cache_->bytes_held() >= before) return;
   EvictionRecord record{decode_step, n_past_, {}, {}, cache_->bytes_held()};
   for (int64_t l = 0; l < cache_->n_layer(); ++l) {
     record.layer_entries.push_back(cache_->entries(l));

@@ -238,7 +238,12 @@ void ForwardPass::run(std::span<const ForwardSegment> segments) {
   }
   rows_by_matvec_ = one_token_each;
   run_layers(positions_.data(), n, segments, nullptr);
-  first = 0;
+  finish(segments);
+  rows_by_matvec_ = false;
+}
+
+void ForwardPass::finish(std::span<const ForwardSegment> segments) {
+  int64_t first = 0;
   for (const ForwardSegment& s : segments) {
     if (s.residual_tap != nullptr && *s.residual_tap) {
       (*s.residual_tap)(ResidualEvent{s.n, s.positions, x_.data() + first * config_.n_embd, config_.n_embd, pool_});
@@ -246,7 +251,51 @@ void ForwardPass::run(std::span<const ForwardSegment> segments) {
     first += s.n;
   }
   output_logits(segments);
-  rows_by_matvec_ = false;
+}
+
+void ForwardPass::run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
+                             bool all_logits, float* logits, const LayerDone& layer_done) {
+  if (n <= 0) fail("internal: a prompt of {} tokens", n);
+  const ModelConfig& c = config_;
+  const int64_t e = c.n_embd;
+  stream_.resize(static_cast<size_t>(n * e));
+  build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale, weights_.rope_freq_factors,
+                   prompt_rope_);
+  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
+    // Chunk by chunk, in order: each chunk's rows attend to the layer's entries of the
+    // chunks before it, as in run().
+    for (int64_t first = 0; first < n; first += max_batch_) {
+      const int64_t m = std::min(max_batch_, n - first);
+      const bool last_chunk = first + m == n;
+      float* out = logits == nullptr ? nullptr
+                   : all_logits      ? logits + first * c.n_vocab
+                   : last_chunk      ? logits
+                                     : nullptr;
+      const ForwardSegment chunk{tokens + first, positions + first, m, &cache, &tap_, &residual_tap_, out, all_logits};
+      float* rows = stream_.data() + first * e;
+      if (layer == 0) {
+        embed(tokens + first, m, 0);
+      } else {
+        std::copy_n(rows, m * e, x_.data());
+      }
+      use_prompt_rope(first, m);
+      attention_block(layer, m, std::span(&chunk, 1), nullptr);
+      feed_forward_block(layer, m, nullptr);
+      if (layer + 1 < c.n_layer) {
+        std::copy_n(x_.data(), m * e, rows);
+      } else {
+        finish(std::span(&chunk, 1));
+      }
+    }
+    if (layer_done) layer_done(layer);
+  }
+}
+
+void ForwardPass::use_prompt_rope(int64_t first, int64_t n) {
+  const int64_t pairs = prompt_rope_.n_pairs;
+  rope_.n_pairs = pairs;
+  rope_.cos.assign(prompt_rope_.cos.begin() + first * pairs, prompt_rope_.cos.begin() + (first + n) * pairs);
+  rope_.sin.assign(prompt_rope_.sin.begin() + first * pairs, prompt_rope_.sin.begin() + (first + n) * pairs);
 }
 
 void ForwardPass::output_logits(std::span<const ForwardSegment> segments) {

@@ -1,8 +1,10 @@
 #pragma once
 // The transformer forward pass (llama / qwen2 / qwen3 families) for a batch of tokens
 // against a KV cache, or for several sequences' tokens at once (segments), each against its
-// own cache. Scratch buffers are allocated once, for the largest batch, and reused by every call.
+// own cache. Scratch buffers are allocated once, for the largest batch, and reused by every
+// call; run_prompt's residual stream grows to the longest prompt.
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 #include <utility>
@@ -51,6 +53,17 @@ class ForwardPass {
   // single token's matvec, so each row's result is bit for bit what a pass of its own gives.
   void run(std::span<const ForwardSegment> segments);
 
+  // Runs a prompt of n tokens (any length) layer by layer: every chunk of max_batch tokens
+  // through layer 0, then `layer_done(0)`, then every chunk through layer 1, and so on,
+  // holding the prompt's residual stream (n x n_embd floats) between layers. Weights are
+  // read once per layer and chunk, as run() chunk by chunk would; the keys, values, taps
+  // and logits are exactly those of run() called on each chunk in turn (the same batches
+  // through the same kernels), in another order: layer_done(l) may evict layer l, which no
+  // later row reads. Logits as run()'s over the whole prompt: n x n_vocab when all_logits.
+  using LayerDone = std::function<void(int64_t layer)>;
+  void run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache, bool all_logits,
+                  float* logits, const LayerDone& layer_done);
+
   // Runs rows [first, first + n) (n <= max_batch) of `rows` at the given positions: their
   // input embeddings stand in for token embeddings, and each layer's low-rank deltas are
   // added to its projections for these rows only. Appends their keys and values to
@@ -86,8 +99,12 @@ class ForwardPass {
                        const LayerDeltas* deltas);
   // One segment's part of attention_block, its rows starting at row `first`.
   void attend(int64_t layer, const ForwardSegment& segment, int64_t first);
+  // After the last layer: each segment's residual tap, then its logits.
+  void finish(std::span<const ForwardSegment> segments);
   // Each segment's logits, from the final residual stream.
   void output_logits(std::span<const ForwardSegment> segments);
+  // rope_ = the rotations of prompt rows [first, first + n) (run_prompt).
+  void use_prompt_rope(int64_t first, int64_t n);
   void feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas);
   void add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width);
 
@@ -96,6 +113,8 @@ class ForwardPass {
   ThreadPool& pool_;
   int64_t max_batch_;
 
+  std::vector<float> stream_;  // run_prompt: the prompt's residual stream between layers
+  RopeTable prompt_rope_;      // run_prompt: every prompt row's rotation
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
   std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec)
   std::vector<int32_t> positions_;                 // the segments' positions, concatenated

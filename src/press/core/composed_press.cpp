@@ -20,6 +20,15 @@ class ComposedPress final : public Press {
   void on_attention(const AttentionEvent& event) override {
     for (auto& p : parts_) p->on_attention(event);
   }
+  // A part may act on the layer now only if every part before it is done with it, so that
+  // the parts' prefill-end work on each layer keeps the composition's order; after a part
+  // that keeps the layer whole, the later ones wait for on_prefill_end with it.
+  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override {
+    for (auto& p : parts_) {
+      if (!p->on_prefill_layer_end(cache, layer)) return false;
+    }
+    return true;
+  }
   void on_prefill_end(KvCache& cache) override {
     for (auto& p : parts_) p->on_prefill_end(cache);
   }

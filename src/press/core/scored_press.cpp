@@ -63,6 +63,8 @@ void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
                  budget_.describe(), prompt_end_, resolved_budget_, parts_.window, description_);
   }
   pending_ = true;
+  evicted_layers_ = 0;
+  selector_.reset();
   // Per step, the attention drawn so far carries over to the next prompt of the session.
   if (!(parts_.trigger.per_step() && parts_.capture.all_decode_queries)) prompt_attention_.clear();
   decode_attention_.assign(static_cast<size_t>(parts_.capture.decode_steps), {});
@@ -154,6 +156,12 @@ void ScoredPress::capture_prompt(const AttentionEvent& event) {
 
 void ScoredPress::on_question(int64_t first_position, int64_t n_tokens) { decode_origin_ = first_position + n_tokens; }
 
+bool ScoredPress::on_prefill_layer_end(KvCache& cache, int64_t layer) {
+  // With a later trigger (DeferKV's step d) nothing happens at the prefill's end.
+  if (parts_.trigger.fires_at_prefill_end() && will_evict()) evict_layer(cache, 0, layer);
+  return true;
+}
+
 void ScoredPress::on_prefill_end(KvCache& cache) {
   if (parts_.trigger.fires_at_prefill_end()) evict(cache, 0);
 }
@@ -224,46 +232,54 @@ void ScoredPress::evict(KvCache& cache, int64_t step) {
     pending_ = false;
     return;
   }
-  const int64_t n_layer = cache.n_layer();
-  const int64_t b = resolved_budget_;
-  const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
-  prompt_attention_.resize(static_cast<size_t>(n_layer));
-  for (auto& s : decode_attention_) s.resize(static_cast<size_t>(n_layer));
-  LayerSelector selector(parts_.selection);
-  for (int64_t l = 0; l < n_layer; ++l) {
-    const std::vector<std::vector<float>> prompt = matched(prompt_attention_[l], cache, l);
-    std::vector<std::vector<std::vector<float>>> decode;
-    for (auto& s : decode_attention_) decode.push_back(matched(s[l], cache, l));
-    const LayerEviction view{l, n_layer, prompt_end_, decode_origin_ + step, b, window, candidate_counts(cache, l, window),
-                             prompt, decode, cache};
-    const std::vector<std::vector<int32_t>> chosen = choose(view, score(view), selector);
-    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-      const int64_t len = cache.length(l, g);
-      const std::vector<int32_t> keep = merge_indices(chosen[g], index_range(view.candidates[g], len));
-      if (static_cast<int64_t>(keep.size()) < len) cache.retain(l, g, keep);
-    }
-  }
-  keep_captured(cache);
-}
-
-void ScoredPress::keep_captured(const KvCache& cache) {
+  for (int64_t l = evicted_layers_; l < cache.n_layer(); ++l) evict_layer(cache, step, l);
+  evicted_layers_ = 0;
+  selector_.reset();
   decode_attention_.assign(decode_attention_.size(), {});
   if (!parts_.trigger.per_step()) {
     prompt_attention_.clear();
     pending_ = false;
-    return;
-  }
-  if (parts_.capture.trigger_queries) {  // the next eviction's step query scores afresh
+  } else if (parts_.capture.trigger_queries) {  // the next eviction's step query scores afresh
     prompt_attention_.clear();
+  }
+}
+
+void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
+  if (l != evicted_layers_) fail("internal: '{}' evicts layer {} after {} layers", description_, l, evicted_layers_);
+  const int64_t n_layer = cache.n_layer();
+  if (l == 0) {
+    prompt_attention_.resize(static_cast<size_t>(n_layer));
+    for (auto& s : decode_attention_) s.resize(static_cast<size_t>(n_layer));
+    selector_.emplace(parts_.selection);
+  }
+  const int64_t b = resolved_budget_;
+  const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
+  const std::vector<std::vector<float>> prompt = matched(prompt_attention_[l], cache, l);
+  std::vector<std::vector<std::vector<float>>> decode;
+  for (auto& s : decode_attention_) decode.push_back(matched(s[l], cache, l));
+  const LayerEviction view{l, n_layer, prompt_end_, decode_origin_ + step, b, window, candidate_counts(cache, l, window),
+                           prompt, decode, cache};
+  const std::vector<std::vector<int32_t>> chosen = choose(view, score(view), *selector_);
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+    const int64_t len = cache.length(l, g);
+    const std::vector<int32_t> keep = merge_indices(chosen[g], index_range(view.candidates[g], len));
+    if (static_cast<int64_t>(keep.size()) < len) cache.retain(l, g, keep);
+  }
+  keep_captured(cache, l);
+  ++evicted_layers_;
+}
+
+void ScoredPress::keep_captured(const KvCache& cache, int64_t l) {
+  for (auto& s : decode_attention_) s[static_cast<size_t>(l)] = {};
+  Captured& c = prompt_attention_[static_cast<size_t>(l)];
+  if (!parts_.trigger.per_step() || parts_.capture.trigger_queries) {
+    c = {};  // once, or per step scored afresh by the next step's query
     return;
   }
   // The scores follow the entries kept, to be added to (H2O) or reused at the next step.
-  for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < prompt_attention_.size(); ++l) {
-    Captured& c = prompt_attention_[static_cast<size_t>(l)];
-    for (int64_t g = 0; g < cache.n_head_kv() && static_cast<size_t>(g) < c.values.size(); ++g) {
-      c.values[g] = by_position(c.values[g], c.positions[g], cache.positions(l, g), cache.length(l, g));
-      c.positions[g].assign(cache.positions(l, g), cache.positions(l, g) + cache.length(l, g));
-    }
+  for (int64_t g = 0; g < cache.n_head_kv() && static_cast<size_t>(g) < c.values.size(); ++g) {
+    c.values[g] = by_position(c.values[g], c.positions[g], cache.positions(l, g), cache.length(l, g));
+    c.positions[g].assign(cache.positions(l, g), cache.positions(l, g) + cache.length(l, g));
   }
 }
 

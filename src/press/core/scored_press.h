@@ -6,12 +6,20 @@
 // decide how many each head keeps and the selection (selection.h) which, and compacts the
 // cache. A method file is a ScoredPress that implements score(), with its defaults.
 //
+// An eviction at the end of the prefill runs layer by layer inside the prefill
+// (on_prefill_layer_end): each layer's scores read only that layer's captured attention,
+// keys and values, complete once the prompt has passed it, so the layers kept are those of
+// an eviction after the prefill, and the prefill's peak is one layer's full prompt plus the
+// other layers' budgets. A method that scores with something it gets at on_prefill_end
+// (LookaheadKV's rows) returns false there and evicts every layer at on_prefill_end.
+//
 // Entries of one head: the candidates [0, C) are the entries older than the protected
 // window: at a one-shot eviction the prompt entries before position T - window (the window
 // and every decode token are kept, and b counts prompt entries); per step every entry but
 // the newest `window` (b then counts every entry). The first `sinks` candidates are kept
 // too, counted in b.
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "deferkv/press.h"
@@ -78,6 +86,9 @@ class ScoredPress : public Press {
   void on_attach(const PressModelShape& shape, PressHost& host) override;
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override;
   void on_attention(const AttentionEvent& event) override;
+  // Evicts the layer now when the trigger fires at the end of the prefill.
+  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override;
+  // Evicts the layers not evicted yet.
   void on_prefill_end(KvCache& cache) override;
   void on_decode_step(KvCache& cache, int64_t step) override;
   void on_question(int64_t first_position, int64_t n_tokens) override;
@@ -97,7 +108,10 @@ class ScoredPress : public Press {
   };
   void capture_prompt(const AttentionEvent& event);
   void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, Captured& into) const;
+  // Evicts every layer not evicted yet at this trigger, then ends the eviction.
   void evict(KvCache& cache, int64_t step);
+  // Evicts layer l (the next one: evicted_layers_) at this trigger.
+  void evict_layer(KvCache& cache, int64_t step, int64_t l);
   // Per KV head of layer l: C, the entries older than the protected window.
   std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
   // Per KV head: the candidates kept (ascending), from the scorer's scores, by the sinks,
@@ -105,7 +119,9 @@ class ScoredPress : public Press {
   std::vector<std::vector<int32_t>> choose(const LayerEviction& layer, const std::vector<std::vector<float>>& scores,
                                            LayerSelector& selector) const;
   std::vector<std::vector<float>> matched(Captured& captured, const KvCache& cache, int64_t l) const;
-  void keep_captured(const KvCache& cache);
+  // What the captures of layer l become once it is evicted: freed, or (per step) kept for
+  // the next eviction, following the entries kept.
+  void keep_captured(const KvCache& cache, int64_t l);
 
   std::string description_;
   KvBudget budget_;
@@ -120,6 +136,10 @@ class ScoredPress : public Press {
   bool pending_ = false;  // a prefill ran and its (first) eviction has not fired yet
   std::vector<Captured> prompt_attention_;               // [layer]
   std::vector<std::vector<Captured>> decode_attention_;  // [step][layer]
+  // The eviction under way: layers [0, evicted_layers_) are done; the selector carries the
+  // chunk choice from layer to layer.
+  int64_t evicted_layers_ = 0;
+  std::optional<LayerSelector> selector_;
 };
 
 // The shared parameters of a scorer method, appended to its own: allocation (alloc,

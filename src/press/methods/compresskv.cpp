@@ -51,6 +51,7 @@ class CompressKvPress final : public Press {
     const int64_t b = budget_.resolve(prompt_end_);
     layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, calibrated_floor(b), calibrated_cap(b));
     scores_.clear();
+    evicted_layers_ = 0;
   }
 
   void on_attention(const AttentionEvent& event) override {
@@ -61,26 +62,41 @@ class CompressKvPress final : public Press {
                   head_weights_[static_cast<size_t>(event.layer)].data());
   }
 
+  // A layer's budget is fixed from the profile at on_prefill_begin, and its scores are
+  // final once the prompt has passed it: it is evicted there.
+  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override {
+    evict_layer(cache, layer);
+    return true;
+  }
+
   void on_prefill_end(KvCache& cache) override {
-    for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < scores_.size(); ++l) {
-      const int64_t budget = layer_budgets_[static_cast<size_t>(l)];
-      if (prompt_end_ <= budget) continue;
-      const int64_t candidates = prompt_end_ - window_;
-      std::vector<float> shared(static_cast<size_t>(candidates), 0.0f);
-      for (const auto& head : scores_[static_cast<size_t>(l)]) {
-        for (int64_t j = 0; j < candidates; ++j) shared[j] += head[j];
-      }
-      const std::vector<int32_t> keep =
-          merge_indices(top_k(pool_scores(shared, pooling_, kernel_), budget - window_), index_range(candidates, prompt_end_));
-      for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-        if (cache.length(l, g) != prompt_end_) fail("internal: compresskv needs every prompt entry in the cache");
-        cache.retain(l, g, keep);
-      }
-    }
+    for (int64_t l = evicted_layers_; l < cache.n_layer(); ++l) evict_layer(cache, l);
     scores_.clear();
   }
 
  private:
+  // Layer l (the next one: evicted_layers_).
+  void evict_layer(KvCache& cache, int64_t l) {
+    if (l != evicted_layers_) fail("internal: '{}' evicts layer {} after {} layers", description_, l, evicted_layers_);
+    ++evicted_layers_;
+    if (static_cast<size_t>(l) >= scores_.size()) return;  // nothing observed: the prompt is within the window
+    const int64_t budget = layer_budgets_[static_cast<size_t>(l)];
+    if (prompt_end_ <= budget) return;
+    const int64_t candidates = prompt_end_ - window_;
+    std::vector<float> shared(static_cast<size_t>(candidates), 0.0f);
+    for (const auto& head : scores_[static_cast<size_t>(l)]) {
+      for (int64_t j = 0; j < candidates; ++j) shared[j] += head[j];
+    }
+    scores_[static_cast<size_t>(l)] = {};
+    const std::vector<int32_t> keep =
+        merge_indices(top_k(pool_scores(shared, pooling_, kernel_), budget - window_), index_range(candidates, prompt_end_));
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      if (cache.length(l, g) != prompt_end_) fail("internal: compresskv needs every prompt entry in the cache");
+      cache.retain(l, g, keep);
+    }
+  }
+
+
   std::string description_;
   KvBudget budget_;
   CompressKvProfile profile_;
@@ -90,6 +106,7 @@ class CompressKvPress final : public Press {
   int64_t prompt_end_ = 0;
   std::vector<int64_t> layer_budgets_;
   LayerAttention scores_;
+  int64_t evicted_layers_ = 0;  // of this prefill's eviction
 };
 
 }  // namespace

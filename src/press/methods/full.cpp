@@ -7,6 +7,7 @@ namespace {
 class FullPress final : public Press {
  public:
   std::string describe() const override { return "full"; }
+  bool on_prefill_layer_end(KvCache&, int64_t) override { return true; }  // nothing to do
 };
 
 }  // namespace

@@ -1,4 +1,7 @@
 // `deferkv serve`: the OpenAI-compatible HTTP server (src/server), until SIGINT/SIGTERM.
+#include <semaphore.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 
@@ -15,6 +18,28 @@
 namespace deferkv::cli {
 namespace {
 
+// SIGINT or SIGTERM, whichever thread the kernel delivers it to (OpenBLAS starts its threads
+// before main, with no signal blocked, so a signal mask cannot keep it on this thread): the
+// handler records it and posts the semaphore the main thread waits on (both are
+// async-signal-safe).
+sem_t g_stop_requested;
+volatile std::sig_atomic_t g_stop_signal = 0;
+
+void on_stop_signal(int signal) {
+  g_stop_signal = signal;
+  sem_post(&g_stop_requested);
+}
+
+void handle_stop_signals() {
+  sem_init(&g_stop_requested, 0, 0);
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  action.sa_flags = SA_RESTART;  // the server's threads' system calls go on
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
 struct ServeArgs {
   server::ServerOptions server;
   std::string kv_memory = "2GiB";
@@ -28,22 +53,15 @@ void run_serve(ServeArgs& args) {
   args.server.defaults.kv_budget = args.press.budget == PressOptions::kNoBudget ? 0 : args.press.budget;
   args.server.defaults.kv_ratio = args.press.ratio;
 
-  // The signals are waited for on this thread (sigwait), not handled asynchronously: they
-  // are blocked before the server starts its threads, which inherit the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
+  handle_stop_signals();
   server::HttpServer http(args.server);
   http.start();
   fmt::print(stderr, "deferkv serve: listening on http://{}:{} ({} slots, KV memory {} bytes)\n",
              args.server.host, http.port(), args.server.n_slots, args.server.kv_memory_bytes);
   std::fflush(stderr);
-  int signal = 0;
-  sigwait(&signals, &signal);
-  fmt::print(stderr, "deferkv serve: {}, shutting down\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  while (sem_wait(&g_stop_requested) != 0 && errno == EINTR) {
+  }
+  fmt::print(stderr, "deferkv serve: {}, shutting down\n", g_stop_signal == SIGINT ? "SIGINT" : "SIGTERM");
   http.stop();
 }
 

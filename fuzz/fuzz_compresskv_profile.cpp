@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_support.h"
-#include "press/compresskv_profile.h"
+#include "press/core/compresskv_profile.h"
 
 using namespace deferkv;
 

@@ -10,7 +10,7 @@
 
 #include "fuzz_support.h"
 #include "kernels/low_rank_delta.h"
-#include "press/lookahead_weights.h"
+#include "press/methods/lookaheadkv/lookahead_weights.h"
 
 using namespace deferkv;
 

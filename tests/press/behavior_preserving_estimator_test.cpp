@@ -27,9 +27,9 @@
 #include "model/model_weights.h"
 #include "model/reference_forward.h"
 #include "observe/attention_tap.h"
-#include "press/kl_greedy_selection.h"
+#include "press/methods/behavior_preserving/kl_greedy_selection.h"
+#include "press/methods/behavior_preserving/reference_capture.h"
 #include "press/press_test_util.h"
-#include "press/reference_capture.h"
 
 namespace deferkv {
 namespace {

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "model/reference_forward.h"
-#include "press/lookahead_weights.h"
+#include "press/methods/lookaheadkv/lookahead_weights.h"
 
 namespace deferkv::testing {
 

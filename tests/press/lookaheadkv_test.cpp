@@ -12,8 +12,8 @@
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
 #include "observe/attention_tap.h"
-#include "press/lookahead_attention.h"
 #include "press/lookahead_test_util.h"
+#include "press/methods/lookaheadkv/lookahead_attention.h"
 #include "press/press_test_util.h"
 
 namespace deferkv {

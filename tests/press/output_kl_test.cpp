@@ -6,8 +6,8 @@
 #include <random>
 
 #include "base/thread_pool.h"
-#include "press/layer_deletion_model.h"
-#include "press/output_kl.h"
+#include "press/methods/behavior_preserving/layer_deletion_model.h"
+#include "press/methods/behavior_preserving/output_kl.h"
 
 namespace deferkv {
 namespace {

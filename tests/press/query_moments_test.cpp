@@ -7,7 +7,7 @@
 #include <random>
 
 #include "base/thread_pool.h"
-#include "press/query_moments.h"
+#include "press/methods/expected_attention/query_moments.h"
 
 namespace deferkv {
 namespace {

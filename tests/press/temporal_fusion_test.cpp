@@ -1,5 +1,5 @@
 // DeferKV's temporal weighting on hand-computed cases.
-#include "press/temporal_fusion.h"
+#include "press/methods/deferkv/temporal_fusion.h"
 
 #include <gtest/gtest.h>
 

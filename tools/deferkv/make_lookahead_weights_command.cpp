@@ -14,7 +14,7 @@
 #include "deferkv/model.h"
 #include "kernels/quant.h"
 #include "model/model_weights.h"
-#include "press/lookahead_weights.h"
+#include "press/methods/lookaheadkv/lookahead_weights.h"
 
 namespace deferkv::cli {
 namespace {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "deferkv/session.h"
-#include "press/compresskv_profile.h"
+#include "press/core/compresskv_profile.h"
 
 namespace deferkv::eval {
 

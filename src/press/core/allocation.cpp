@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "deferkv/error.h"
-#include "press/compresskv_profile.h"
+#include "press/core/compresskv_profile.h"
 
 namespace deferkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "press/compresskv_profile.h"
+#include "press/core/compresskv_profile.h"
 
 #include <cmath>
 #include <cstdio>

@@ -11,10 +11,10 @@
 #include "kv/kv_cache.h"
 #include "press/core/allocation.h"
 #include "press/core/attention_sums.h"
-#include "press/compresskv_profile.h"
+#include "press/core/compresskv_profile.h"
 #include "press/core/pooling.h"
-#include "press/registry.h"
 #include "press/core/selection.h"
+#include "press/registry.h"
 
 namespace deferkv {
 namespace {

@@ -18,8 +18,8 @@
 #include "kv/kv_cache.h"
 #include "observe/attention_tap.h"
 #include "press/core/trigger.h"
-#include "press/kl_greedy_selection.h"
-#include "press/reference_capture.h"
+#include "press/methods/behavior_preserving/kl_greedy_selection.h"
+#include "press/methods/behavior_preserving/reference_capture.h"
 #include "press/registry.h"
 
 namespace deferkv {

@@ -1,4 +1,4 @@
-#include "press/kl_greedy_selection.h"
+#include "press/methods/behavior_preserving/kl_greedy_selection.h"
 
 #include <algorithm>
 #include <cmath>

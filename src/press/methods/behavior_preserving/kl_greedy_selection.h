@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "press/layer_deletion_model.h"
+#include "press/methods/behavior_preserving/layer_deletion_model.h"
 
 namespace deferkv {
 

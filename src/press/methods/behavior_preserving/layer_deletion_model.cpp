@@ -1,4 +1,4 @@
-#include "press/layer_deletion_model.h"
+#include "press/methods/behavior_preserving/layer_deletion_model.h"
 
 #include <algorithm>
 #include <limits>

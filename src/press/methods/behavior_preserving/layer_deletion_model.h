@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
-#include "press/output_sensitivity.h"
+#include "press/methods/behavior_preserving/output_sensitivity.h"
 
 namespace deferkv {
 

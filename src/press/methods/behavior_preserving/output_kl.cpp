@@ -1,4 +1,4 @@
-#include "press/output_kl.h"
+#include "press/methods/behavior_preserving/output_kl.h"
 
 #include <algorithm>
 #include <cmath>

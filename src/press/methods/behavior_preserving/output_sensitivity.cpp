@@ -1,4 +1,4 @@
-#include "press/output_sensitivity.h"
+#include "press/methods/behavior_preserving/output_sensitivity.h"
 
 #include <cmath>
 

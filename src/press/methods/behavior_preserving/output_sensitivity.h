@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "press/output_kl.h"
+#include "press/methods/behavior_preserving/output_kl.h"
 
 namespace deferkv {
 

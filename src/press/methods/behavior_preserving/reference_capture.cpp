@@ -1,4 +1,4 @@
-#include "press/reference_capture.h"
+#include "press/methods/behavior_preserving/reference_capture.h"
 
 #include <algorithm>
 

@@ -14,7 +14,7 @@
 // different for max-pool).
 #include "deferkv/error.h"
 #include "press/core/window_scoring.h"
-#include "press/temporal_fusion.h"
+#include "press/methods/deferkv/temporal_fusion.h"
 
 namespace deferkv {
 namespace {

@@ -1,4 +1,4 @@
-#include "press/temporal_fusion.h"
+#include "press/methods/deferkv/temporal_fusion.h"
 
 #include <cmath>
 

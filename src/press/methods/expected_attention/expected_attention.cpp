@@ -15,7 +15,7 @@
 #include "kv/kv_cache.h"
 #include "observe/attention_tap.h"
 #include "press/core/scored_press.h"
-#include "press/query_moments.h"
+#include "press/methods/expected_attention/query_moments.h"
 
 namespace deferkv {
 namespace {

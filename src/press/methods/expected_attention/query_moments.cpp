@@ -1,4 +1,4 @@
-#include "press/query_moments.h"
+#include "press/methods/expected_attention/query_moments.h"
 
 #include <algorithm>
 

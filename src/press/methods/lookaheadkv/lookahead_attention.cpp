@@ -1,4 +1,4 @@
-#include "press/lookahead_attention.h"
+#include "press/methods/lookaheadkv/lookahead_attention.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "press/lookahead_weights.h"
+#include "press/methods/lookaheadkv/lookahead_weights.h"
 
 #include <cmath>
 #include <memory>

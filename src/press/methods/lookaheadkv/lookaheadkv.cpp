@@ -10,10 +10,10 @@
 // Defaults: window 32, max-pool 7, GQA mean, as SnapKV and SpecKV here (§13), so that at
 // one budget these methods differ only in what observes the prompt.
 #include "deferkv/error.h"
-#include "press/lookahead_attention.h"
-#include "press/lookahead_weights.h"
-#include "press/registry.h"
 #include "press/core/window_scoring.h"
+#include "press/methods/lookaheadkv/lookahead_attention.h"
+#include "press/methods/lookaheadkv/lookahead_weights.h"
+#include "press/registry.h"
 
 namespace deferkv {
 namespace {

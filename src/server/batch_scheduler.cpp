@@ -46,10 +46,6 @@ void BatchScheduler::cancel(RequestId id) { engine_.cancel(id); }
 
 void BatchScheduler::cancel_all() { engine_.cancel_all(); }
 
-SchedulerStats BatchScheduler::stats() const {
-  const BatchEngineStats e = engine_.stats();
-  return {e.running, e.waiting, e.kv_bytes_used, e.kv_bytes_reserved, e.kv_bytes_capacity, e.decode_steps,
-          e.decoded_rows};
-}
+SchedulerStats BatchScheduler::stats() const { return engine_.stats(); }
 
 }  // namespace deferkv::server

@@ -43,15 +43,8 @@ struct GenerationCallbacks {
   std::function<void(const GenerationOutcome&)> on_finish;
 };
 
-struct SchedulerStats {
-  int64_t running = 0;
-  int64_t waiting = 0;
-  int64_t kv_bytes_used = 0;      // held by the running requests' caches now
-  int64_t kv_bytes_reserved = 0;  // what admission has set aside for them
-  int64_t kv_bytes_capacity = 0;
-  int64_t decode_steps = 0;  // batched decode passes so far
-  int64_t decoded_rows = 0;  // tokens they decoded (their batch sizes' sum)
-};
+// How busy the engine is (/metrics).
+using SchedulerStats = BatchEngineStats;
 
 using RequestId = uint64_t;
 

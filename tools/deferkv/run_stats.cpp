@@ -46,8 +46,6 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
   };
 }
 
-int64_t kv_peak_bytes(const Session& session) { return session.kv_stats().peak_bytes; }
-
 void write_json_file(const std::string& path, const nlohmann::json& value) {
   const std::string temporary = path + ".tmp";
   {

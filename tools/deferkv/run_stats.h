@@ -13,9 +13,6 @@ namespace deferkv::cli {
 // bytes, the process's peak resident memory, and the prefill / capture / eviction / decode times.
 nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int64_t generated_tokens);
 
-// The most bytes the session's KV cache has held.
-int64_t kv_peak_bytes(const Session& session);
-
 // Writes JSON to a file (atomically: a temporary file, then a rename).
 void write_json_file(const std::string& path, const nlohmann::json& value);
 

@@ -4,57 +4,99 @@
 #   LLAMA_BIN=/path/to/llama.cpp/build/bin bench/compare_with_llamacpp.sh [MODEL_DIR]
 #
 # Makes (once) random-weight llama models of ~125M and ~500M parameters in F16, Q8_0 and
-# Q4_K with the Llama-2 vocabulary, then for 1 and 2 threads runs pp512 and tg128 with
-# `deferkv bench` and `llama-bench`, and tg128 at depth 4096 with `deferkv bench -d 4096`
-# and `llama-batched-bench` (this llama-bench has no depth option). Prints a Markdown
-# table with the ratio deferkv / llama.cpp. Needs python3 (standard library only).
+# Q4_K with the Llama-2 vocabulary. Then, for every model, thread count and KV cache type,
+# runs ROUNDS rounds; in each round both engines run pp512, tg128 and tg128 at depth 4096
+# once each (`deferkv bench -r 1` against `llama-bench -r 1`, same GGUF, same threads, same
+# cache type), and the side that goes first alternates from round to round, so a drift of
+# the machine's speed falls on both. Prints a Markdown table: mean ± std of the rounds'
+# tokens/s per side and the ratio deferkv / llama.cpp of the means, with the lowest and
+# highest per-round ratio.
+#
+# KV=f16 (the default of both engines) and/or q8_0 (`-ctk q8_0 -ctv q8_0`; llama.cpp then
+# runs with `-fa on`, which its quantised V cache requires). PRESETS, TYPES, THREADS,
+# ROUNDS, KV and TESTS (pp, tg, depth) narrow the run. Needs python3 (standard library).
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-deferkv="$here/build/deferkv"
+deferkv="${DEFERKV_BIN:-$here/build/deferkv}"
 models="${1:-$here/build/bench-models}"
-: "${LLAMA_BIN:?set LLAMA_BIN to the folder holding llama-bench and llama-batched-bench}"
+: "${LLAMA_BIN:?set LLAMA_BIN to the folder holding llama-bench}"
 vocab="$here/tests/data/vocab/ggml-vocab-llama-spm.gguf"
-reps="${REPS:-5}"
+rounds="${ROUNDS:-3}"
 presets="${PRESETS:-100m 500m}"
 types="${TYPES:-f16 q8_0 q4_k}"
-threads="${THREADS:-1,2}"
+threads="${THREADS:-1 2}"
+kv_types="${KV:-f16 q8_0}"
+tests="${TESTS:-pp tg depth}"
 mkdir -p "$models"
 out="$(mktemp -d)"
 export LD_LIBRARY_PATH="$LLAMA_BIN${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+
+# Each side's arguments for one test: prompt size, generated tokens, depth.
+shape() {
+  case "$1" in
+    pp) echo "-p 512 -n 0" ;;
+    tg) echo "-p 0 -n 128" ;;
+    depth) echo "-p 0 -n 128 -d 4096" ;;
+  esac
+}
+
+ours() {  # model threads kv test round
+  # shellcheck disable=SC2046
+  "$deferkv" bench -m "$1" $(shape "$4") -t "$2" -ctk "$3" -ctv "$3" -r 1 --format json \
+    > "$out/ours.$(basename "$1" .gguf).$2.$3.$4.$5.json"
+}
+theirs() {  # model threads kv test round
+  local fa="auto"
+  [ "$3" = f16 ] || fa="on"
+  # shellcheck disable=SC2046
+  "$LLAMA_BIN/llama-bench" -m "$1" $(shape "$4") -t "$2" -ctk "$3" -ctv "$3" -fa "$fa" -r 1 -o json \
+    > "$out/theirs.$(basename "$1" .gguf).$2.$3.$4.$5.json" 2>/dev/null
+}
 
 for preset in $presets; do
   for type in $types; do
     model="$models/llama-$preset-$type.gguf"
     [ -f "$model" ] || "$deferkv" make-model --preset "$preset" --type "$type" --vocab "$vocab" -o "$model" >/dev/null
-    name="llama-$preset-$type"
-    "$deferkv" bench -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" --format json > "$out/$name.ours.json"
-    "$deferkv" bench -m "$model" -p 0 -n 128 -d 4096 -t "$threads" -r "$reps" --format json > "$out/$name.ours-depth.json"
-    "$LLAMA_BIN/llama-bench" -m "$model" -p 512 -n 128 -t "$threads" -r "$reps" -o json > "$out/$name.llama.json" 2>/dev/null
-    : > "$out/$name.llama-depth.jsonl"
-    for t in ${threads//,/ }; do
-      "$LLAMA_BIN/llama-batched-bench" -m "$model" -c 4300 -npp 4096 -ntg 128 -npl 1 -t "$t" \
-        --output-format jsonl 2>/dev/null | grep '^{' >> "$out/$name.llama-depth.jsonl"
+    for t in $threads; do
+      for kv in $kv_types; do
+        for test in $tests; do
+          for round in $(seq 1 "$rounds"); do
+            if [ $((round % 2)) -eq 1 ]; then
+              ours "$model" "$t" "$kv" "$test" "$round"; theirs "$model" "$t" "$kv" "$test" "$round"
+            else
+              theirs "$model" "$t" "$kv" "$test" "$round"; ours "$model" "$t" "$kv" "$test" "$round"
+            fi
+          done
+        done
+      done
     done
   done
 done
 
 python3 - "$out" <<'PY'
-import json, pathlib, sys
+import collections, json, pathlib, statistics, sys
 out = pathlib.Path(sys.argv[1])
-print("| model | threads | test | deferkv t/s | llama.cpp t/s | ratio |")
-print("| --- | ---: | --- | ---: | ---: | ---: |")
-for ours_file in sorted(out.glob("*.ours.json")):
-    name = ours_file.name[: -len(".ours.json")]
-    ours = json.loads(ours_file.read_text()) + json.loads((out / f"{name}.ours-depth.json").read_text())
-    theirs = {}
-    for r in json.loads((out / f"{name}.llama.json").read_text()):
-        test = f"pp{r['n_prompt']}" if r["n_gen"] == 0 else f"tg{r['n_gen']}"
-        theirs[(r["n_threads"], test)] = (r["avg_ts"], r["stddev_ts"])
-    for line in (out / f"{name}.llama-depth.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        theirs[(r["n_threads"], f"tg{r['tg']} @ d{r['pp']}")] = (r["speed_tg"], 0.0)
-    for r in ours:
-        mean, std = theirs.get((r["n_threads"], r["test"]), (float("nan"), 0.0))
-        print(f"| {name} | {r['n_threads']} | {r['test']} | {r['avg_ts']:.1f} ± {r['stddev_ts']:.1f} "
-              f"| {mean:.1f} ± {std:.1f} | {r['avg_ts'] / mean:.2f} |")
+cells = collections.defaultdict(lambda: {"ours": {}, "theirs": {}})
+for f in sorted(out.glob("*.json")):
+    side, model, threads, kv, test, rnd = f.stem.split(".")
+    rows = json.loads(f.read_text())
+    if not rows:
+        continue
+    cells[(model, int(threads), kv, test)][side][int(rnd)] = rows[-1]["avg_ts"]
+label = {"pp": "pp512", "tg": "tg128", "depth": "tg128 @ d4096"}
+order = {"pp": 0, "tg": 1, "depth": 2}
+def fmt(v):
+    return f"{statistics.mean(v):.1f} ± {statistics.stdev(v) if len(v) > 1 else 0.0:.1f}"
+print("| model | threads | KV | test | deferkv t/s | llama.cpp t/s | ratio | per-round ratios |")
+print("| --- | ---: | --- | --- | ---: | ---: | ---: | --- |")
+for key in sorted(cells, key=lambda k: (k[0], k[1], k[2], order[k[3]])):
+    model, threads, kv, test = key
+    ours, theirs = cells[key]["ours"], cells[key]["theirs"]
+    both = sorted(set(ours) & set(theirs))
+    if not both:
+        continue
+    a, b = [ours[r] for r in both], [theirs[r] for r in both]
+    per_round = [x / y for x, y in zip(a, b)]
+    print(f"| {model} | {threads} | {kv} | {label[test]} | {fmt(a)} | {fmt(b)} | "
+          f"{statistics.mean(a) / statistics.mean(b):.2f} | {min(per_round):.2f}–{max(per_round):.2f} |")
 PY

@@ -8,9 +8,9 @@ if(DEFERKV_SANITIZE)
   add_link_options(-fsanitize=${DEFERKV_SANITIZE})
 endif()
 
-# The thread pool on its own, for ThreadSanitizer: the library's other threads are
-# OpenBLAS's, which are not instrumented, so the whole suite under TSan would report
-# their accesses; this test binary holds only what the pool is made of.
+# ThreadSanitizer's test programs (scripts/sanitize.sh runs them with the server's tests): the
+# thread pool on its own, and the batch engine's tests, each in a small program of its own so
+# that the TSan build compiles only what they need (deferkv_tests holds every test).
 if(DEFERKV_SANITIZE MATCHES "thread" AND DEFERKV_BUILD_TESTS)
   find_package(GTest REQUIRED)
   add_executable(deferkv_thread_pool_tests ${CMAKE_SOURCE_DIR}/src/base/thread_pool.cpp

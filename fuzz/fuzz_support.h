@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "deferkv/error.h"
@@ -81,21 +82,29 @@ inline void require(bool holds, const char* invariant) {
   std::abort();
 }
 
-// Runs `body`; a deferkv::Error is the expected answer to bad input, anything else
-// (another exception type) aborts, naming it. Returns true when no Error was thrown.
-template <typename Body>
-bool accepts(Body&& body) {
+// Runs `body`; an `Expected` error (a deferkv::Error or a type derived from it) is the
+// expected answer to bad input and goes to `on_error` for its own checks, anything else
+// (another exception type) aborts, naming it. Returns true when nothing was thrown.
+template <typename Expected, typename Body, typename OnError>
+bool accepts_as(Body&& body, OnError&& on_error) {
   try {
     body();
     return true;
-  } catch (const Error& e) {
+  } catch (const Expected& e) {
     require(*e.what() != '\0', "an Error names the problem");
+    on_error(e);
     return false;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "fuzz invariant broken: %s escaped instead of deferkv::Error: %s\n",
-                 typeid(e).name(), e.what());
+    std::fprintf(stderr, "fuzz invariant broken: %s escaped instead of %s: %s\n", typeid(e).name(),
+                 typeid(Expected).name(), e.what());
     std::abort();
   }
+}
+
+// accepts_as for deferkv::Error, with no further checks.
+template <typename Body>
+bool accepts(Body&& body) {
+  return accepts_as<Error>(std::forward<Body>(body), [](const Error&) {});
 }
 
 }  // namespace deferkv::fuzz

@@ -2,11 +2,12 @@
 # Builds the libFuzzer targets of fuzz/ (clang, AddressSanitizer + UndefinedBehavior-
 # Sanitizer) and runs each for SECONDS (default 60) on its seed corpus fuzz/corpus/<target>/.
 #   scripts/fuzz.sh [seconds-per-target] [target ...]     (targets: gguf, fuzz_gguf, ...)
-# The build folder is build-fuzz (DEFERKV_FUZZ_BUILD overrides it; scripts/sanitize.sh
-# shares its own). New inputs go to <build>/corpus/<target>/, never into the repository;
-# a finding is written to <build>/findings/ and makes the script fail. Memory is capped
-# (-rss_limit_mb, -malloc_limit_mb), so an input that makes a reader allocate far more
-# than its own size is a finding too. Prints executions per target at the end.
+# 0 seconds: build only. The build folder is build-fuzz (DEFERKV_FUZZ_BUILD overrides it;
+# scripts/sanitize.sh shares its own, where the test suite is built too). New inputs go to
+# <build>/corpus/<target>/, never into the repository; a finding is written to
+# <build>/findings/ and makes the script fail. Memory is capped (-rss_limit_mb,
+# -malloc_limit_mb), so an input that makes a reader allocate far more than its own size
+# is a finding too. Prints executions per target at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -16,7 +17,7 @@ build="${DEFERKV_FUZZ_BUILD:-build-fuzz}"
 scripts/install-deps.sh --sanitizers
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" \
-  -DDEFERKV_SANITIZE=address,undefined -DDEFERKV_FUZZ=ON -DDEFERKV_BUILD_BENCH=OFF >/dev/null
+  -DDEFERKV_SANITIZE=address,undefined -DDEFERKV_FUZZ=ON -DDEFERKV_BUILD_BENCH=OFF -DDEFERKV_BUILD_PYTHON=OFF >/dev/null
 
 targets=()
 for name in "$@"; do targets+=("fuzz_${name#fuzz_}"); done

@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
 # Builds deferkv with its tests and benchmarks and runs the whole test suite: the C++
 # tests (ctest), the Slurm job array on a local one-node cluster (tests/slurm), then the
-# Python module's tests (pytest, on build/python).
+# Python module's tests (pytest, on build/python). Each step prints its wall time and CPU
+# time (scripts/ci_step.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh
-cmake --build build -j "$(nproc)"
-ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
+source scripts/ci_step.sh
+step build-cli scripts/build.sh
+step build-all cmake --build build -j "$(nproc)"
+step ctest ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
 # The Slurm job array on a one-node cluster of this machine (root only: it exits 77, skipped,
 # otherwise).
 slurm_status=0
-tests/slurm/run_local_slurm_test.sh build/deferkv || slurm_status=$?
+step slurm tests/slurm/run_local_slurm_test.sh build/deferkv || slurm_status=$?
 if [ "$slurm_status" -ne 0 ] && [ "$slurm_status" -ne 77 ]; then exit "$slurm_status"; fi
 # Debian's interpreter, where python3-pytest is installed.
 PYTHON=${DEFERKV_PYTHON:-/usr/bin/python3}
 status=0
-PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 "$PYTHON" -m pytest -q -p no:cacheprovider tests/python || status=$?
+PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 step pytest "$PYTHON" -m pytest -q -p no:cacheprovider tests/python || status=$?
 # pytest exits 5 when it collected no test: that is a failure here too.
 if [ "$status" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
 exit "$status"

@@ -32,11 +32,20 @@ int64_t read_integer(const json& value, const char* name, int64_t lo, int64_t hi
   return v;
 }
 
-double read_number(const json& value, const char* name, double lo, double hi) {
+// The range of a number field; an open end excludes its bound.
+struct Range {
+  double lo, hi;
+  bool lo_open = false, hi_open = false;
+};
+
+double read_number(const json& value, const char* name, Range range) {
   if (!value.is_number()) bad_request(name, fmt::format("'{}' must be a number", name));
   const double v = value.get<double>();
-  if (!std::isfinite(v) || v < lo || v > hi) {
-    bad_request(name, fmt::format("'{}' must be between {} and {}, got {}", name, lo, hi, v));
+  const bool above = range.lo_open ? v > range.lo : v >= range.lo;
+  const bool below = range.hi_open ? v < range.hi : v <= range.hi;
+  if (!std::isfinite(v) || !above || !below) {
+    bad_request(name, fmt::format("'{}' must be in {}{}, {}{}, got {}", name, range.lo_open ? '(' : '[', range.lo,
+                                  range.hi, range.hi_open ? ')' : ']', v));
   }
   return v;
 }
@@ -61,10 +70,12 @@ std::vector<ChatMessage> read_messages(const json& body) {
 }
 
 std::vector<std::string> read_stop(const json& value) {
-  if (value.is_string()) return {value.get<std::string>()};
-  if (!value.is_array()) bad_request("stop", "'stop' must be a string or a list of strings");
+  if (!value.is_string() && !value.is_array()) bad_request("stop", "'stop' must be a string or a list of strings");
+  // An empty stop string would match at once; the single string's form let one through
+  // where the list's did not (fuzz_server_request asserts it cannot).
+  const json list = value.is_string() ? json::array({value}) : value;
   std::vector<std::string> out;
-  for (const json& s : value) {
+  for (const json& s : list) {
     if (!s.is_string() || s.get<std::string>().empty()) bad_request("stop", "'stop' must hold non-empty strings");
     out.push_back(s.get<std::string>());
   }
@@ -100,12 +111,14 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
     r.stream = v->get<bool>();
   }
   r.max_tokens = defaults.max_tokens;
-  const char* max_name = chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  // Chat's newer name wins when it has a value (a null one leaves max_tokens in force).
+  const char* max_name = chat && field(body, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
   if (const json* v = field(body, max_name)) r.max_tokens = read_integer(*v, max_name, 1, 1 << 20);
   SamplerParams& s = r.sampling;
-  if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature", 0, 100));
-  if (const json* v = field(body, "top_p")) s.top_p = static_cast<float>(read_number(*v, "top_p", 0, 1));
-  if (const json* v = field(body, "min_p")) s.min_p = static_cast<float>(read_number(*v, "min_p", 0, 1));
+  // The sampler's own ranges (SamplerParams::validate), so that an error names its field.
+  if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature", {0, 100}));
+  if (const json* v = field(body, "top_p")) s.top_p = static_cast<float>(read_number(*v, "top_p", {0, 1, true, false}));
+  if (const json* v = field(body, "min_p")) s.min_p = static_cast<float>(read_number(*v, "min_p", {0, 1, false, true}));
   if (const json* v = field(body, "top_k")) s.top_k = static_cast<int32_t>(read_integer(*v, "top_k", 0, 1 << 20));
   if (const json* v = field(body, "seed")) {
     s.seed = static_cast<uint64_t>(read_integer(*v, "seed", 0, std::numeric_limits<int64_t>::max()));
@@ -123,8 +136,11 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
     r.kv_ratio = -1;
   }
   if (ratio != nullptr) {
-    r.kv_ratio = read_number(*ratio, "kv_ratio", 0, 0.999);
+    r.kv_ratio = read_number(*ratio, "kv_ratio", {0, 0.999});
     r.kv_budget = 0;
+  }
+  if (r.press == "full" && (budget != nullptr || ratio != nullptr)) {
+    bad_request("kv_press", "'kv_budget' and 'kv_ratio' need a 'kv_press' other than full");
   }
   try {
     s.validate();

@@ -12,6 +12,8 @@
 #include "server/api_error.h"
 #include "server/batch_scheduler.h"
 #include "server/completion_stream.h"
+#include "server/request_body.h"
+#include "server/token_requests.h"
 
 namespace deferkv::server {
 namespace {
@@ -30,14 +32,6 @@ void send_json(httplib::Response& res, int status, const json& body) {
 void send_error(httplib::Response& res, int status, const std::string& type, const std::string& param,
                 const std::string& code, const std::string& message) {
   send_json(res, status, error_body(message, type, param, code));
-}
-
-json parse_body(const httplib::Request& req) {
-  try {
-    return json::parse(req.body);
-  } catch (const json::exception& e) {
-    bad_request("", std::string("the request body is not valid JSON: ") + e.what(), "invalid_json");
-  }
 }
 
 int64_t unix_time() {
@@ -208,22 +202,12 @@ json HttpServer::props() const {
 }
 
 void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_body(req);
-  if (!body.is_object() || !body.contains("content") || !body["content"].is_string()) {
-    bad_request("content", "'content' must be a string");
-  }
-  auto flag = [&](const char* name) {
-    if (!body.contains(name)) return false;
-    if (!body[name].is_boolean()) bad_request(name, fmt::format("'{}' must be true or false", name));
-    return body[name].get<bool>();
-  };
-  const bool add_special = flag("add_special");
-  const bool with_pieces = flag("with_pieces");
+  const TokenizeRequest r = parse_tokenize_request(parse_json_body(req.body));
   const Tokenizer& tok = model_->tokenizer();
-  const std::vector<int32_t> ids = tok.encode(body["content"].get<std::string>(), add_special, true);
+  const std::vector<int32_t> ids = tok.encode(r.content, r.add_special, true);
   json tokens = json::array();
   for (int32_t id : ids) {
-    if (with_pieces) {
+    if (r.with_pieces) {
       tokens.push_back({{"id", id}, {"piece", tok.token_piece(id)}});
     } else {
       tokens.push_back(id);
@@ -233,24 +217,13 @@ void HttpServer::handle_tokenize(const httplib::Request& req, httplib::Response&
 }
 
 void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_body(req);
-  if (!body.is_object() || !body.contains("tokens") || !body["tokens"].is_array()) {
-    bad_request("tokens", "'tokens' must be a list of token ids");
-  }
-  const int32_t n_vocab = model_->tokenizer().n_vocab();
-  std::vector<int32_t> ids;
-  for (const json& t : body["tokens"]) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
-      bad_request("tokens", fmt::format("each token must be an id in [0, {})", n_vocab));
-    }
-    ids.push_back(static_cast<int32_t>(t.get<int64_t>()));
-  }
-  send_json(res, 200, {{"content", model_->tokenizer().decode(ids)}});
+  const Tokenizer& tok = model_->tokenizer();
+  const std::vector<int32_t> ids = parse_detokenize_request(parse_json_body(req.body), tok.n_vocab());
+  send_json(res, 200, {{"content", tok.decode(ids)}});
 }
 
 void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
-  const json body = parse_body(req);
-  const CompletionRequest r = parse_completion_request(body, chat, options_.defaults);
+  const CompletionRequest r = parse_completion_request(parse_json_body(req.body), chat, options_.defaults);
   const Tokenizer& tok = model_->tokenizer();
 
   GenerationRequest g;
@@ -277,11 +250,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   }
   g.max_tokens = r.max_tokens;
   g.sampling = r.sampling;
-  if (r.press == "full") {
-    if (body.contains("kv_budget") || body.contains("kv_ratio")) {
-      bad_request("kv_press", "'kv_budget' and 'kv_ratio' need a 'kv_press' other than full");
-    }
-  } else {
+  if (r.press != "full") {
     g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
                : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
                                  : KvBudget();

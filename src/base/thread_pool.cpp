@@ -84,6 +84,12 @@ int ThreadPool::default_threads() {
   return cores;
 }
 
+int64_t ThreadPool::chunk_count(int64_t n, int64_t grain) const {
+  if (n <= 0) return 0;
+  const int64_t units = (n + std::max<int64_t>(1, grain) - 1) / std::max<int64_t>(1, grain);
+  return n_threads_ == 1 ? 1 : std::min(units, kChunksPerThread * n_threads_);
+}
+
 void ThreadPool::worker_loop(int index) {
   SpinBudget budget(may_spin_);
   uint32_t seen = 0;
@@ -91,43 +97,62 @@ void ThreadPool::worker_loop(int index) {
     budget.wait_while_equal(generation_, seen);
     seen = generation_.load(std::memory_order_acquire);
     if (stopping_.load(std::memory_order_acquire)) return;
-    (*job_)(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    run_chunks(index);
   }
 }
 
-void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0);
-    return;
-  }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_acq_rel);  // publishes job_ and pending_
-  generation_.notify_all();
-  fn(0);
-  // The last worker to finish notifies; earlier decrements only end a spin.
-  for (int left = pending_.load(std::memory_order_acquire); left != 0; left = pending_.load(std::memory_order_acquire)) {
-    caller_budget_.wait_while_equal(pending_, left);
+void ThreadPool::run_chunk(int64_t chunk, int64_t chunks, int thread) {
+  if (failed_.load(std::memory_order_relaxed)) return;  // skipped: the section throws anyway
+  const int64_t begin = units_ * chunk / chunks * grain_;
+  const int64_t end = std::min(n_, units_ * (chunk + 1) / chunks * grain_);
+  try {
+    (*fn_)(begin, end, thread);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+    failed_.store(true, std::memory_order_relaxed);
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t, int)>& fn) {
-  if (n <= 0) return;
-  grain = std::max<int64_t>(1, grain);
-  const int64_t units = (n + grain - 1) / grain;
-  const int chunks = static_cast<int>(std::min<int64_t>(units, n_threads_));
+void ThreadPool::run_chunks(int thread) {
+  int64_t ran = 0, chunks = 0;
+  for (;;) {
+    const uint64_t claim = claims_.fetch_add(1, std::memory_order_acq_rel);
+    chunks = static_cast<int64_t>(claim >> 32);
+    const auto chunk = static_cast<int64_t>(claim & 0xffffffffu);
+    if (chunk >= chunks) break;
+    run_chunk(chunk, chunks, thread);
+    ++ran;
+  }
+  // Until these chunks are counted the section cannot end, so the last claim above was
+  // on this section's word and `chunks` is its count. Only the caller waits on done_.
+  if (ran > 0 && done_.fetch_add(static_cast<int32_t>(ran), std::memory_order_acq_rel) + ran == chunks && thread != 0) {
+    done_.notify_one();
+  }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const RangeFn& fn) {
+  const int64_t chunks = chunk_count(n, grain);
+  if (chunks == 0) return;
   if (chunks == 1) {
     fn(0, n, 0);
     return;
   }
-  run_on_all([&](int t) {
-    if (t >= chunks) return;
-    const int64_t begin = units * t / chunks * grain;
-    const int64_t end = std::min(n, units * (t + 1) / chunks * grain);
-    if (begin < end) fn(begin, end, t);
-  });
+  grain_ = std::max<int64_t>(1, grain);
+  fn_ = &fn;
+  n_ = n;
+  units_ = (n + grain_ - 1) / grain_;
+  error_ = nullptr;
+  failed_.store(false, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claims_.store(static_cast<uint64_t>(chunks) << 32, std::memory_order_release);  // publishes the above
+  generation_.fetch_add(1, std::memory_order_acq_rel);
+  generation_.notify_all();
+  run_chunks(0);
+  for (int32_t done = done_.load(std::memory_order_acquire); done != chunks; done = done_.load(std::memory_order_acquire)) {
+    caller_budget_.wait_while_equal(done_, done);
+  }
+  if (failed_.load(std::memory_order_relaxed)) std::rethrow_exception(error_);
 }
 
 }  // namespace deferkv

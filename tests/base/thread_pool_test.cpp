@@ -1,16 +1,21 @@
-// The thread pool: parallel_for tiles the range exactly once in grain-aligned chunks, one
-// per thread at most; run_on_all reaches every thread once; results written by the
-// workers are visible to the caller when a section returns (under ThreadSanitizer,
-// scripts/sanitize.sh, a missing happens-before edge is a report); a pool with more
-// threads than cores (which sleeps instead of spinning) still runs every section; the
-// cgroup CPU quota is read as whole cores.
+// The thread pool: parallel_for covers the range exactly once in grain-aligned chunks,
+// several a thread, whose boundaries depend only on (n, grain, threads); no two chunks
+// run at once under one thread index; the threads that run take over the chunks of one
+// that is stalled; an exception in a chunk reaches the caller and the pool runs on;
+// results written by the workers are visible to the caller when a section returns
+// (under ThreadSanitizer, scripts/sanitize.sh, a missing happens-before edge is a
+// report); a pool with more threads than cores (which sleeps instead of spinning) still
+// runs every section; the cgroup CPU quota is read as whole cores.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
 #include <mutex>
-#include <tuple>
+#include <stdexcept>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -24,54 +29,175 @@ struct Chunk {
   bool operator<(const Chunk& o) const { return begin < o.begin; }
 };
 
-std::vector<Chunk> chunks_of(ThreadPool& pool, int64_t n, int64_t grain) {
-  std::mutex mutex;
+// The threads counts tried: one, fewer than this machine's cores or as many, and
+// (16) more than it has.
+const std::vector<int> kThreadCounts = {1, 2, 3, 4, 7, 16};
+
+// The chunks of one section, sorted, and how often each index was visited.
+struct Section {
   std::vector<Chunk> chunks;
+  std::vector<int> visits;
+};
+
+Section run_section(ThreadPool& pool, int64_t n, int64_t grain) {
+  std::mutex mutex;
+  Section s;
+  s.visits.assign(static_cast<size_t>(std::max<int64_t>(n, 0)), 0);
   pool.parallel_for(n, grain, [&](int64_t begin, int64_t end, int thread) {
     std::lock_guard<std::mutex> lock(mutex);
-    chunks.push_back({begin, end, thread});
+    s.chunks.push_back({begin, end, thread});
+    for (int64_t i = begin; i < end; ++i) ++s.visits[static_cast<size_t>(i)];
   });
-  std::sort(chunks.begin(), chunks.end());
-  return chunks;
+  std::sort(s.chunks.begin(), s.chunks.end());
+  return s;
 }
 
-TEST(ThreadPool, ParallelForTilesTheRangeInGrainAlignedChunks) {
-  for (int threads : {1, 2, 3, 4, 7}) {
+// Chunks the pool is meant to make, worked out here: the whole range on one thread,
+// else four a thread, but no chunk smaller than a grain.
+int64_t expected_chunks(int threads, int64_t n, int64_t grain) {
+  if (n <= 0) return 0;
+  if (threads == 1) return 1;
+  const int64_t step = std::max<int64_t>(1, grain);
+  return std::min<int64_t>((n + step - 1) / step, 4 * threads);
+}
+
+TEST(ThreadPool, ParallelForCoversEveryIndexOnceInGrainAlignedChunks) {
+  for (int threads : kThreadCounts) {
     ThreadPool pool(threads);
     for (int64_t n : {0, 1, 5, 64, 1000, 1001}) {
       for (int64_t grain : {0, 1, 3, 16, 100}) {
         SCOPED_TRACE(testing::Message() << "threads " << threads << " n " << n << " grain " << grain);
-        const std::vector<Chunk> chunks = chunks_of(pool, n, grain);
+        const Section s = run_section(pool, n, grain);
+        EXPECT_EQ(s.visits, std::vector<int>(static_cast<size_t>(n), 1));
+        EXPECT_EQ(static_cast<int64_t>(s.chunks.size()), expected_chunks(threads, n, grain));
+        EXPECT_EQ(pool.chunk_count(n, grain), expected_chunks(threads, n, grain));
         const int64_t step = std::max<int64_t>(1, grain);
-        const int64_t units = (n + step - 1) / step;
-        EXPECT_EQ(static_cast<int64_t>(chunks.size()), std::min<int64_t>(units, threads));
         int64_t next = 0;
-        std::vector<int> threads_seen;
-        for (size_t i = 0; i < chunks.size(); ++i) {
-          EXPECT_EQ(chunks[i].begin, next);
-          EXPECT_LT(chunks[i].begin, chunks[i].end);
-          EXPECT_EQ(chunks[i].begin % step, 0);
-          if (i + 1 < chunks.size()) EXPECT_EQ(chunks[i].end % step, 0);
-          EXPECT_GE(chunks[i].thread, 0);
-          EXPECT_LT(chunks[i].thread, threads);
-          threads_seen.push_back(chunks[i].thread);
-          next = chunks[i].end;
+        for (size_t i = 0; i < s.chunks.size(); ++i) {
+          EXPECT_EQ(s.chunks[i].begin, next);
+          EXPECT_LT(s.chunks[i].begin, s.chunks[i].end);
+          EXPECT_EQ(s.chunks[i].begin % step, 0);
+          if (i + 1 < s.chunks.size()) EXPECT_EQ(s.chunks[i].end % step, 0);
+          EXPECT_GE(s.chunks[i].thread, 0);
+          EXPECT_LT(s.chunks[i].thread, threads);
+          next = s.chunks[i].end;
         }
         EXPECT_EQ(next, n);
-        std::sort(threads_seen.begin(), threads_seen.end());
-        EXPECT_EQ(std::adjacent_find(threads_seen.begin(), threads_seen.end()), threads_seen.end())
-            << "a thread ran two chunks";
       }
     }
   }
 }
 
-TEST(ThreadPool, RunOnAllReachesEveryThreadOnce) {
-  ThreadPool pool(4);
-  for (int round = 0; round < 20; ++round) {
-    std::vector<int> calls(4, 0);  // each thread writes only its own slot
-    pool.run_on_all([&](int thread) { ++calls[static_cast<size_t>(thread)]; });
-    ASSERT_EQ(calls, std::vector<int>(4, 1)) << "round " << round;
+// Sections of tiny chunks back to back, so that the threads claim chunks at the same
+// moments: a chunk handed out twice, or none, shows as an index visited twice or never.
+TEST(ThreadPool, ConcurrentClaimsHandOutEachChunkOnce) {
+  for (int threads : {2, 4}) {
+    ThreadPool pool(threads);
+    const int64_t n = pool.chunk_count(1 << 20, 1);  // one index a chunk
+    std::vector<std::atomic<int>> visits(static_cast<size_t>(n));
+    int64_t wrong = 0;
+    for (int section = 0; section < 20000 && wrong == 0; ++section) {
+      pool.parallel_for(n, 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) visits[static_cast<size_t>(i)].fetch_add(1, std::memory_order_relaxed);
+      });
+      for (auto& v : visits) wrong += v.exchange(0, std::memory_order_relaxed) != 1;
+    }
+    EXPECT_EQ(wrong, 0) << threads << " threads";
+  }
+}
+
+// Which thread runs a chunk varies from run to run; where the chunks fall does not, so
+// a caller whose chunks write disjoint outputs gets the same bits every time.
+TEST(ThreadPool, ChunkBoundariesDoNotDependOnTiming) {
+  for (int threads : {2, 3, 16}) {
+    ThreadPool pool(threads);
+    const Section first = run_section(pool, 1001, 7);
+    for (int round = 0; round < 50; ++round) {
+      const Section again = run_section(pool, 1001, 7);
+      ASSERT_EQ(again.chunks.size(), first.chunks.size());
+      for (size_t i = 0; i < first.chunks.size(); ++i) {
+        ASSERT_EQ(again.chunks[i].begin, first.chunks[i].begin) << threads << " threads, round " << round;
+        ASSERT_EQ(again.chunks[i].end, first.chunks[i].end) << threads << " threads, round " << round;
+      }
+    }
+  }
+}
+
+// Per-thread scratch indexed by the thread index stays private: a chunk never starts
+// under an index whose previous chunk is still running.
+TEST(ThreadPool, NoTwoRunningChunksShareAThreadIndex) {
+  for (int threads : {2, 4, 16}) {
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> running(static_cast<size_t>(threads));
+    std::atomic<int> clashes{0};
+    for (int section = 0; section < 300; ++section) {
+      pool.parallel_for(4096, 16, [&](int64_t begin, int64_t end, int thread) {
+        if (running[static_cast<size_t>(thread)].exchange(1) != 0) ++clashes;
+        volatile int64_t sink = 0;
+        for (int64_t i = begin; i < end; ++i) sink = sink + i * i;  // a little work, so chunks overlap in time
+        running[static_cast<size_t>(thread)].store(0);
+      });
+    }
+    EXPECT_EQ(clashes.load(), 0) << threads << " threads";
+  }
+}
+
+// One chunk is held up (as if its thread were descheduled) until every other chunk is
+// done: the other threads must take them all, including those a fixed share per thread
+// would have left to the stalled one. It waits at most 20 s, then the test fails.
+TEST(ThreadPool, ThreadsThatRunTakeOverAStalledThreadsChunks) {
+  constexpr int64_t n = 1000, grain = 10;
+  for (int threads : {2, 3, 16}) {
+    ThreadPool pool(threads);
+    const int64_t chunks = pool.chunk_count(n, grain);
+    for (int64_t stalled : {int64_t{0}, int64_t{1}, chunks - 1}) {
+      SCOPED_TRACE(testing::Message() << threads << " threads, chunk " << stalled << " stalled");
+      std::mutex mutex;
+      std::condition_variable others_done;
+      int64_t finished_others = 0;
+      bool timed_out = false;
+      std::vector<Chunk> ran;
+      std::vector<int> visits(static_cast<size_t>(n), 0);
+      pool.parallel_for(n, grain, [&](int64_t begin, int64_t end, int thread) {
+        std::unique_lock<std::mutex> lock(mutex);
+        ran.push_back({begin, end, thread});
+        for (int64_t i = begin; i < end; ++i) ++visits[static_cast<size_t>(i)];
+        if (begin == stalled * grain) {
+          timed_out = !others_done.wait_for(lock, std::chrono::seconds(20), [&] { return finished_others == chunks - 1; });
+        } else if (++finished_others == chunks - 1) {
+          others_done.notify_all();
+        }
+      });
+      ASSERT_FALSE(timed_out) << "the other chunks waited for the stalled thread";
+      EXPECT_EQ(visits, std::vector<int>(static_cast<size_t>(n), 1));
+      EXPECT_EQ(static_cast<int64_t>(ran.size()), chunks);
+    }
+  }
+}
+
+TEST(ThreadPool, AnExceptionInAChunkReachesTheCallerAndThePoolRunsOn) {
+  for (int threads : {1, 2, 16}) {
+    SCOPED_TRACE(testing::Message() << threads << " threads");
+    ThreadPool pool(threads);
+    std::vector<std::atomic<int>> visits(1000);
+    auto one_chunk_throws = [&](int64_t begin, int64_t end, int) {
+      for (int64_t i = begin; i < end; ++i) ++visits[static_cast<size_t>(i)];
+      if (begin <= 500 && 500 < end) throw std::runtime_error("index 500 failed");
+    };
+    for (int round = 0; round < 20; ++round) {
+      try {
+        pool.parallel_for(1000, 8, one_chunk_throws);
+        ADD_FAILURE() << "no exception";
+      } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "index 500 failed");
+      }
+    }
+    for (const auto& v : visits) EXPECT_LE(v.load(), 20);  // chunks after the failure may be skipped, none run twice
+    // Every chunk throws: one exception comes out.
+    EXPECT_THROW(pool.parallel_for(1000, 8, [](int64_t, int64_t, int) { throw std::runtime_error("all"); }),
+                 std::runtime_error);
+    const Section after = run_section(pool, 1000, 8);
+    EXPECT_EQ(after.visits, std::vector<int>(1000, 1));
   }
 }
 
@@ -100,15 +226,17 @@ TEST(ThreadPool, PoolsThatNeverRanJoinTheirWorkers) {
 }
 
 // 16 threads on this machine's few cores: the oversubscribed pool sleeps between
-// sections, and 2000 back-to-back sections each see every worker.
+// sections, and 2000 back-to-back sections each cover their range.
 TEST(ThreadPool, ManySectionsWithMoreThreadsThanCores) {
   for (int threads : {2, 16}) {
     ThreadPool pool(threads);
     std::atomic<int64_t> total{0};
     for (int section = 0; section < 2000; ++section) {
-      pool.run_on_all([&](int t) { total += t + 1; });
+      pool.parallel_for(64, 1, [&](int64_t begin, int64_t end, int) {
+        for (int64_t i = begin; i < end; ++i) total += i + 1;
+      });
     }
-    EXPECT_EQ(total.load(), 2000LL * threads * (threads + 1) / 2) << threads << " threads";
+    EXPECT_EQ(total.load(), 2000LL * 64 * 65 / 2) << threads << " threads";
   }
 }
 

@@ -23,7 +23,7 @@ struct BenchBatchArgs {
   std::vector<int64_t> parallel = {1, 8};
   int64_t n_prompt = 512;
   int64_t n_gen = 128;
-  int threads = 2;
+  int threads = 1;
   int repetitions = 3;
 };
 
@@ -99,7 +99,7 @@ void add_bench_batch_command(CLI::App& app) {
       ->delimiter(',')->capture_default_str();
   cmd->add_option("-p,--n-prompt", args->n_prompt, "Prompt tokens of each sequence")->capture_default_str();
   cmd->add_option("-n,--n-gen", args->n_gen, "Tokens each sequence generates")->capture_default_str();
-  cmd->add_option("-t,--threads", args->threads, "Threads")->capture_default_str();
+  add_threads_option(*cmd, args->threads);
   cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions")->capture_default_str();
   cmd->callback([args] { run_bench_batch(*args); });
 }

@@ -168,7 +168,9 @@ void add_bench_command(CLI::App& app) {
       ->delimiter(',')->capture_default_str();
   cmd->add_option("-d,--n-depth", args->depths, "Context depths to run each test at")
       ->delimiter(',')->capture_default_str();
-  cmd->add_option("-t,--threads", args->threads, "Thread counts (default: the cores this process may use)")->delimiter(',');
+  cmd->add_option("-t,--threads", args->threads, "Thread counts (default: the cores this process may use)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
   cmd->add_option("-r,--repetitions", args->repetitions, "Repetitions of each test")->capture_default_str();
   cmd->add_option("-b,--batch-size", args->n_batch, "Prompt tokens per forward pass")->capture_default_str();
   add_report_output_options(*cmd, args->output, kBenchFormats);

@@ -82,7 +82,8 @@ class ForwardPass {
 
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
-  // y = x W^T for n rows, each through the single-token matvec kernel.
+  // y = x W^T for n rows through the multi-row matvec kernels: each row bit for bit as
+  // the single-token matvec gives it.
   void linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y);
   // linear(), plus the delta of projection p when deltas are given.
   void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,

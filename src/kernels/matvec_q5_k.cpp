@@ -52,13 +52,7 @@ void MatvecQ5K(const void* w, size_t stride, int64_t n, const void* packed, size
           });
         });
       }
-      const float dw = F16ToF32(block.d), dmin = F16ToF32(block.dmin);
-      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
-        const float dx = x[i].d[b];
-        acc[i] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0[i], sum1[i])), hn::Set(df, dw * dx),
-                            acc[i]);
-        scales.AccumulateMins(x[i].sums + b * 8, -dmin * dx, acc[i]);
-      });
+      AddBlockK4(df, sum0, sum1, block.d, block.dmin, scales, x, b, acc);
     };
     MatvecByBlocks<M>(df, base + r0 * stride, stride, n / kQK, y + first * ldy + r0, ldy, count, block_fma);
   });

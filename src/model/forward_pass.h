@@ -49,8 +49,9 @@ class ForwardPass {
            bool all_logits, float* logits);
   // Runs every segment's rows in one pass (their total <= max_batch): each weight matrix
   // is read once for all of them; attention, cache and taps are each segment's own. When
-  // every segment is one token (a batch's decode step), every row takes the route of a
-  // single token's matvec, so each row's result is bit for bit what a pass of its own gives.
+  // every segment is one token (a batch's decode step), the rows go through the multi-row
+  // matvec kernels, whose every row is bit for bit a single token's matvec: each row's
+  // result is what a pass of its own gives.
   void run(std::span<const ForwardSegment> segments);
 
   // Runs a prompt of n tokens (any length) layer by layer: every chunk of max_batch tokens

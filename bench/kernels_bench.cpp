@@ -1,8 +1,9 @@
 // Kernel throughput: matvec (decode, including pack_activation) per weight type at
 // 4096 x 4096, and matmul (prefill) at m = 512 tokens, single-threaded. Bytes processed
 // are the weight bytes read, so the reported rate is weight GB/s; matmul also reports
-// GFLOP/s. matvec runs 5 repetitions and reports their median, as the machines this
-// runs on are shared. (A 4096 x 4096 quantised matrix fits in a large L3; real models
+// GFLOP/s. matvec_rows and matvec_each (8 activations, batched decode) report
+// activations per second. matvec runs 5 repetitions and reports their median, as the
+// machines this runs on are shared. (A 4096 x 4096 quantised matrix fits in a large L3; real models
 // stream from DRAM.)
 #include <benchmark/benchmark.h>
 
@@ -58,6 +59,36 @@ void BM_Matvec(benchmark::State& state, DType type) {
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
 }
 
+// m activations (decode rows of the batch engine) against the first `cols` columns of
+// the matrix's rows (768: the width of the 100M model's projections, whose activations
+// all stay in L1), packed once. Rows: matvec_rows, each weight block decoded once per
+// group of activations. Each: what linear_by_matvec did before it, matvec per activation
+// over 16-row tiles (the tile read from memory once, from cache for the others).
+void BM_MatvecRows(benchmark::State& state, DType type, bool rows) {
+  const int64_t m = state.range(0), cols = state.range(1);
+  const auto& w = weights(type);
+  const size_t stride = packed_activation_stride(type, cols);
+  const std::vector<float> x = random_values(static_cast<size_t>(m * cols), 4);
+  std::vector<unsigned char> packed(stride * static_cast<size_t>(m));
+  for (int64_t i = 0; i < m; ++i) pack_activation(type, x.data() + i * cols, cols, packed.data() + i * stride);
+  std::vector<float> y(static_cast<size_t>(m * kRows));
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(type, kCols));
+  for (auto _ : state) {
+    if (rows) {
+      matvec_rows(type, w.data(), row_bytes, cols, packed.data(), stride, m, y.data(), kRows, kRows);
+    } else {
+      for (int64_t r = 0; r < kRows; r += 16) {
+        for (int64_t i = 0; i < m; ++i) {
+          matvec(type, w.data() + r * row_bytes, row_bytes, cols, packed.data() + i * stride, y.data() + i * kRows + r,
+                 16);
+        }
+      }
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetItemsProcessed(state.iterations() * m);  // activations (tokens) per second
+}
+
 void BM_Matmul(benchmark::State& state, DType type) {
   init_blas_single_threaded();
   const int64_t m = state.range(0);
@@ -91,6 +122,17 @@ const bool kRegistered = [] {
     benchmark::RegisterBenchmark((std::string("matmul/") + dtype_name(type)).c_str(), BM_Matmul, type)
         ->Arg(512)
         ->Unit(benchmark::kMillisecond);
+  }
+  for (DType type : kTypes) {
+    for (bool rows : {false, true}) {
+      benchmark::RegisterBenchmark((std::string(rows ? "matvec_rows/" : "matvec_each/") + dtype_name(type)).c_str(),
+                                   BM_MatvecRows, type, rows)
+          ->Args({8, 768})
+          ->Args({8, 4096})
+          ->Repetitions(5)
+          ->ReportAggregatesOnly(true)
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
   for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     benchmark::RegisterBenchmark((std::string("matmul_small_m/") + dtype_name(type)).c_str(), BM_Matmul, type)

@@ -7,12 +7,15 @@
 #define DEFERKV_KERNELS_KERNEL_HELPERS_INL_H_
 #endif
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
 
 #include <hwy/highway.h>
 
+#include "kernels/packed_activation.h"
 #include "kernels/quant.h"
 
 // For lambdas in kernel loops (the per-block lambdas handed to MatvecByBlocks and the
@@ -52,26 +55,70 @@ HWY_INLINE void Unroll(const Fn& fn) {
   }(std::make_index_sequence<N>{});
 }
 
-// y[r] = dot(row r, x) for weights stored in blocks: block_fma(row, b, acc) returns acc
-// plus block b's share of the row's dot product (in float lanes, summed at the end).
-// Rows are taken one at a time, front to back: reading several rows at once (to share
-// activation loads) measured slower here for matrices streamed from DRAM. Even and odd
-// blocks go to separate accumulators, so two FMA chains overlap.
-template <class DF, class BlockFma>
-HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, float* y, int64_t rows,
-                               const BlockFma& block_fma) {
+// Activations per group (ForTilesAndGroups) in the quantised kernels: each activation
+// of a group holds two float accumulators and an int32 sum in registers besides the
+// decoded weights, so four fit AVX2's sixteen vector registers.
+inline constexpr size_t kMatvecGroup = 4;
+
+// Weight rows per tile in ForTilesAndGroups: 16 rows of a 4096-wide quantised matrix
+// (under 70 KiB of Q8_0) stay in L1/L2 while every group of activations passes over them.
+inline constexpr int64_t kRowTile = 16;
+
+// The multi-row kernels take the m activations (tokens) in groups of up to G, each
+// group's M activations against one weight row at a time, so that a weight block is
+// loaded and decoded once per group. Calls fn(std::integral_constant<size_t, M>{},
+// first, r0, count) for weight rows [r0, r0 + count) in tiles of kRowTile (read from
+// memory by the first group, from cache by the others), and within a tile for
+// activations [first, first + M): groups of G, then one group of the remainder.
+template <size_t G, class Fn>
+HWY_INLINE void ForTilesAndGroups(int64_t m, int64_t rows, const Fn& fn) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowTile) {
+    const int64_t count = rows - r0 < kRowTile ? rows - r0 : kRowTile;
+    int64_t first = 0;
+    for (; first + static_cast<int64_t>(G) <= m; first += G) fn(std::integral_constant<size_t, G>{}, first, r0, count);
+    Unroll<G>([&](auto rest) DEFERKV_INLINE_LAMBDA {
+      if constexpr (rest != 0) {
+        if (m - first == static_cast<int64_t>(rest)) fn(rest, first, r0, count);
+      }
+    });
+  }
+}
+
+// y[i * ldy + r] = dot(row r, x_i) for M activations x_i and weights stored in blocks:
+// block_fma(row, b, acc) adds block b's share of row r's dot product with x_i to acc[i]
+// (float lanes, summed at the end) for each i < M. Rows are taken one at a time, front
+// to back: reading several rows at once (to share activation loads) measured slower
+// here for matrices streamed from DRAM. Even and odd blocks go to separate
+// accumulators, so two FMA chains overlap. Each x_i's accumulators see the same
+// operations in the same order whatever M is, so y is bit for bit the same as with M = 1.
+template <size_t M, class DF, class BlockFma>
+HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, float* y, int64_t ldy,
+                               int64_t rows, const BlockFma& block_fma) {
   const auto* base = static_cast<const uint8_t*>(w);
   for (int64_t r = 0; r < rows; ++r) {
     const uint8_t* row = base + r * stride;
-    auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+    hn::Vec<DF> acc0[M], acc1[M];
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { acc0[i] = acc1[i] = hn::Zero(df); });
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
-      acc0 = block_fma(row, b, acc0);
-      acc1 = block_fma(row, b + 1, acc1);
+      block_fma(row, b, acc0);
+      block_fma(row, b + 1, acc1);
     }
-    if (b < nb) acc0 = block_fma(row, b, acc0);
-    y[r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+    if (b < nb) block_fma(row, b, acc0);
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+      y[static_cast<int64_t>(i) * ldy + r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[i], acc1[i])));
+    });
   }
+}
+
+// The M activations starting at `first` of m packed ones `stride` bytes apart.
+template <size_t M>
+HWY_INLINE std::array<PackedActivation, M> PackedViews(const void* packed, size_t stride, int64_t first, int64_t n,
+                                                       int block) {
+  std::array<PackedActivation, M> views;
+  const auto* base = static_cast<const uint8_t*>(packed) + static_cast<size_t>(first) * stride;
+  Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { views[i] = packed_view(base + i * stride, n, block); });
+  return views;
 }
 
 }  // namespace deferkv::HWY_NAMESPACE

@@ -39,26 +39,14 @@ int64_t min_tokens_for_gemm(DType weight_type) {
 // than 256 KiB (X, m x n, is read again for every tile).
 int64_t tile_rows(int64_t n) { return std::max<int64_t>(16, (1 << 20) / 4 / n / 16 * 16); }
 
-// Bytes of one token's packed activation, rounded so the next starts 64-byte aligned.
-size_t packed_stride(DType weight_type, int64_t n) {
-  return (packed_activation_bytes(weight_type, n) + 63) / 64 * 64;
-}
-
-// The small-m path: pack the m tokens into scratch, then run groups of rows against all
-// of them so each group of weight rows is read from memory once and from cache m - 1 times.
+// The small-m path: pack the m tokens into scratch, then the multi-row matvec kernels
+// (each weight block read and decoded once per group of tokens).
 void matmul_by_matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
                       const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch) {
   auto* packed = reinterpret_cast<unsigned char*>(scratch);
-  const size_t stride = packed_stride(weight_type, n);
+  const size_t stride = packed_activation_stride(weight_type, n);
   for (int64_t i = 0; i < m; ++i) pack_activation(weight_type, x + i * ldx, n, packed + i * stride);
-  constexpr int64_t kRowGroup = 16;
-  const auto* w = static_cast<const unsigned char*>(weights);
-  for (int64_t r0 = 0; r0 < rows; r0 += kRowGroup) {
-    const int64_t count = std::min(kRowGroup, rows - r0);
-    for (int64_t i = 0; i < m; ++i) {
-      matvec(weight_type, w + r0 * row_stride, row_stride, n, packed + i * stride, y + i * ldy + r0, count);
-    }
-  }
+  matvec_rows(weight_type, weights, row_stride, n, packed, stride, m, y, ldy, rows);
 }
 
 }  // namespace
@@ -70,7 +58,7 @@ size_t scratch_floats_for_matmul(int64_t rows, int64_t n) {
   size_t packed = 0;  // bytes for the tokens of the largest matvec-path batch
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
                      DType::Q5_K, DType::Q6_K}) {
-    packed = std::max(packed, packed_stride(type, n) * static_cast<size_t>(min_tokens_for_gemm(type) - 1));
+    packed = std::max(packed, packed_activation_stride(type, n) * static_cast<size_t>(min_tokens_for_gemm(type) - 1));
   }
   return std::max(tile, (packed + sizeof(float) - 1) / sizeof(float));
 }

@@ -1,4 +1,5 @@
-// matvec.h entry points: activation packing per weight type and dispatch to the kernels.
+// matvec.h entry points: activation packing per weight type and dispatch to the kernels
+// (matvec is matvec_rows with one activation).
 #include "kernels/matvec.h"
 
 #include <cstring>
@@ -43,19 +44,31 @@ void pack_activation(DType weight_type, const float* x, int64_t n, void* packed)
   }
 }
 
+size_t packed_activation_stride(DType weight_type, int64_t n) {
+  return (packed_activation_bytes(weight_type, n) + 63) / 64 * 64;
+}
+
 void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n, const void* packed_x,
             float* y, int64_t rows) {
-  switch (weight_type) {
-    case DType::F32: return matvec_f32(weights, row_stride, n, packed_x, y, rows);
-    case DType::F16: return matvec_f16(weights, row_stride, n, packed_x, y, rows);
-    case DType::BF16: return matvec_bf16(weights, row_stride, n, packed_x, y, rows);
-    case DType::Q8_0: return matvec_q8_0(weights, row_stride, n, packed_x, y, rows);
-    case DType::Q4_0: return matvec_q4_0(weights, row_stride, n, packed_x, y, rows);
-    case DType::Q4_K: return matvec_q4_k(weights, row_stride, n, packed_x, y, rows);
-    case DType::Q5_K: return matvec_q5_k(weights, row_stride, n, packed_x, y, rows);
-    case DType::Q6_K: return matvec_q6_k(weights, row_stride, n, packed_x, y, rows);
-  }
-  fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));
+  matvec_rows(weight_type, weights, row_stride, n, packed_x, 0, 1, y, rows, rows);
+}
+
+void matvec_rows(DType weight_type, const void* weights, size_t row_stride, int64_t n, const void* packed_x,
+                 size_t packed_stride, int64_t m, float* y, int64_t ldy, int64_t rows) {
+  const auto kernel = [&]() {
+    switch (weight_type) {
+      case DType::F32: return matvec_f32;
+      case DType::F16: return matvec_f16;
+      case DType::BF16: return matvec_bf16;
+      case DType::Q8_0: return matvec_q8_0;
+      case DType::Q4_0: return matvec_q4_0;
+      case DType::Q4_K: return matvec_q4_k;
+      case DType::Q5_K: return matvec_q5_k;
+      case DType::Q6_K: return matvec_q6_k;
+    }
+    fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));
+  }();
+  kernel(weights, row_stride, n, packed_x, packed_stride, m, y, ldy, rows);
 }
 
 }  // namespace deferkv

@@ -15,10 +15,21 @@ namespace deferkv {
 // packed_activation.h; a float32 copy for F32/F16/BF16 weights).
 size_t packed_activation_bytes(DType weight_type, int64_t n);
 void pack_activation(DType weight_type, const float* x, int64_t n, void* packed);
+// packed_activation_bytes rounded up to 64: the distance between consecutive packed
+// activations handed to matvec_rows, so that each starts as aligned as the first.
+size_t packed_activation_stride(DType weight_type, int64_t n);
 
 // y[r] = dot(W row r, x) for r in [0, rows).
 void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n,
             const void* packed_x, float* y, int64_t rows);
+
+// y[i * ldy + r] = dot(W row r, x_i) for i in [0, m), r in [0, rows): the m packed
+// activations lie packed_stride bytes apart. Each weight block is loaded and decoded
+// once for a group of activations instead of once per activation, and every y row is
+// bit for bit what matvec gives for its x_i alone (the batch engine's decode rows rely
+// on this: a sequence decodes the same in a batch as by itself).
+void matvec_rows(DType weight_type, const void* weights, size_t row_stride, int64_t n, const void* packed_x,
+                 size_t packed_stride, int64_t m, float* y, int64_t ldy, int64_t rows);
 
 // Y[i, r] = dot(W row r, X[i, :]) for i in [0, m), r in [0, rows): X is m x n row-major
 // (row stride ldx floats), Y is m x rows within a row-major matrix of row stride ldy.

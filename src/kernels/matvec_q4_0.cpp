@@ -1,5 +1,6 @@
 // Q4_0 weights x int16 activation: per 32-block the nibbles are widened to int16, offset
 // by -8, multiply-added with the packed activation, then one float FMA by d_w * d_x.
+// A block is widened once for a group of activations (kernel_helpers-inl.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_q4_0.cpp"
 #include "kernels/hwy_targets.h"
@@ -15,46 +16,64 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-// The int32 partial sums of one block's dot product with its 32 packed activations. A
-// block's 16 bytes hold values 0-15 (low nibbles) and 16-31 (high nibbles).
+// A block's 32 values (16 bytes: values 0-15 in the low nibbles, 16-31 in the high ones)
+// widened to int16 and centred (-8), in 32 / lanes vectors.
 template <class D16>
-HWY_INLINE hn::Vec<hn::Repartition<int32_t, D16>> BlockDot(D16 d16, const uint8_t* qs, const int16_t* xq) {
-  const hn::Repartition<int32_t, D16> d32;
-  constexpr size_t L = hn::MaxLanes(d16);
-  auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
-  if constexpr (L == 32) {
-    // Widen the 16 bytes once into a half vector, then join low and high nibbles into
-    // one full vector of the block's 32 values. (Combine is found by argument-dependent
-    // lookup: the one-lane target has none, and never instantiates this branch.)
-    const hn::Half<D16> dh;
-    const auto q = hn::PromoteTo(dh, hn::LoadU(hn::Rebind<uint8_t, decltype(dh)>(), qs));
-    const auto values = Combine(d16, hn::ShiftRight<4>(q), hn::And(q, hn::Set(dh, 15)));
-    const auto centred = hn::Sub(values, hn::Set(d16, 8));
-    sum0 = hn::ReorderWidenMulAccumulate(d32, centred, hn::LoadU(d16, xq), sum0, sum1);
-  } else {
-    static_assert(16 % L == 0);
-    const hn::Rebind<uint8_t, D16> d8;
-    for (size_t k = 0; k < 16; k += L) {
-      const auto q = hn::PromoteTo(d16, hn::LoadU(d8, qs + k));
-      const auto lo = hn::Sub(hn::And(q, hn::Set(d16, 15)), hn::Set(d16, 8));
-      const auto hi = hn::Sub(hn::ShiftRight<4>(q), hn::Set(d16, 8));
-      sum0 = hn::ReorderWidenMulAccumulate(d32, lo, hn::LoadU(d16, xq + k), sum0, sum1);
-      sum0 = hn::ReorderWidenMulAccumulate(d32, hi, hn::LoadU(d16, xq + 16 + k), sum0, sum1);
+struct BlockValues {
+  static constexpr size_t kVectors = 32 / hn::MaxLanes(D16());
+  hn::Vec<D16> v[kVectors];
+
+  HWY_INLINE BlockValues(D16 d16, const uint8_t* qs) {
+    constexpr size_t L = hn::MaxLanes(d16);
+    if constexpr (L == 32) {
+      // Widen the 16 bytes once into a half vector, then join low and high nibbles into
+      // one full vector of the block's 32 values. (Combine is found by argument-dependent
+      // lookup: the one-lane target has none, and never instantiates this branch.)
+      const hn::Half<D16> dh;
+      const auto q = hn::PromoteTo(dh, hn::LoadU(hn::Rebind<uint8_t, decltype(dh)>(), qs));
+      v[0] = hn::Sub(Combine(d16, hn::ShiftRight<4>(q), hn::And(q, hn::Set(dh, 15))), hn::Set(d16, 8));
+    } else {
+      static_assert(16 % L == 0);
+      const hn::Rebind<uint8_t, D16> d8;
+      Unroll<16 / L>([&](auto k) DEFERKV_INLINE_LAMBDA {
+        const auto q = hn::PromoteTo(d16, hn::LoadU(d8, qs + k * L));
+        v[k] = hn::Sub(hn::And(q, hn::Set(d16, 15)), hn::Set(d16, 8));
+        v[16 / L + k] = hn::Sub(hn::ShiftRight<4>(q), hn::Set(d16, 8));
+      });
     }
   }
-  return hn::RearrangeToOddPlusEven(sum0, sum1);
-}
 
-void MatvecQ4_0(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+  // The int32 partial sums of the block's dot product with its 32 packed activations.
+  HWY_INLINE hn::Vec<hn::Repartition<int32_t, D16>> Dot(D16 d16, const int16_t* xq) const {
+    const hn::Repartition<int32_t, D16> d32;
+    constexpr size_t L = hn::MaxLanes(d16);
+    auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
+    Unroll<kVectors>([&](auto k) DEFERKV_INLINE_LAMBDA {
+      sum0 = hn::ReorderWidenMulAccumulate(d32, v[k], hn::LoadU(d16, xq + k * L), sum0, sum1);
+    });
+    return hn::RearrangeToOddPlusEven(sum0, sum1);
+  }
+};
+
+void MatvecQ4_0(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                float* y, int64_t ldy, int64_t rows) {
   const hn::CappedTag<int16_t, 32> d16;
   const hn::Repartition<float, decltype(d16)> df;
-  const PackedActivation x = packed_view(packed, n, kQ32);
-  const auto block_fma = [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
-    const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(row)[b];
-    const float scale = F16ToF32(block.d) * x.d[b];
-    return hn::MulAdd(hn::ConvertTo(df, BlockDot(d16, block.qs, x.q + b * kQ32)), hn::Set(df, scale), acc);
-  };
-  MatvecByBlocks(df, w, stride, n / kQ32, y, rows, block_fma);
+  const auto* base = static_cast<const uint8_t*>(w);
+  ForTilesAndGroups<kMatvecGroup>(m, rows, [&](auto group, int64_t first, int64_t r0, int64_t count) {
+    constexpr size_t M = decltype(group)::value;
+    const auto x = PackedViews<M>(packed, packed_stride, first, n, kQ32);
+    const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
+      const BlockQ4_0& block = reinterpret_cast<const BlockQ4_0*>(row)[b];
+      const BlockValues values(d16, block.qs);
+      const float dw = F16ToF32(block.d);
+      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+        const float scale = dw * x[i].d[b];
+        acc[i] = hn::MulAdd(hn::ConvertTo(df, values.Dot(d16, x[i].q + b * kQ32)), hn::Set(df, scale), acc[i]);
+      });
+    };
+    MatvecByBlocks<M>(df, base + r0 * stride, stride, n / kQ32, y + first * ldy + r0, ldy, count, block_fma);
+  });
 }
 
 }  // namespace
@@ -67,8 +86,9 @@ namespace {
 HWY_EXPORT(MatvecQ4_0);
 }  // namespace
 
-void matvec_q4_0(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
-  HWY_DYNAMIC_DISPATCH(MatvecQ4_0)(w, row_stride, n, packed, y, rows);
+void matvec_q4_0(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                 float* y, int64_t ldy, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ4_0)(w, row_stride, n, packed, packed_stride, m, y, ldy, rows);
 }
 }  // namespace deferkv
 #endif

@@ -1,6 +1,7 @@
 // Q6_K weights x int16 activation (256-blocks). The six-bit values are assembled in int16
 // lanes, offset by -32 and multiplied by their int8 scale (at most 32 * 128, still int16)
 // so one int32 multiply-add chain covers the whole block; d is applied once per block.
+// A block is decoded once for a group of activations (kernel_helpers-inl.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_q6_k.cpp"
 #include "kernels/hwy_targets.h"
@@ -64,7 +65,8 @@ class BlockScalesQ6 {
 };
 #endif
 
-void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, float* y, int64_t rows) {
+void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+               float* y, int64_t ldy, int64_t rows) {
   const hn::CappedTag<int16_t, 32> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
@@ -73,36 +75,46 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, floa
   const auto low4 = hn::Set(d16, 15);
   const auto bits45 = hn::Set(d16, 48);
   const auto offset = hn::Set(d16, 32);
-  const PackedActivation x = packed_view(packed, n, kQK);
-  const auto block_fma = [&](const uint8_t* row, int64_t b, auto acc) DEFERKV_INLINE_LAMBDA {
-    const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
-    const BlockScalesQ6 scales(d16, block.scales);
-    auto sum0 = hn::Zero(d32), sum1 = hn::Zero(d32);
-    for (int half = 0; half < 2; ++half) {
-      const uint8_t* ql = block.ql + 64 * half;
-      const uint8_t* qh = block.qh + 32 * half;
-      const int16_t* xq = x.q + b * kQK + 128 * half;
-      for (size_t k = 0; k < 32; k += L) {
-        const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + k));
-        const auto c = hn::PromoteTo(d16, hn::LoadU(d8, ql + 32 + k));
-        const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + k));
-        // Group g holds values [32g, 32g + 32) of this half (layout in quant_blocks.h).
-        const hn::Vec<decltype(d16)> groups[4] = {
-            hn::Or(hn::And(a, low4), hn::And(hn::ShiftLeft<4>(h), bits45)),
-            hn::Or(hn::And(c, low4), hn::And(hn::ShiftLeft<2>(h), bits45)),
-            hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45)),
-            hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45)),
-        };
-        Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
-          const auto v = hn::Mul(hn::Sub(groups[g], offset), scales.ForGroup(half, g, k));
-          sum0 = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq + 32 * g + k), sum0, sum1);
-        });
+  const auto* base = static_cast<const uint8_t*>(w);
+  ForTilesAndGroups<kMatvecGroup>(m, rows, [&](auto group, int64_t first, int64_t r0, int64_t count) {
+    constexpr size_t M = decltype(group)::value;
+    const auto x = PackedViews<M>(packed, packed_stride, first, n, kQK);
+    const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
+      const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
+      const BlockScalesQ6 scales(d16, block.scales);
+      hn::Vec<decltype(d32)> sum0[M], sum1[M];
+      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum0[i] = sum1[i] = hn::Zero(d32); });
+      for (int half = 0; half < 2; ++half) {
+        const uint8_t* ql = block.ql + 64 * half;
+        const uint8_t* qh = block.qh + 32 * half;
+        for (size_t k = 0; k < 32; k += L) {
+          const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + k));
+          const auto c = hn::PromoteTo(d16, hn::LoadU(d8, ql + 32 + k));
+          const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + k));
+          // Group g holds values [32g, 32g + 32) of this half (layout in quant_blocks.h).
+          const hn::Vec<decltype(d16)> groups[4] = {
+              hn::Or(hn::And(a, low4), hn::And(hn::ShiftLeft<4>(h), bits45)),
+              hn::Or(hn::And(c, low4), hn::And(hn::ShiftLeft<2>(h), bits45)),
+              hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45)),
+              hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45)),
+          };
+          Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
+            const auto v = hn::Mul(hn::Sub(groups[g], offset), scales.ForGroup(half, g, k));
+            Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+              const int16_t* xq = x[i].q + b * kQK + 128 * half + 32 * g + k;
+              sum0[i] = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq), sum0[i], sum1[i]);
+            });
+          });
+        }
       }
-    }
-    return hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0, sum1)),
-                      hn::Set(df, F16ToF32(block.d) * x.d[b]), acc);
-  };
-  MatvecByBlocks(df, w, stride, n / kQK, y, rows, block_fma);
+      const float dw = F16ToF32(block.d);
+      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+        acc[i] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0[i], sum1[i])),
+                            hn::Set(df, dw * x[i].d[b]), acc[i]);
+      });
+    };
+    MatvecByBlocks<M>(df, base + r0 * stride, stride, n / kQK, y + first * ldy + r0, ldy, count, block_fma);
+  });
 }
 
 }  // namespace
@@ -115,8 +127,9 @@ namespace {
 HWY_EXPORT(MatvecQ6K);
 }  // namespace
 
-void matvec_q6_k(const void* w, size_t row_stride, int64_t n, const void* packed, float* y, int64_t rows) {
-  HWY_DYNAMIC_DISPATCH(MatvecQ6K)(w, row_stride, n, packed, y, rows);
+void matvec_q6_k(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                 float* y, int64_t ldy, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ6K)(w, row_stride, n, packed, packed_stride, m, y, ldy, rows);
 }
 }  // namespace deferkv
 #endif

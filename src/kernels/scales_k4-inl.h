@@ -1,6 +1,7 @@
 // The six-bit scales and mins of a Q4_K/Q5_K block (layout in quant_blocks.h), decoded
 // for the matvec kernels: Scale(j) is a vector of sub-block j's scale in int16 lanes, and
-// AccumulateMins adds the block's min term. Included per target (toggle guard).
+// AccumulateMins adds the block's min term; AddBlockK4 ends a block for a group of
+// activations. Included per target (toggle guard).
 #if defined(DEFERKV_KERNELS_SCALES_K4_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DEFERKV_KERNELS_SCALES_K4_INL_H_
 #undef DEFERKV_KERNELS_SCALES_K4_INL_H_
@@ -8,10 +9,14 @@
 #define DEFERKV_KERNELS_SCALES_K4_INL_H_
 #endif
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include <hwy/highway.h>
 
+#include "kernels/kernel_helpers-inl.h"
+#include "kernels/packed_activation.h"
 #include "kernels/quant_blocks.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -101,6 +106,20 @@ class BlockScalesK4 {
 };
 
 #endif
+
+// Ends a Q4_K/Q5_K block for M activations: acc[i] += d * d_x * (the int32 sums sum0[i],
+// sum1[i] as ReorderWidenMulAccumulate left them) - dmin * d_x * sum_j m_j * xsum_j.
+template <size_t M, class D16, class DF, class VI>
+HWY_INLINE void AddBlockK4(DF df, const VI (&sum0)[M], const VI (&sum1)[M], uint16_t d, uint16_t dmin,
+                           const BlockScalesK4<D16>& scales, const std::array<PackedActivation, M>& x, int64_t b,
+                           hn::Vec<DF> (&acc)[M]) {
+  const float dw = F16ToF32(d), dm = F16ToF32(dmin);
+  Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+    const float dx = x[i].d[b];
+    acc[i] = hn::MulAdd(hn::ConvertTo(df, hn::RearrangeToOddPlusEven(sum0[i], sum1[i])), hn::Set(df, dw * dx), acc[i]);
+    scales.AccumulateMins(x[i].sums + b * 8, -dm * dx, acc[i]);
+  });
+}
 
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

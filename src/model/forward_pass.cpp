@@ -102,19 +102,14 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
 }
 
 void ForwardPass::linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y) {
-  const size_t stride = (packed_activation_bytes(w.type, w.cols) + 63) / 64 * 64;
+  const size_t stride = packed_activation_stride(w.type, w.cols);
   if (packed_.size() < stride * static_cast<size_t>(n)) packed_.resize(stride * static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pack_activation(w.type, x + i * w.cols, w.cols, packed_.data() + i * stride);
   pool_.parallel_for(w.rows, grain_for(kMatvecGrain, w.cols * n), [&](int64_t begin, int64_t end, int) {
-    // A group of weight rows against every row's activation: read from memory once, then
-    // from cache for the other rows.
-    const int64_t group = n == 1 ? end - begin : kMatvecGrain;
-    for (int64_t r = begin; r < end; r += group) {
-      const int64_t count = std::min(group, end - r);
-      for (int64_t i = 0; i < n; ++i) {
-        matvec(w.type, w.row(r), w.row_stride, w.cols, packed_.data() + i * stride, y + i * w.rows + r, count);
-      }
-    }
+    // Each weight block is read from memory once and decoded once per group of rows
+    // (matvec_rows), every row's result bit for bit its single-token matvec's.
+    matvec_rows(w.type, w.row(begin), w.row_stride, w.cols, packed_.data(), stride, n, y + begin, w.rows,
+                end - begin);
   });
 }
 

@@ -49,8 +49,9 @@ class ForwardPass {
            bool all_logits, float* logits);
   // Runs every segment's rows in one pass (their total <= max_batch): each weight matrix
   // is read once for all of them; attention, cache and taps are each segment's own. When
-  // every segment is one token (a batch's decode step), every row takes the route of a
-  // single token's matvec, so each row's result is bit for bit what a pass of its own gives.
+  // every segment is one token (a batch's decode step), the rows go through the multi-row
+  // matvec kernels, whose every row is bit for bit a single token's matvec: each row's
+  // result is what a pass of its own gives.
   void run(std::span<const ForwardSegment> segments);
 
   // Runs a prompt of n tokens (any length) layer by layer: every chunk of max_batch tokens
@@ -82,7 +83,8 @@ class ForwardPass {
 
  private:
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
-  // y = x W^T for n rows, each through the single-token matvec kernel.
+  // y = x W^T for n rows through the multi-row matvec kernels: each row bit for bit as
+  // the single-token matvec gives it.
   void linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y);
   // linear(), plus the delta of projection p when deltas are given.
   void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,

@@ -1,8 +1,10 @@
-// matvec and matmul against float64 dot products of the dequantised weights with the
+// matvec, matvec_rows and matmul against float64 dot products of the dequantised weights with the
 // original float32 activations, on every SIMD target.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -84,6 +86,54 @@ TEST(Matvec, ExtremeActivations) {
     pack_activation(type, x.data(), n, packed.data());
     matvec(type, w.bytes.data(), w.stride, n, packed.data(), y.data(), rows);
     expect_close(type, y.data(), ref);
+  }
+}
+
+// matvec_rows on m activations against matvec on each alone, bit for bit, and against
+// the float64 reference. The row count spans two full 16-row tiles and a short one; the
+// activation counts take full groups (4 for quantised weights, 2 or 3 for float ones)
+// and every remainder; y rows and packed activations sit further apart than they need.
+void check_matvec_rows(DType type, int64_t rows, int64_t n) {
+  SCOPED_TRACE(dtype_name(type));
+  const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 61), rows, n, 24);
+  const int64_t max_m = 9, ldy = rows + 3;
+  const size_t stride = packed_activation_stride(type, n) + 64;
+  const std::vector<float> x = random_normal(max_m * n, 62);
+  std::vector<unsigned char> packed(stride * max_m);
+  for (int64_t i = 0; i < max_m; ++i) pack_activation(type, x.data() + i * n, n, packed.data() + i * stride);
+  std::vector<ReferenceDots> refs;
+  for (int64_t i = 0; i < max_m; ++i) refs.push_back(reference_dots(w, x.data() + i * n));
+  for_each_simd_target([&](const char*) {
+    std::vector<float> alone(max_m * rows);
+    for (int64_t i = 0; i < max_m; ++i) {
+      matvec(type, w.bytes.data(), w.stride, n, packed.data() + i * stride, alone.data() + i * rows, rows);
+    }
+    for (int64_t m = 1; m <= max_m; ++m) {
+      SCOPED_TRACE(m);
+      std::vector<float> y(m * ldy, 777.0f);
+      matvec_rows(type, w.bytes.data(), w.stride, n, packed.data(), stride, m, y.data(), ldy, rows);
+      for (int64_t i = 0; i < m; ++i) {
+        SCOPED_TRACE(i);
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(y[i * ldy + r]), std::bit_cast<uint32_t>(alone[i * rows + r]))
+              << "row " << r << ": " << y[i * ldy + r] << " vs " << alone[i * rows + r];
+        }
+        expect_close(type, y.data() + i * ldy, refs[i]);
+        for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[i * ldy + r], 777.0f);  // y's padding untouched
+      }
+    }
+  });
+}
+
+TEST(MatvecRows, EachRowAsMatvecGivesItForEveryType) {
+  for (DType type : kAllTypes) check_matvec_rows(type, 37, 1024);
+}
+
+TEST(MatvecRows, FloatTypesTakeAnyLength) {
+  // Lengths below one vector, with a scalar tail, and with a tail of whole vectors
+  // (the float kernels take 4 vectors per step).
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t n : {5, 100, 1003}) check_matvec_rows(type, 18, n);
   }
 }
 

@@ -1,6 +1,7 @@
 // ForwardPass::run over several segments against each segment's own pass: a decode step of
 // several sequences gives every sequence's logits and cache bit for bit, whatever the weight
-// type: the rows take the single token's matvec route. (Through the GEMM route instead,
+// type: the rows take the multi-row matvec kernels (matvec_rows), whose every row is bit for
+// bit the single token's matvec. (Through the GEMM route instead,
 // F16's 40 rows round differently from its matvec and this test fails; F32's GEMM happened
 // to give the same bits.)
 #include <gtest/gtest.h>

@@ -79,14 +79,19 @@ TEST(AttentionConsistency, EqualsTheMeasuresOnReferenceAttention) {
   o.budget = 40;
   o.window = 8;
   o.eta = 0.6;
-  Session session(model, std::make_shared<ThreadPool>(1));
+  // f32 caches here and in the greedy run below: the reference keeps keys in double
+  // precision, and the default f16 cache's rounding alone moved the decode probes'
+  // similarity by 1.0-1.3e-4 on an AVX2 machine, past the tolerance below.
+  SessionOptions f32_cache;
+  f32_cache.cache_type_k = f32_cache.cache_type_v = "f32";
+  Session session(model, std::make_shared<ThreadPool>(1), f32_cache);
   const ConsistencyReport report = measure_attention_consistency(session, {prompt}, o);
   ASSERT_EQ(report.reference_rows, o.reference_steps);
 
   // The greedy continuation the analysis decoded: step s's query sits at position t + s - 1.
   const int64_t last_step = o.decode_probes + o.reference_steps;
   std::vector<int32_t> tokens = prompt;
-  Session greedy(model, std::make_shared<ThreadPool>(1));
+  Session greedy(model, std::make_shared<ThreadPool>(1), f32_cache);
   greedy.prefill(prompt);
   for (int64_t s = 0; s < last_step; ++s) {
     const float* logits = greedy.last_logits();

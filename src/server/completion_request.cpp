@@ -102,6 +102,10 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
   r.max_tokens = defaults.max_tokens;
   const char* max_name = chat && body.contains("max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
   if (const json* v = field(body, max_name)) r.max_tokens = read_integer(*v, max_name, 1, 1 << 20);
+  if (const json* v = field(body, "ignore_eos")) {
+    if (!v->is_boolean()) bad_request("ignore_eos", "'ignore_eos' must be true or false");
+    r.ignore_eos = v->get<bool>();
+  }
   SamplerParams& s = r.sampling;
   if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature", 0, 100));
   if (const json* v = field(body, "top_p")) s.top_p = static_cast<float>(read_number(*v, "top_p", 0, 1));

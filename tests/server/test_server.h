@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "client/prometheus_text.h"
 #include "server/http_server.h"
 
 namespace deferkv::testing {
@@ -51,10 +52,7 @@ class TestServer {
 
 // The value of an unlabelled metric in Prometheus text ("name value" line); -1 if absent.
 inline double metric_value(const std::string& text, const std::string& name) {
-  const std::string key = "\n" + name + " ";
-  const size_t at = ("\n" + text).find(key);
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + key.size() - 1));
+  return client::metric_value(text, name).value_or(-1);
 }
 
 }  // namespace deferkv::testing

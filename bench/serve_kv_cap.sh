@@ -14,7 +14,7 @@ clients=${CLIENTS:-8}
 requests=${REQUESTS:-8}
 length=${LENGTH:-4096}
 n=${N:-32}
-cap=${CAP:-200MiB}  # 2 × 98.3 MiB, a full 4096-token f16 cache of the 100M model, plus 1.7%
+cap=${CAP:-100MiB}  # 2 × 48 MiB (4096 tokens × 12 KiB, the 100M model's f16 KV per token), plus 4%
 threads=${THREADS:-2}
 [ -f "$model" ] || "$deferkv" make-model --preset 100m --type q8_0 \
   --vocab "$here/tests/data/vocab/ggml-vocab-llama-spm.gguf" -o "$model" >/dev/null

@@ -184,12 +184,7 @@ TEST(FaultInjection, ClientsThatDisconnectMidStreamFreeTheirKvOthersFinish) {
   }
   for (auto& c : clients) c.join();
   for (int c = 1; c < 6; c += 2) EXPECT_EQ(completion_tokens[c], kMaxTokens) << "client " << c;
-  std::string metrics;
-  for (int i = 0; i < 200; ++i) {  // bounded: each cancel lands within one token
-    metrics = t.get("/metrics")->body;
-    if (metric_value(metrics, "deferkv_requests_total") == 6) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const std::string metrics = metrics_once_finished(t, 6);  // each cancel lands within one token
   EXPECT_EQ(metric_value(metrics, "deferkv_requests_total"), 6) << metrics;
   EXPECT_EQ(metric_value(metrics, "deferkv_requests_running"), 0);
   EXPECT_EQ(metric_value(metrics, "deferkv_requests_waiting"), 0);

@@ -380,12 +380,7 @@ TEST(HttpServer, AClientThatDisconnectsMidStreamFreesItsKv) {
   EXPECT_FALSE(r);  // the client cancelled the read
   client.reset();   // closes the connection
   // Bounded: the server notices at its next write, within one token.
-  std::string metrics;
-  for (int i = 0; i < 200; ++i) {
-    metrics = t.get("/metrics")->body;
-    if (metric_value(metrics, "deferkv_requests_total") == 1) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  const std::string metrics = metrics_once_finished(t, 1);
   EXPECT_EQ(metric_value(metrics, "deferkv_requests_total"), 1) << metrics;
   EXPECT_EQ(metric_value(metrics, "deferkv_requests_running"), 0);
   EXPECT_EQ(metric_value(metrics, "deferkv_kv_bytes_used"), 0);

@@ -1,12 +1,14 @@
 #include "client/openai_client.h"
 
 #include <chrono>
+#include <memory>
 #include <regex>
 #include <thread>
 
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include "client/sse_events.h"
 #include "deferkv/error.h"
 
 namespace deferkv::client {
@@ -76,27 +78,42 @@ OpenAiClient::OpenAiClient(ClientOptions options) : options_(std::move(options))
 
 namespace {
 
-Attempt send(const ClientOptions& options, const std::string& origin, const std::string& path,
-             const std::string* payload) {
-  httplib::Client http(origin);
+// A connection to `origin` with the options' timeouts.
+std::unique_ptr<httplib::Client> connect(const ClientOptions& options, const std::string& origin) {
+  auto http = std::make_unique<httplib::Client>(origin);
   const auto timeout = std::chrono::duration<double>(options.timeout_seconds);
-  http.set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(std::min(timeout, std::chrono::duration<double>(30))));
-  http.set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
-  http.set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  http->set_connection_timeout(std::chrono::duration_cast<std::chrono::microseconds>(std::min(timeout, std::chrono::duration<double>(30))));
+  http->set_read_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  http->set_write_timeout(std::chrono::duration_cast<std::chrono::microseconds>(timeout));
+  return http;
+}
+
+httplib::Headers auth_headers(const ClientOptions& options) {
   httplib::Headers headers;
   if (!options.api_key.empty()) headers.emplace("Authorization", "Bearer " + options.api_key);
-  const httplib::Result result = payload != nullptr ? http.Post(path, headers, *payload, "application/json")
-                                                    : http.Get(path, headers);
+  return headers;
+}
+
+// Why a request got no answer.
+std::string no_answer(const ClientOptions& options, httplib::Error error) {
+  switch (error) {
+    case httplib::Error::Connection: return "cannot connect";
+    case httplib::Error::Read:
+      return fmt::format("no answer within {} s (timed out, or the connection closed)", options.timeout_seconds);
+    default: return fmt::format("the request failed ({})", httplib::to_string(error));
+  }
+}
+
+Attempt send(const ClientOptions& options, const std::string& origin, const std::string& path,
+             const std::string* payload) {
+  const auto http = connect(options, origin);
+  const httplib::Headers headers = auth_headers(options);
+  const httplib::Result result = payload != nullptr ? http->Post(path, headers, *payload, "application/json")
+                                                    : http->Get(path, headers);
   Attempt a;
   if (!result) {
     a.transient = true;
-    switch (result.error()) {
-      case httplib::Error::Connection: a.error = "cannot connect"; break;
-      case httplib::Error::Read:
-        a.error = fmt::format("no answer within {} s (timed out, or the connection closed)", options.timeout_seconds);
-        break;
-      default: a.error = fmt::format("the request failed ({})", httplib::to_string(result.error())); break;
-    }
+    a.error = no_answer(options, result.error());
     return a;
   }
   if (result->status != 200) {
@@ -145,6 +162,96 @@ json OpenAiClient::complete(const json& body, bool chat) const {
     std::this_thread::sleep_for(std::chrono::duration<double>(delay));
     delay *= 2;
   }
+}
+
+StreamedAnswer OpenAiClient::stream(json body, bool chat) const {
+  const std::string path = api_path_ + (chat ? "/chat/completions" : "/completions");
+  body["stream"] = true;
+  StreamedAnswer answer;
+  const auto start = std::chrono::steady_clock::now();
+  auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  SseReader reader;
+  std::string raw;  // an error status's body
+  bool done = false;
+  bool finished = false;  // a chunk with a finish_reason came
+  // One event's payload; false stops reading (an error event, or events after [DONE]).
+  auto on_event = [&](const std::string& payload) {
+    if (done) {
+      answer.error = "events after data: [DONE]";
+      return false;
+    }
+    if (payload == "[DONE]") {
+      done = true;
+      return true;
+    }
+    const json event = json::parse(payload, nullptr, false);
+    if (event.is_object() && event.contains("error")) {
+      answer.error = "an error event: " + error_message(payload);
+      return false;
+    }
+    if (!event.is_object() || !event.contains("choices") || !event["choices"].is_array() || event["choices"].empty() ||
+        !event["choices"][0].is_object()) {
+      answer.error = "an event that is not a completion chunk: " + excerpt(payload);
+      return false;
+    }
+    const json& choice = event["choices"][0];
+    const json* text = chat ? (choice.contains("delta") && choice["delta"].is_object() && choice["delta"].contains("content")
+                                   ? &choice["delta"]["content"]
+                                   : nullptr)
+                            : (choice.contains("text") ? &choice["text"] : nullptr);
+    if (text != nullptr && text->is_string() && !text->get_ref<const std::string&>().empty()) {
+      if (answer.first_token_seconds < 0) answer.first_token_seconds = since_start();
+      answer.text += text->get_ref<const std::string&>();
+    }
+    if (choice.contains("finish_reason") && !choice["finish_reason"].is_null()) {
+      finished = true;
+      if (event.contains("usage")) answer.usage = event["usage"];
+    }
+    return true;
+  };
+
+  const auto http = connect(options_, origin_);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.headers = auth_headers(options_);
+  req.body = body.dump(-1, ' ', false, json::error_handler_t::replace);
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Accept", "text/event-stream");
+  int status = 0;
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    return true;
+  };
+  req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
+    if (status != 200) {
+      raw.append(data, size);
+      return true;
+    }
+    for (const std::string& payload : reader.feed(std::string_view(data, size))) {
+      if (!on_event(payload)) return false;
+    }
+    return true;
+  };
+  const httplib::Result result = http->send(req);
+  answer.seconds = since_start();
+  answer.status = status;
+  if (!answer.error.empty()) return answer;
+  if (!result) {
+    answer.error = no_answer(options_, result.error());
+  } else if (status != 200) {
+    answer.error = fmt::format("HTTP {}: {}", status, error_message(raw));
+  } else if (!done || !finished) {
+    answer.error = !finished ? "the stream ended without a final chunk (finish_reason)" : "the stream ended without data: [DONE]";
+  }
+  return answer;
+}
+
+std::optional<std::string> OpenAiClient::metrics() const {
+  const std::string root = api_path_.substr(0, api_path_.size() - 3);  // without "/v1"
+  const Attempt a = send(options_, origin_, root + "/metrics", nullptr);
+  if (!a.error.empty()) return std::nullopt;
+  return a.body;
 }
 
 }  // namespace deferkv::client

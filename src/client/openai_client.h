@@ -4,6 +4,7 @@
 // call has its own connection). Its own target, deferkv_client, beside the server's: the
 // library stays free of HTTP, and the CLI (eval --server) is its only user.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +17,16 @@ struct ClientOptions {
   double timeout_seconds = 600;  // for one answer to come
   int retries = 2;             // more tries after a connection failure, a timeout, 429 or a 5xx status
   double retry_delay_seconds = 1;  // before the first retry; doubled for each next one
+};
+
+// One streamed completion as a client sees it (stream: true, server-sent events).
+struct StreamedAnswer {
+  int status = 0;        // the HTTP status; 0 when no answer came
+  std::string error;     // empty: the stream ended with a final chunk and [DONE]
+  std::string text;      // the text of the chunks, joined
+  double first_token_seconds = -1;  // from sending to the first chunk that carries text; -1: none did
+  double seconds = 0;    // from sending to the end of the stream (or to the error)
+  nlohmann::json usage;  // the final chunk's usage (null if the server sent none)
 };
 
 // What a server is: its first model's id and who owns it ("deferkv" for deferkv serve).
@@ -40,6 +51,15 @@ class OpenAiClient {
   // connection, a timeout, the server's error message and status, or an answer that is not
   // JSON with choices[0].text (chat: choices[0].message.content).
   nlohmann::json complete(const nlohmann::json& body, bool chat) const;
+
+  // POSTs `body` with stream: true set and reads the events as they come, once: no retry,
+  // as a load generator times what one try costs. What went wrong (no connection, a
+  // timeout, an error status or an error event, a stream cut before [DONE]) is in .error.
+  StreamedAnswer stream(nlohmann::json body, bool chat) const;
+
+  // GET /metrics at the server's root (deferkv serve, llama.cpp's --metrics): the
+  // Prometheus text, or nullopt when the server has none or does not answer.
+  std::optional<std::string> metrics() const;
 
  private:
   ClientOptions options_;

@@ -114,6 +114,10 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
   // Chat's newer name wins when it has a value (a null one leaves max_tokens in force).
   const char* max_name = chat && field(body, "max_completion_tokens") != nullptr ? "max_completion_tokens" : "max_tokens";
   if (const json* v = field(body, max_name)) r.max_tokens = read_integer(*v, max_name, 1, 1 << 20);
+  if (const json* v = field(body, "ignore_eos")) {
+    if (!v->is_boolean()) bad_request("ignore_eos", "'ignore_eos' must be true or false");
+    r.ignore_eos = v->get<bool>();
+  }
   SamplerParams& s = r.sampling;
   // The sampler's own ranges (SamplerParams::validate), so that an error names its field.
   if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature", {0, 100}));

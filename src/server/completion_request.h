@@ -28,6 +28,7 @@ struct CompletionRequest {
   std::vector<ChatMessage> messages;  // /v1/chat/completions
   bool stream = false;
   int64_t max_tokens = 0;
+  bool ignore_eos = false;  // llama.cpp's extension: generate max_tokens even past the end of generation
   SamplerParams sampling;
   std::vector<std::string> stop;
   std::string press;

@@ -249,6 +249,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                             r.max_tokens, n_ctx_ - n_prompt, n_prompt, n_ctx_));
   }
   g.max_tokens = r.max_tokens;
+  g.stop_at_end_of_generation = !r.ignore_eos;
   g.sampling = r.sampling;
   if (r.press != "full") {
     g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)

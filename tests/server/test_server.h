@@ -2,11 +2,14 @@
 // A deferkv server for one test: on 127.0.0.1, on a free port, on the embedded
 // stories260K; stopped when the test ends. Clients are cpp-httplib's.
 #include <memory>
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "client/prometheus_text.h"
 #include "server/http_server.h"
 
 namespace deferkv::testing {
@@ -51,10 +54,19 @@ class TestServer {
 
 // The value of an unlabelled metric in Prometheus text ("name value" line); -1 if absent.
 inline double metric_value(const std::string& text, const std::string& name) {
-  const std::string key = "\n" + name + " ";
-  const size_t at = ("\n" + text).find(key);
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + key.size() - 1));
+  return client::metric_value(text, name).value_or(-1);
+}
+
+// /metrics once `requests` requests have finished (cancelled ones included), read every
+// 50 ms for at most 10 s (then as it is, for the test to show).
+inline std::string metrics_once_finished(const TestServer& t, int64_t requests) {
+  std::string metrics;
+  for (int i = 0; i < 200; ++i) {
+    metrics = t.get("/metrics")->body;
+    if (metric_value(metrics, "deferkv_requests_total") == static_cast<double>(requests)) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return metrics;
 }
 
 }  // namespace deferkv::testing

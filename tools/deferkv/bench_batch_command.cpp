@@ -1,11 +1,12 @@
 // `deferkv bench-batch`: aggregate decode throughput of the batch engine with N sequences at
 // once: each gets a random prompt of -p tokens and generates -n tokens (greedy, full cache);
 // the clock runs from the step where every sequence has its first token to the end, so it
-// times the batched decode steps. The -np counts alternate within each repetition, so a
+// times the batched decode steps. A second clock runs from the first submit to the end
+// (prefill included: all generated tokens over that time), the figure `bench-serve --task
+// random` reports for the same prompts through the server. The -np counts alternate within each repetition, so a
 // drift of the machine's speed falls on all of them alike.
 #include <chrono>
 #include <cmath>
-#include <random>
 
 #include <fmt/format.h>
 
@@ -14,6 +15,7 @@
 #include "deferkv/batch_engine.h"
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
+#include "random_prompts.h"
 
 namespace deferkv::cli {
 namespace {
@@ -27,28 +29,32 @@ struct BenchBatchArgs {
   int repetitions = 3;
 };
 
-// Tokens per second of the decode steps with n sequences at once.
-double measure(const std::shared_ptr<const Model>& model, const std::shared_ptr<ThreadPool>& pool, int64_t n,
-               const BenchBatchArgs& args) {
+struct Rates {
+  double decode = 0;      // tokens per second of the decode steps with every sequence started
+  double end_to_end = 0;  // all generated tokens per second from the first submit
+};
+
+Rates measure(const std::shared_ptr<const Model>& model, const std::shared_ptr<ThreadPool>& pool, int64_t n,
+              const BenchBatchArgs& args) {
   BatchEngineOptions o;
   o.max_sequences = n;
   o.kv_capacity_bytes = int64_t{1} << 40;
   o.session.n_ctx = args.n_prompt + args.n_gen + 1;
   BatchEngine engine(model, pool, o);
-  std::mt19937 rng(42);
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(model->config().n_vocab - 1));
   int64_t started = 0;  // sequences with their first token
   int64_t timed_tokens = 0;
+  int64_t all_tokens = 0;
   std::chrono::steady_clock::time_point start;
-  for (int64_t i = 0; i < n; ++i) {
+  const auto submitted = std::chrono::steady_clock::now();
+  for (auto& prompt : random_prompts(model->config().n_vocab, n, args.n_prompt)) {
     SequenceRequest r;
-    r.prompt.resize(static_cast<size_t>(args.n_prompt));
-    for (auto& t : r.prompt) t = pick(rng);
+    r.prompt = std::move(prompt);
     r.max_tokens = args.n_gen;
     r.stop_at_end_of_generation = false;
     r.sampling.temperature = 0;
     SequenceCallbacks cb;
     cb.on_token = [&, first = true](int32_t) mutable {
+      ++all_tokens;
       if (first) {
         first = false;
         if (++started == n) start = std::chrono::steady_clock::now();
@@ -61,8 +67,19 @@ double measure(const std::shared_ptr<const Model>& model, const std::shared_ptr<
   }
   while (engine.step()) {
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return static_cast<double>(timed_tokens) / seconds;
+  const auto end = std::chrono::steady_clock::now();
+  return {static_cast<double>(timed_tokens) / std::chrono::duration<double>(end - start).count(),
+          static_cast<double>(all_tokens) / std::chrono::duration<double>(end - submitted).count()};
+}
+
+// "mean ± sd" of the repetitions.
+std::string mean_and_sd(const std::vector<double>& values) {
+  double mean = 0;
+  for (double v : values) mean += v / static_cast<double>(values.size());
+  double sq = 0;
+  for (double v : values) sq += (v - mean) * (v - mean);
+  const double sd = values.size() > 1 ? std::sqrt(sq / static_cast<double>(values.size() - 1)) : 0.0;
+  return fmt::format("{:.2f} ± {:.2f}", mean, sd);
 }
 
 void run_bench_batch(const BenchBatchArgs& args) {
@@ -70,22 +87,21 @@ void run_bench_batch(const BenchBatchArgs& args) {
   if (args.n_prompt < 1 || args.n_gen < 2) fail("-p must be at least 1 and -n at least 2");
   auto model = Model::load(args.model);
   const auto pool = make_thread_pool(args.threads);
-  std::vector<std::vector<double>> rates(args.parallel.size());
+  std::vector<std::vector<double>> decode(args.parallel.size());
+  std::vector<std::vector<double>> end_to_end(args.parallel.size());
   for (int rep = -1; rep < args.repetitions; ++rep) {  // rep -1 is the warm-up
     for (size_t i = 0; i < args.parallel.size(); ++i) {
-      const double rate = measure(model, pool, args.parallel[i], args);
-      if (rep >= 0) rates[i].push_back(rate);
+      const Rates rates = measure(model, pool, args.parallel[i], args);
+      if (rep < 0) continue;
+      decode[i].push_back(rates.decode);
+      end_to_end[i].push_back(rates.end_to_end);
     }
   }
-  fmt::print("| sequences | prompt | generated | threads | decode t/s (aggregate) |\n| ---: | ---: | ---: | ---: | ---: |\n");
+  fmt::print("| sequences | prompt | generated | threads | decode t/s (aggregate) | end-to-end t/s (aggregate) |\n"
+             "| ---: | ---: | ---: | ---: | ---: | ---: |\n");
   for (size_t i = 0; i < args.parallel.size(); ++i) {
-    double mean = 0;
-    for (double v : rates[i]) mean += v / static_cast<double>(rates[i].size());
-    double sq = 0;
-    for (double v : rates[i]) sq += (v - mean) * (v - mean);
-    const double sd = rates[i].size() > 1 ? std::sqrt(sq / static_cast<double>(rates[i].size() - 1)) : 0.0;
-    fmt::print("| {} | {} | {} | {} | {:.2f} ± {:.2f} |\n", args.parallel[i], args.n_prompt, args.n_gen, args.threads,
-               mean, sd);
+    fmt::print("| {} | {} | {} | {} | {} | {} |\n", args.parallel[i], args.n_prompt, args.n_gen, args.threads,
+               mean_and_sd(decode[i]), mean_and_sd(end_to_end[i]));
   }
 }
 

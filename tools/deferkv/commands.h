@@ -26,5 +26,6 @@ void add_calibrate_command(CLI::App& app);
 void add_score_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_bench_serve_command(CLI::App& app);
 
 }  // namespace deferkv::cli

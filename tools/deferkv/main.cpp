@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   deferkv::cli::add_score_command(app);
   deferkv::cli::add_eval_command(app);
   deferkv::cli::add_serve_command(app);
+  deferkv::cli::add_bench_serve_command(app);
   app.parse_complete_callback([&] {
     spdlog::set_default_logger(spdlog::stderr_color_mt("deferkv"));
     spdlog::set_pattern("[%l] %v");

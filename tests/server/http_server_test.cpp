@@ -133,7 +133,7 @@ TEST(HttpServer, StreamedCompletionFramesTheSameText) {
   EXPECT_EQ(r->status, 200);
   EXPECT_EQ(r->get_header_value("Content-Type"), "text/event-stream");
   const Streamed s = read_stream(r->body, false);
-  EXPECT_EQ(s.text, whole["choices"][0]["text"]);
+  EXPECT_EQ(s.text, whole["choices"][0]["text"].get<std::string>());
   EXPECT_EQ(s.finish_reason, "length");
   EXPECT_EQ(s.usage["completion_tokens"], 16);
   EXPECT_EQ(s.usage["kv_bytes"], whole["usage"]["kv_bytes"]);
@@ -276,7 +276,7 @@ TEST(HttpServer, SmallKvMemoryQueuesRequestsAndAllComplete) {
     });
   }
   for (auto& c : clients) c.join();
-  for (const auto& text : texts) EXPECT_EQ(text, one["choices"][0]["text"]);
+  for (const auto& text : texts) EXPECT_EQ(text, one["choices"][0]["text"].get<std::string>());
   auto refused = t.post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 200}});
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 400);

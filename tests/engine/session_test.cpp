@@ -28,9 +28,7 @@ nlohmann::json stories_reference() {
 // The embedded model's greedy continuations equal llama.cpp's (and llama2.c's).
 TEST(Stories260K, GreedyContinuationEqualsReferenceEngines) {
   auto model = Model::load(testing::stories_model_path());
-  // Held in a local: a range-for over a temporary's member iterates a destroyed object.
-  const nlohmann::json reference = stories_reference();
-  for (const auto& c : reference["cases"]) {
+  for (const auto& c : stories_reference()["cases"]) {
     const auto prompt_ids = model->tokenizer().encode(c["prompt"].get<std::string>(), true, false);
     EXPECT_EQ(prompt_ids, c["prompt_ids"].get<std::vector<int32_t>>()) << c["prompt"];
     Session session(model, pool());
@@ -47,9 +45,7 @@ TEST(Stories260K, GreedyContinuationEqualsReferenceEngines) {
 
 TEST(Stories260K, PromptLogitsEqualLlamaCpp) {
   auto model = Model::load(testing::stories_model_path());
-  // Held in a local: a range-for over a temporary's member iterates a destroyed object.
-  const nlohmann::json reference = stories_reference();
-  for (const auto& c : reference["cases"]) {
+  for (const auto& c : stories_reference()["cases"]) {
     std::ifstream in(std::string(DEFERKV_TEST_DATA) + "/reference/" + c["logits_file"].get<std::string>(),
                      std::ios::binary);
     std::vector<float> expected(static_cast<size_t>(model->config().n_vocab));

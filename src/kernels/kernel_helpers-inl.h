@@ -29,12 +29,16 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Loads fp16 lanes as float32. Highway 1.0.3's one-lane target turns fp16 inf and NaN
-// into finite numbers, so that target uses the exact scalar conversion instead.
+// Loads fp16 lanes as float32. Highway 1.0.3's portable fallbacks (SCALAR, and EMU128, the
+// one clang builds) turn fp16 infinities and NaNs into finite numbers (65504 for inf: found
+// by Fp16.SimdRowConversionsMatchScalar in clang's sanitizer build), so they convert each
+// lane with the exact scalar function instead.
 template <class DF>
 HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* p) {
-#if HWY_TARGET == HWY_SCALAR
-  return hn::Set(df, fp16_to_fp32(p->bits));
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+  HWY_ALIGN float lanes[hn::MaxLanes(df)];
+  for (size_t i = 0; i < hn::Lanes(df); ++i) lanes[i] = fp16_to_fp32(p[i].bits);
+  return hn::Load(df, lanes);
 #else
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
 #endif

@@ -162,11 +162,7 @@ TEST(FaultInjection, ClientsThatDisconnectMidStreamFreeTheirKvOthersFinish) {
   for (int c = 0; c < 6; ++c) {
     clients.emplace_back([&, c] {
       auto http = t.client();
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v1/completions";
-      req.body = body.dump();
-      req.set_header("Content-Type", "application/json");
+      httplib::Request req = completion_post(body);
       int chunks = 0;
       std::string received;
       req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {

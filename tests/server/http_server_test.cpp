@@ -370,11 +370,7 @@ TEST(HttpServer, AClientThatDisconnectsMidStreamFreesItsKv) {
   const json body = {{"prompt", kPrompt}, {"max_tokens", 400}, {"stream", true}};
   int chunks = 0;
   auto client = t.client();
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
+  httplib::Request req = completion_post(body);
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
   auto r = client->send(req);
   EXPECT_FALSE(r);  // the client cancelled the read

@@ -69,4 +69,15 @@ inline std::string metrics_once_finished(const TestServer& t, int64_t requests) 
   return metrics;
 }
 
+// A POST of `body` to /v1/completions as httplib::Request, for tests that read the stream
+// themselves (set its content_receiver).
+inline httplib::Request completion_post(const nlohmann::json& body) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  return req;
+}
+
 }  // namespace deferkv::testing

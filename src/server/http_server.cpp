@@ -3,6 +3,8 @@
 #include <chrono>
 #include <filesystem>
 
+#include <sys/socket.h>
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
@@ -111,6 +113,10 @@ void HttpServer::add_routes() {
   // are threads for every slot and the queued requests beside the other endpoints.
   const size_t n_threads = static_cast<size_t>(options_.n_slots) * 2 + 8;
   s.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  s.set_socket_options([this](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listen_socket_ = sock;
+  });
   // httplib's own errors (404, 413 body too large, 400 unreadable request) in OpenAI's shape.
   s.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -162,6 +168,16 @@ void HttpServer::listen() {
   port_ = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                              : (http_->bind_to_port(options_.host, options_.port) ? options_.port : -1);
   if (port_ < 0) fail("cannot listen on {}:{}", options_.host, options_.port);
+  // httplib 0.11 (as Debian builds it) listens with a backlog of 5. Clients that connect at
+  // once (a load generator's 32) overflow it; the kernel then answers with SYN cookies and
+  // resets the connections whose cookie fails, so requests die unanswered. Listening again
+  // on the bound socket sets the kernel's backlog to the system maximum instead.
+  int listening = 0;
+  socklen_t size = sizeof listening;
+  if (getsockopt(listen_socket_, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) != 0 || listening == 0 ||
+      ::listen(listen_socket_, SOMAXCONN) != 0) {
+    spdlog::warn("could not raise the listen backlog; bursts of new connections may be refused");
+  }
   listener_ = std::thread([this] { http_->listen_after_bind(); });
 }
 

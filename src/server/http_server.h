@@ -71,6 +71,7 @@ class HttpServer {
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
   int port_ = 0;
+  int listen_socket_ = -1;  // as httplib's socket hook last saw it; see listen()
   std::atomic<bool> ready_{false};
   std::shared_ptr<const Model> model_;
   std::string model_name_;

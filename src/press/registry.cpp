@@ -93,6 +93,7 @@ std::vector<std::string> press_parts(const std::string& spec) {
   for (;;) {
     const size_t end = spec.find('+', begin);
     parts.push_back(spec.substr(begin, end - begin));
+    if (parts.back().empty()) fail("press '{}' has an empty part: a composition is written a+b", spec);
     if (end == std::string::npos) return parts;
     begin = end + 1;
   }

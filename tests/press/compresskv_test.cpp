@@ -1,6 +1,7 @@
 // CompressKV: error-aware layer budgets by hand, the profile file's checks, and the
 // shared per-layer selection on a model.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -23,7 +24,7 @@ TEST(ErrorAwareLayerBudgets, FollowTheScoresAndKeepTheTotal) {
 }
 
 std::string write_profile(const std::string& name, const std::string& body) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name;  // per process: ctest runs several
   std::ofstream(path) << body;
   return path;
 }

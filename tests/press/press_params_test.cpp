@@ -21,6 +21,9 @@ TEST(PressSpec, DescribeFillsEveryDefault) {
 
 TEST(PressSpec, BadInputIsAClearError) {
   EXPECT_NE(testing::press_error("snapkb").find("unknown press 'snapkb'"), std::string::npos);
+  for (const char* spec : {"snapkv+", "+snapkv", "snapkv++knorm", ""}) {
+    EXPECT_NE(testing::press_error(spec).find("has an empty part"), std::string::npos) << spec;
+  }
   EXPECT_NE(testing::press_error("snapkv:windw=8").find("no parameter 'windw'"), std::string::npos);
   EXPECT_NE(testing::press_error("snapkv:window").find("not key=value"), std::string::npos);
   EXPECT_NE(testing::press_error("snapkv:window=abc").find("window=abc is not an integer"), std::string::npos);

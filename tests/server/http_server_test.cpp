@@ -8,6 +8,7 @@
 #include "deferkv/tokenizer.h"
 #include "server/test_server.h"
 #include "tools/cli_runner.h"
+#include "tensor/gguf_test_util.h"
 
 namespace deferkv::testing {
 namespace {
@@ -283,16 +284,28 @@ TEST(HttpServer, SmallKvMemoryQueuesRequestsAndAllComplete) {
   EXPECT_EQ(json::parse(refused->body)["error"]["code"], "kv_memory_exceeded");
 }
 
-// ignore_eos (llama.cpp's extension) is read and type-checked. Its effect, max_tokens past
-// the end of generation, is not shown here: stories260K never ended a story in 400 tokens
-// in any probe (greedy, sampled, 509 prompts), so both runs would give max_tokens.
-TEST(HttpServer, IgnoreEosIsAFlag) {
-  TestServer t;
-  const json ignoring = parse(
-      t.post("/v1/completions", {{"prompt", kPrompt}, {"max_tokens", 20}, {"temperature", 0}, {"ignore_eos", true}}));
+// ignore_eos (llama.cpp's extension) generates max_tokens past the end of generation. The
+// embedded retrieval model answers this question greedily in 40 tokens and then ends; with
+// ignore_eos it goes on to max_tokens, its first 40 tokens' text the same.
+TEST(HttpServer, IgnoreEosGeneratesPastTheEndOfGeneration) {
+  server::ServerOptions o = test_server_options();
+  o.model_path = std::string(DEFERKV_SOURCE_DIR) + "/models/deferkv-retrieval-5m.gguf";
+  TestServer t(o);
+  const json body = {{"prompt", "The special magic number for apple is 42. What is the special magic number for apple?"},
+                     {"max_tokens", 80},
+                     {"temperature", 0}};
+  const json ending = parse(t.post("/v1/completions", body));
+  ASSERT_EQ(ending["choices"][0]["finish_reason"], "stop") << ending.dump();
+  const int64_t answer_tokens = ending["usage"]["completion_tokens"].get<int64_t>();
+  EXPECT_LT(answer_tokens, 80);
+  json ignoring_body = body;
+  ignoring_body["ignore_eos"] = true;
+  const json ignoring = parse(t.post("/v1/completions", ignoring_body));
   EXPECT_EQ(ignoring["choices"][0]["finish_reason"], "length");
-  EXPECT_EQ(ignoring["usage"]["completion_tokens"], 20);
-  EXPECT_EQ(parse(t.post("/v1/completions", {{"prompt", kPrompt}, {"ignore_eos", "yes"}}))["error"]["param"], "ignore_eos");
+  EXPECT_EQ(ignoring["usage"]["completion_tokens"], 80);
+  const std::string answer = ending["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(ignoring["choices"][0]["text"].get<std::string>().substr(0, answer.size()), answer);
+  EXPECT_EQ(parse(t.post("/v1/completions", {{"prompt", "a"}, {"ignore_eos", "yes"}}))["error"]["param"], "ignore_eos");
 }
 
 // Each bad request gets a 4xx in OpenAI's error shape; the valid ones between them succeed.
@@ -386,7 +399,8 @@ TEST(HttpServer, AClientThatDisconnectsMidStreamFreesItsKv) {
 
 // SIGTERM: the CLI stops accepting, cancels what runs, and exits 0.
 TEST(ServeCommand, SigtermShutsDownCleanlyWithExitStatusZero) {
-  const std::string log = ::testing::TempDir() + "/deferkv_serve_sigterm.log";
+  const gguf_test::TempDir dir;  // fresh: an earlier run's log saying "listening" must not stand in
+  const std::string log = dir.file("serve.log");
   const CliResult r = run_shell(std::string("'") + DEFERKV_CLI + "' serve --port 0 -np 2 -t 1 2>'" + log + "' & pid=$!; " +
                                 "for i in $(seq 100); do grep -qs listening '" + log + "' && break; sleep 0.1; done; " +
                                 "kill -TERM $pid; wait $pid; echo \"exit=$?\"; cat '" + log + "'");

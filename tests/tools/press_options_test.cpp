@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/cli_runner.h"
+#include "tensor/gguf_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -18,7 +19,8 @@ const std::string kPrompt =
     "ball away. Lily was sad and started to cry. Her mom came and hugged her.";
 
 TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
-  const std::string path = ::testing::TempDir() + "/deferkv-stats.json";
+  const gguf_test::TempDir dir;  // fresh, so no earlier run's file can stand in for this one's
+  const std::string path = dir.file("stats.json");
   const auto result = run_cli("generate --temp 0 -n 8 -p '" + kPrompt +
                               "' --press deferkv:window=8 --kv-budget 24 --stats-json '" + path + "' 2>/dev/null");
   ASSERT_EQ(result.status, 0);
@@ -60,7 +62,8 @@ TEST(PressOptions, SummaryLineShowsPeakKvAndPeakRss) {
 }
 
 TEST(PressOptions, CacheTypeFlagsSetTheStorageAndReportIt) {
-  const std::string path = ::testing::TempDir() + "/deferkv-stats-types.json";
+  const gguf_test::TempDir dir;
+  const std::string path = dir.file("stats.json");
   // stories260K's heads are 8 wide: the float types only.
   const auto result =
       run_cli("generate --temp 0 -n 2 -p 'Once' -ctk bf16 --cache-type-v f32 --stats-json '" + path + "' 2>&1");

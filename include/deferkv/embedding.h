@@ -14,6 +14,8 @@ class Session;
 class ThreadPool;
 
 std::shared_ptr<ThreadPool> make_thread_pool(int n_threads);
+// The cores this process may use (its CPU affinity, capped by a cgroup quota): the CLI's -t default.
+int default_thread_count();
 
 // models/stories260K.gguf in the resource folder (src/base/resource_dir.h's rule).
 std::string embedded_model_path();

@@ -139,7 +139,8 @@ class Model:
 
     Args:
         path: the GGUF file; None: the embedded stories260K (a tiny story writer).
-        n_threads: threads for the forward pass.
+        n_threads: threads for the forward pass; 0: every core this process may use (its
+            CPU affinity, capped by a cgroup quota), as the CLI's -t.
         n_ctx: tokens a generation's cache holds; 0: the model's training context, at
             most 4096.
         cache_type_k, cache_type_v: how the KV cache stores keys and values: "f16" (the
@@ -152,10 +153,15 @@ class Model:
             tensor at fault).
     """
 
-    def __init__(self, path: Optional[str] = None, n_threads: int = 1, n_ctx: int = 0,
+    def __init__(self, path: Optional[str] = None, n_threads: int = 0, n_ctx: int = 0,
                  cache_type_k: str = "f16", cache_type_v: str = "f16"):
         self._model = _deferkv._Model(None if path is None else str(path), n_threads, n_ctx, cache_type_k,
                                       cache_type_v)
+
+    @property
+    def n_threads(self) -> int:
+        """The threads each generation's forward pass runs on."""
+        return self._model.n_threads
 
     @property
     def cache_types(self) -> tuple:

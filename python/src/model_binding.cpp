@@ -67,7 +67,10 @@ namespace {
 
 std::shared_ptr<LoadedModel> open_model(const std::optional<std::string>& path, int n_threads, int64_t n_ctx,
                                         const std::string& cache_type_k, const std::string& cache_type_v) {
-  if (n_threads < 1) throw py::value_error("n_threads must be at least 1, got " + std::to_string(n_threads));
+  if (n_threads < 0) {
+    throw py::value_error("n_threads must be 0 (every core this process may use) or positive, got " +
+                          std::to_string(n_threads));
+  }
   if (n_ctx < 0) throw py::value_error("n_ctx must be 0 (the model's) or positive, got " + std::to_string(n_ctx));
   for (const std::string& type : {cache_type_k, cache_type_v}) {
     try {
@@ -78,7 +81,7 @@ std::shared_ptr<LoadedModel> open_model(const std::optional<std::string>& path, 
   }
   auto loaded = std::make_shared<LoadedModel>();
   loaded->model = load_model(path.value_or(embedded_model_path()));
-  loaded->n_threads = n_threads;
+  loaded->n_threads = n_threads == 0 ? default_thread_count() : n_threads;
   loaded->n_ctx = n_ctx;
   loaded->cache_type_k = cache_type_k;
   loaded->cache_type_v = cache_type_v;

@@ -12,6 +12,8 @@ namespace deferkv {
 
 std::shared_ptr<ThreadPool> make_thread_pool(int n_threads) { return std::make_shared<ThreadPool>(n_threads); }
 
+int default_thread_count() { return ThreadPool::default_threads(); }
+
 std::string embedded_model_path() { return resource_dir() + "/models/stories260K.gguf"; }
 
 std::string embedded_eval_model_path() { return resource_dir() + "/models/deferkv-retrieval-5m.gguf"; }

@@ -1,5 +1,7 @@
 """The GIL is released while the engine computes, and Ctrl-C stops a generation."""
 import _thread
+import os
+import pathlib
 import signal
 import sys
 import threading
@@ -48,3 +50,19 @@ def test_ctrl_c_stops_a_generation_between_tokens(model):
         signal.signal(signal.SIGINT, previous)
     assert seen < 10  # it stopped at once, not at the end of the 200 tokens
     assert len(model.generate(PROMPT, max_tokens=5, temperature=0).tokens) == 5  # the model still works
+
+
+def test_threads_default_to_every_core_this_process_may_use(model_path):
+    cores = len(os.sched_getaffinity(0))
+    try:
+        quota = pathlib.Path("/sys/fs/cgroup/cpu.max").read_text().split()[0]
+    except OSError:
+        quota = "max"
+    default = deferkv.Model(model_path).n_threads
+    if quota == "max":  # no cgroup quota: the affinity decides alone
+        assert default == cores
+    else:
+        assert 1 <= default <= cores
+    assert deferkv.Model(model_path, n_threads=2).n_threads == 2
+    with pytest.raises(ValueError, match="n_threads"):
+        deferkv.Model(model_path, n_threads=-1)

@@ -83,7 +83,7 @@ def run(
     top_k: int = 40,
     top_p: float = 0.95,
     min_p: float = 0.05,
-    threads: int = 1,
+    threads: int = 0,
     n_batch: int = 512,
     cache_type_k: str = "f16",
     cache_type_v: str = "f16",
@@ -117,7 +117,8 @@ def run(
         samples: per task and length (RULER, default 500) or per dataset (LongBench, all).
         seed, temperature, top_k, top_p, min_p: the task generators' seed and the decoding
             (greedy by default, as the papers').
-        threads, n_batch, cache_type_k, cache_type_v: the engine's, as the CLI's -t, -b, -ctk, -ctv.
+        threads, n_batch, cache_type_k, cache_type_v: the engine's, as the CLI's -t, -b, -ctk, -ctv
+            (threads 0: every core this process may use, as -t's default).
         question_agnostic: compress each context before its question is read (kvpress's
             default); False: the press sees context and question (docs/compression.md).
         output, name: the folder the results folder is made in, and its name (None: from a
@@ -155,7 +156,7 @@ def run(
     r.samples = 0 if samples is None else samples
     r.seed = seed
     r.set_sampling(temperature, top_k, top_p, min_p)
-    r.threads = threads
+    r.threads = threads if threads != 0 else _deferkv.default_thread_count()
     r.n_batch = n_batch
     r.cache_type_k, r.cache_type_v = cache_type_k, cache_type_v
     r.question_agnostic = question_agnostic

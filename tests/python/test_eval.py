@@ -58,3 +58,13 @@ def test_bad_requests_raise_with_the_engine_message(tmp_path):
         deferkv.eval.run(tasks=["niah_single_1"], lengths=[640], press="snapkv", output=str(tmp_path), progress=False)
     with pytest.raises(deferkv.Error, match="give the lengths"):
         deferkv.eval.run(tasks=["niah_single_1"], output=str(tmp_path), progress=False)
+
+
+def test_threads_default_as_the_clis(cli, tmp_path):
+    # The configuration (its hash names the folder) records the threads: left out in both,
+    # Python and the CLI run on the same number.
+    out = deferkv.eval.run(output=str(tmp_path / "py"), tasks=["niah_single_1"], lengths=[640], samples=1,
+                           press=["full"], progress=False)
+    subprocess.run([cli, "eval", "--tasks", "niah_single_1", "--lengths", "640", "--samples", "1", "--press", "full",
+                    "-o", str(tmp_path / "cli")], check=True, capture_output=True)
+    assert (tmp_path / "cli" / "latest").resolve().name == out["dir"].rsplit("/", 1)[1]

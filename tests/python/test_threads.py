@@ -16,22 +16,32 @@ PROMPT = "Once upon a time, there was a little girl named Lily."
 
 def test_another_thread_runs_while_generate_computes(model):
     # With a long switch interval a thread holding the GIL keeps it: the main thread gets
-    # to run only while the generating thread has released it inside the engine.
+    # to run only while the generating thread has released it inside the engine. Only the
+    # turns after the first piece count, so the prefill's own release is not what is tested.
     interval = sys.getswitchinterval()
     sys.setswitchinterval(30)
     try:
-        done = []
-        worker = threading.Thread(target=lambda: done.append(model.generate(PROMPT, max_tokens=200, temperature=0)))
+        pieces = []
+
+        def generate():
+            for piece in model.generate(PROMPT, max_tokens=200, temperature=0, stream=True):
+                pieces.append(piece)
+
+        worker = threading.Thread(target=generate)
         worker.start()
-        turns = 0
+        turns_while_decoding = 0
         while worker.is_alive():
-            turns += 1
+            if pieces:
+                turns_while_decoding += 1
             time.sleep(0)  # hands the GIL to the worker whenever it wants it back
         worker.join()
     finally:
         sys.setswitchinterval(interval)
-    assert len(done[0].tokens) == 200
-    assert turns >= 50  # the main thread ran during the engine's steps
+    assert "".join(pieces) == model.generate(PROMPT, max_tokens=200, temperature=0).text
+    # Holding the GIL through each step leaves the main thread at most one turn after the
+    # first piece; releasing it gives up to one per token, fewer on a loaded machine where
+    # the engine's threads take both cores (35 of 200 in one CI run).
+    assert turns_while_decoding >= 10
 
 
 def test_ctrl_c_stops_a_generation_between_tokens(model):

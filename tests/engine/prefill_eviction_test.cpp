@@ -20,7 +20,6 @@
 //   ComposedPress forwards a layer to the later parts after one
 //   that kept it whole                                               -> ComposedOrder
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <fstream>
@@ -40,6 +39,7 @@
 #include "model/test_models.h"
 #include "press/core/composed_press.h"
 #include "press/press_test_util.h"
+#include "support/scratch_dir.h"
 
 namespace deferkv {
 namespace {
@@ -64,8 +64,7 @@ std::shared_ptr<const Model> gqa_model() {
 }
 
 std::string compresskv_profile() {
-  // One file per process: ctest runs the cases of each cache type side by side.
-  const std::string path = ::testing::TempDir() + "/prefill-eviction-ckv-" + std::to_string(::getpid()) + ".json";
+  const std::string path = testing::scratch_file("prefill-eviction-ckv.json");
   std::ofstream(path) << R"({"format": "deferkv-compresskv-profile/1",
     "model": {"name": "prefill-eviction-test", "n_layer": 4, "n_head": 4},
     "retrieval_heads": [[0, 1], [2, 3], [3, 0], [1]],

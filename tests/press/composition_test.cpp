@@ -6,7 +6,6 @@
 // pairs are allowed is written here from each method's own description, not read from
 // the registry's roles.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,6 +19,7 @@
 #include "kv/kv_cache.h"
 #include "model/test_models.h"
 #include "press/lookahead_test_util.h"
+#include "support/scratch_dir.h"
 
 namespace deferkv {
 namespace {
@@ -43,8 +43,7 @@ struct MethodCase {
 };
 
 std::string stories_profile_path() {
-  // Per process: ctest runs tests in parallel processes, and one must not read another's half-written file.
-  const std::string path = ::testing::TempDir() + "/composition-stories-compresskv-" + std::to_string(::getpid()) + ".json";
+  const std::string path = testing::scratch_file("composition-stories-compresskv.json");
   std::ofstream(path) << R"({"format": "deferkv-compresskv-profile/1",
     "model": {"name": "stories260K", "n_layer": 5, "n_head": 8},
     "retrieval_heads": [[0, 1], [2], [3, 4], [5], [6, 7]],
@@ -53,7 +52,7 @@ std::string stories_profile_path() {
 }
 
 std::string stories_lookahead_weights_path() {
-  const std::string path = ::testing::TempDir() + "/composition-stories-lookahead-" + std::to_string(::getpid()) + ".gguf";
+  const std::string path = testing::scratch_file("composition-stories-lookahead.gguf");
   if (!std::filesystem::exists(path)) {
     save_lookahead_weights(path, testing::random_lookahead_weights(testing::model_shape(testing::stories_model_path()),
                                                                    6, 4, 0.2f, 17));

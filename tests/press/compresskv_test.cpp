@@ -1,7 +1,6 @@
 // CompressKV: error-aware layer budgets by hand, the profile file's checks, and the
 // shared per-layer selection on a model.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <fstream>
 
@@ -9,6 +8,7 @@
 #include "kv/kv_cache.h"
 #include "press/core/allocation.h"
 #include "press/press_test_util.h"
+#include "support/scratch_dir.h"
 
 namespace deferkv {
 namespace {
@@ -24,7 +24,7 @@ TEST(ErrorAwareLayerBudgets, FollowTheScoresAndKeepTheTotal) {
 }
 
 std::string write_profile(const std::string& name, const std::string& body) {
-  const std::string path = ::testing::TempDir() + "/" + std::to_string(::getpid()) + "-" + name;  // per process: ctest runs several
+  const std::string path = testing::scratch_file(name);
   std::ofstream(path) << body;
   return path;
 }

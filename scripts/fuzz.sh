@@ -7,9 +7,10 @@
 # <build>/corpus/<target>/, never into the repository; a finding is written to
 # <build>/findings/ and makes the script fail. Memory is capped (-rss_limit_mb,
 # -malloc_limit_mb), so an input that makes a reader allocate far more than its own size
-# is a finding too. Prints executions per target at the end. DEFERKV_SANITIZE_OPT is the
-# optimisation of everything but the kernels (default -O1, for speed in long runs;
-# scripts/sanitize.sh builds at -O0, which compiles 2.5x faster).
+# is a finding too. Runs FUZZ_JOBS targets at once (default: the cores) and prints
+# executions per target at the end. DEFERKV_SANITIZE_OPT is the optimisation of everything
+# but the kernels (default -O1, for speed in long runs; scripts/sanitize.sh builds at -O0,
+# which compiles 2.5x faster).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -37,21 +38,29 @@ export PATH="/usr/lib/llvm-16/bin:$PATH"  # its symbolizer names functions in re
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
 mkdir -p "$build/findings"
-summary=()
-failed=0
-for target in "${targets[@]}"; do
+# One target's run; its one-line result goes to <build>/findings/<target>.result.
+fuzz_target() {
+  local target=$1 log="$build/findings/$1.log" status=ok execs
   mkdir -p "$build/corpus/$target"
-  log="$build/findings/$target.log"
-  status=ok
   if ! "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 \
        -print_final_stats=1 -artifact_prefix="$build/findings/$target-" \
        "$build/corpus/$target" "fuzz/corpus/${target#fuzz_}" </dev/null >"$log" 2>&1; then
     status="FINDING (see $log)"
-    failed=1
     tail -40 "$log"
   fi
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  summary+=("$(printf '%-26s %12s execs  %s' "$target" "${execs:-?}" "$status")")
+  printf '%-26s %12s execs  %s\n' "$target" "${execs:-?}" "$status" >"$build/findings/$target.result"
+}
+# Each fuzzer runs on one core: FUZZ_JOBS of them at once (default: the cores).
+parallel=${FUZZ_JOBS:-$(nproc)}
+for target in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+  fuzz_target "$target" &
 done
-printf '%s\n' "${summary[@]}"
+wait
+failed=0
+for target in "${targets[@]}"; do
+  cat "$build/findings/$target.result"
+  grep -q ' ok$' "$build/findings/$target.result" || failed=1
+done
 exit "$failed"

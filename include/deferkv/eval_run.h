@@ -36,7 +36,7 @@ struct EvalRequest {
   uint64_t seed = 42;   // of the task generators and of sampled decoding
   std::string word_split = "all";
   SamplerParams sampling = greedy();
-  int threads = 1;
+  int threads = 1;  // 0: the cores this process may use (default_thread_count())
   int64_t n_batch = 512;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   // Compress each prompt's context before its question is read (GenerateOptions'

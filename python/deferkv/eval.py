@@ -156,7 +156,7 @@ def run(
     r.samples = 0 if samples is None else samples
     r.seed = seed
     r.set_sampling(temperature, top_k, top_p, min_p)
-    r.threads = threads if threads != 0 else _deferkv.default_thread_count()
+    r.threads = threads
     r.n_batch = n_batch
     r.cache_type_k, r.cache_type_v = cache_type_k, cache_type_v
     r.question_agnostic = question_agnostic

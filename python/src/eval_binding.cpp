@@ -5,7 +5,6 @@
 #include <pybind11/stl.h>
 
 #include "bindings.h"
-#include "deferkv/embedding.h"
 #include "deferkv/eval_run.h"
 
 namespace py = pybind11;
@@ -75,7 +74,6 @@ void bind_eval(py::module_& m) {
         r.sampling.min_p = static_cast<float>(min_p);
       });
   m.def("eval_run", &run, py::arg("request"), py::arg("progress"));
-  m.def("default_thread_count", &default_thread_count);
 }
 
 }  // namespace deferkv::python

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "client/openai_client.h"
+#include "client/sse_events.h"
 #include "server/test_server.h"
 
 namespace deferkv::testing {
@@ -156,7 +157,7 @@ TEST(FaultInjection, ClientsThatDisconnectMidStreamFreeTheirKvOthersFinish) {
   constexpr int64_t kMaxTokens = 200;
   const json body = {{"prompt", "Once upon a time, there was a little girl"}, {"max_tokens", kMaxTokens},
                      {"ignore_eos", true}, {"stream", true}, {"temperature", 0}};
-  const int stop_after[6] = {1, 0, 3, 0, 8, 0};  // chunks read before leaving; 0: read to the end
+  const int stop_after[6] = {1, 0, 3, 0, 8, 0};  // events read before leaving; 0: read to the end
   std::vector<int64_t> completion_tokens(6, -1);
   std::vector<std::thread> clients;
   for (int c = 0; c < 6; ++c) {
@@ -166,10 +167,11 @@ TEST(FaultInjection, ClientsThatDisconnectMidStreamFreeTheirKvOthersFinish) {
       std::string received;
       // Counts events, not reads: a loaded machine hands over several events (or the whole
       // stream) in one read, and a client counting reads then read to the end.
+      client::SseReader sse;
+      int64_t events = 0;
       req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
         received.append(data, size);
-        int64_t events = 0;
-        for (size_t at = received.find("data: "); at != std::string::npos; at = received.find("data: ", at + 1)) ++events;
+        events += static_cast<int64_t>(sse.feed(std::string_view(data, size)).size());
         return stop_after[c] == 0 || events < stop_after[c];
       };
       const auto r = http->send(req);

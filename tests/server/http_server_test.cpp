@@ -4,6 +4,7 @@
 
 #include <thread>
 
+#include "client/sse_events.h"
 #include "deferkv/model.h"
 #include "deferkv/tokenizer.h"
 #include "server/test_server.h"
@@ -383,11 +384,10 @@ TEST(HttpServer, AClientThatDisconnectsMidStreamFreesItsKv) {
   const json body = {{"prompt", kPrompt}, {"max_tokens", 400}, {"stream", true}};
   auto client = t.client();
   httplib::Request req = completion_post(body);
-  std::string received;  // leaves after 3 events, not 3 reads: one read may hold many events
+  client::SseReader sse;  // leaves after 3 events, not 3 reads: one read may hold many events
+  size_t events = 0;
   req.content_receiver = [&](const char* data, size_t size, uint64_t, uint64_t) {
-    received.append(data, size);
-    int events = 0;
-    for (size_t at = received.find("data: "); at != std::string::npos; at = received.find("data: ", at + 1)) ++events;
+    events += sse.feed(std::string_view(data, size)).size();
     return events < 3;
   };
   auto r = client->send(req);

@@ -180,7 +180,8 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   EvalRequest r = request;
   if (r.model.empty()) r.model = embedded_eval_model_path();
   if (!r.chat && !r.chat_template.empty()) fail("--chat-template and --no-chat-template exclude each other");
-  if (r.threads < 1) fail("threads must be at least 1, got {}", r.threads);
+  if (r.threads == 0) r.threads = default_thread_count();  // resolved before it enters the configuration
+  if (r.threads < 1) fail("threads must be at least 1 (or 0: the cores this process may use), got {}", r.threads);
   if (r.n_batch < 1) fail("the batch size must be at least 1, got {}", r.n_batch);
   for (const std::string& type : {r.cache_type_k, r.cache_type_v}) check_kv_cache_type_name(type);
   SweepPlan plan = plan_of(r, progress);

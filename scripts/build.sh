@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/install-deps.sh"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}" \
+  -DDEFERKV_PCH="${DEFERKV_PCH:-OFF}"
 targets=(deferkv_cli)
 grep -q '^DEFERKV_BUILD_PYTHON:BOOL=ON' build/CMakeCache.txt && targets+=(deferkv_python)
 cmake --build build -j "$(nproc)" --target "${targets[@]}"

@@ -21,7 +21,7 @@ scripts/install-deps.sh --sanitizers
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="${DEFERKV_SANITIZE_OPT:--O1} -gline-tables-only" \
   -DDEFERKV_SANITIZE=address,undefined -DDEFERKV_FUZZ=ON -DDEFERKV_BUILD_BENCH=OFF -DDEFERKV_BUILD_PYTHON=OFF \
-  -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}" >/dev/null
+  -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}" -DDEFERKV_PCH="${DEFERKV_PCH:-OFF}" >/dev/null
 
 targets=()
 for name in "$@"; do targets+=("fuzz_${name#fuzz_}"); done

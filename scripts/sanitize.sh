@@ -28,7 +28,8 @@ step asan-fuzz scripts/fuzz.sh "${FUZZ_SECONDS:-10}"
 
 step tsan-configure cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-16 \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$DEFERKV_SANITIZE_OPT -gline-tables-only" -DDEFERKV_SANITIZE=thread \
-  -DDEFERKV_BUILD_BENCH=OFF -DDEFERKV_BUILD_PYTHON=OFF -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}" >/dev/null
+  -DDEFERKV_BUILD_BENCH=OFF -DDEFERKV_BUILD_PYTHON=OFF -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}" \
+  -DDEFERKV_PCH="${DEFERKV_PCH:-OFF}" >/dev/null
 step tsan-build cmake --build build-tsan -j "$jobs" \
   --target deferkv_thread_pool_tests deferkv_batch_engine_tests deferkv_server_tests deferkv_cli
 # OpenBLAS is not instrumented, so TSan cannot see the synchronisation of its own worker

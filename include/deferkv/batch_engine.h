@@ -119,8 +119,9 @@ class BatchEngine {
   std::vector<std::shared_ptr<Sequence>> admit(std::vector<std::shared_ptr<Sequence>>& cancelled);
   // Opens the sequence's session and begins its prefill.
   void start(Sequence& s);
-  // Feeds one n_batch of the first sequence still prefilling; false when none is.
-  bool prefill_one_batch();
+  // Feeds the first sequence still prefilling the work of one n_batch through every layer
+  // (Session::feed_prompt); false when none is prefilling.
+  bool prefill_step();
   // One forward pass over every sequence with a token to feed; false when none has.
   bool decode_all();
   // Takes the finished sequences out of running_, freeing their reservations, and tells

@@ -105,6 +105,13 @@ class PressHost {
   ~PressHost() = default;
 };
 
+// What a press's on_prefill_layer_end does with each layer of a prompt.
+enum class PrefillLayerEnd {
+  kKeepsLayers,   // returns false: every layer stays whole until on_prefill_end
+  kPassesLayers,  // returns true and evicts nothing there (no prompt eviction, or a later one)
+  kEvictsLayers,  // returns true, each layer evicted there to the press's budget
+};
+
 // A policy: lifecycle hooks and the attention it observes. Whatever else a method needs
 // from the engine it asks the PressHost for.
 class Press {
@@ -130,6 +137,11 @@ class Press {
   // on_prefill_end, e.g. for a press that scores with forward passes after the prompt)
   // ends these calls for this prefill. No host capability may be used here.
   virtual bool on_prefill_layer_end(KvCache& cache, int64_t layer) { return false; }
+  // What on_prefill_layer_end will do, declared before any prefill, so that a scheduler can
+  // project the KV a request holds at its peak (the batch engine's admission): one layer's
+  // whole prompt beside the others' budgets when it evicts layer by layer, the whole prompt
+  // in every layer otherwise.
+  virtual PrefillLayerEnd prefill_layer_end() const { return PrefillLayerEnd::kKeepsLayers; }
   // After the whole prefill forward; may evict, and may use the host's capabilities.
   virtual void on_prefill_end(KvCache& cache) {}
   // Question-agnostic mode (Session::prefill_question): n_tokens of question, at

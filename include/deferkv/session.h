@@ -131,15 +131,19 @@ class Session {
   // The batch engine runs sessions' prefills and decode steps through the steps below,
   // several sessions' decode steps in one forward pass.
   friend class BatchEngine;
-  // The engine prefills with begin_prefill(), feed_batch() until the prompt is in, and
-  // end_prefill(): batch by batch through every layer, so that other sequences decode
-  // between the batches, and the press evicts at end_prefill() (not inside the prefill).
+  // The engine prefills with begin_prefill(), feed_prompt() until it returns true, and
+  // end_prefill(), so that other sequences decode between the feeds. prefill() is these
+  // three with no limit on a feed.
   void begin_prefill(const std::vector<int32_t>& tokens);
-  // Feeds the n_batch tokens from `begin` of the prompt being prefilled, timed as prefill;
-  // returns where the next batch begins.
-  size_t feed_batch(const std::vector<int32_t>& tokens, size_t begin);
-  // The press's end of the prefill; `evicted` says the prefill's layers already lost entries.
-  void end_prefill(const std::vector<int32_t>& tokens, bool evicted = false);
+  // Runs about `layer_rows` rows x layers more of the prompt begun, timed as prefill (the
+  // press's layer evictions as eviction); true once the whole prompt is in. Without a press,
+  // n_batch tokens at a time through every layer (at least one batch per call). With one,
+  // layer by layer (ForwardPass::begin_prompt), n_batch tokens through one layer at a time,
+  // each layer handed to the press (Press::on_prefill_layer_end) once the whole prompt has
+  // passed it. On an error the prompt's entries are taken back out and it throws.
+  bool feed_prompt(const std::vector<int32_t>& tokens, int64_t layer_rows);
+  // The press's end of the prefill.
+  void end_prefill(const std::vector<int32_t>& tokens);
   // decode() is decode_segment(), that segment's forward pass, end_decode(). `token` must
   // outlive the pass.
   ForwardSegment decode_segment(const int32_t& token);
@@ -174,6 +178,14 @@ class Session {
   PressNeeds needs_;                  // the press's, while it is set
   PressNeeds* attaching_ = nullptr;  // a press's, during its on_attach
   const std::vector<int32_t>* prefill_tokens_ = nullptr;  // during on_prefill_end
+  // The prompt being prefilled (begin_prefill to end_prefill).
+  struct PromptFeed {
+    int64_t first_position = 0;
+    size_t next = 0;           // without a press: the next batch's first token
+    bool layers_open = true;   // the press takes each layer as it completes
+    bool evicted = false;      // a layer lost entries at its end
+  };
+  PromptFeed prompt_feed_;
   const std::function<void(const AttentionEvent&)>* capability_observer_ = nullptr;
   bool in_capability_ = false;  // the press's capture is then timed as lookahead
 
@@ -184,12 +196,12 @@ class Session {
   // Refuses tokens (`what`: "prompt", "question") that are empty, out of the vocabulary or
   // do not fit in the context.
   void check_input(const std::vector<int32_t>& tokens, const char* what) const;
-  // Runs prompt tokens through the model at the next positions, untimed. With a press set,
-  // layer by layer (ForwardPass::run_prompt), layer_done(l) following each layer; without
-  // one, n_batch batch by batch, holding no residual stream of the whole prompt.
-  void feed(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done = {});
+  // Runs tokens (a question, a token fed again) through the model at the next positions,
+  // untimed. With a press set, layer by layer (ForwardPass::run_prompt); without one,
+  // n_batch batch by batch, holding no residual stream of the whole prompt.
+  void feed(const std::vector<int32_t>& tokens);
   // feed(), timed as prefill; decode steps then count from the tokens' end.
-  void feed_input(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done = {});
+  void feed_input(const std::vector<int32_t>& tokens);
   // The n_batch tokens from `begin` through every layer, untimed; returns where the next
   // batch begins.
   size_t run_batch(const std::vector<int32_t>& tokens, size_t begin);

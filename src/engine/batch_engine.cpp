@@ -37,7 +37,7 @@ struct BatchEngine::Sequence {
   std::unique_ptr<Session> session;
   std::unique_ptr<Sampler> sampler;
   GenerateOptions generate;
-  size_t prefilled = 0;              // prompt tokens fed
+  bool prefilled = false;            // the whole prompt is in
   std::optional<int32_t> to_decode;  // the token the next decode pass feeds
   GenerateResult result;
   bool done = false;
@@ -70,7 +70,9 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
   const int64_t kept = request.press == nullptr  ? -1
                        : request.budget.is_set() ? request.budget.resolve(prompt)
                                                  : prompt;
-  s->projection = project_kv(bytes_per_token_, prompt, new_tokens, kept);
+  const bool evicts_each_layer =
+      request.press != nullptr && request.press->prefill_layer_end() == PrefillLayerEnd::kEvictsLayers;
+  s->projection = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
   s->request = std::move(request);
   s->callbacks = std::move(callbacks);
   std::lock_guard lock(mutex_);
@@ -162,7 +164,7 @@ bool BatchEngine::step() {
   for (auto& s : running_) {
     if (!s->done && s->cancelled) finish(*s);
   }
-  const bool prefilled = prefill_one_batch();
+  const bool prefilled = prefill_step();
   const bool decoded = decode_all();
   const bool reaped = reap_finished();
   return !cancelled.empty() || !admitted.empty() || prefilled || decoded || reaped;
@@ -182,13 +184,16 @@ void BatchEngine::start(Sequence& s) {
   }
 }
 
-bool BatchEngine::prefill_one_batch() {
+bool BatchEngine::prefill_step() {
+  // As much of one prompt as one batch through every layer: a press's prompt runs layer by
+  // layer, each layer evicted once the whole prompt has passed it (Session::feed_prompt).
+  const int64_t layer_rows = options_.session.n_batch * model_->config().n_layer;
   for (auto& s : running_) {
     const std::vector<int32_t>& prompt = s->request.prompt;
-    if (s->done || s->prefilled == prompt.size()) continue;
+    if (s->done || s->prefilled) continue;
     try {
-      s->prefilled = s->session->feed_batch(prompt, s->prefilled);
-      if (s->prefilled == prompt.size()) {
+      s->prefilled = s->session->feed_prompt(prompt, layer_rows);
+      if (s->prefilled) {
         s->session->end_prefill(prompt);
         after_forward(*s);
         for (int32_t t : prompt) s->sampler->accept(t);

@@ -1,8 +1,15 @@
 #pragma once
 // Admission by KV bytes under one memory cap. A request reserves its projected peak: the
 // full cache holds prompt + generated tokens; a press with a budget holds the whole prompt
-// until it evicts, then its kept entries plus the generated tokens. Once it has evicted,
-// its reservation shrinks to the part that stays, so eviction admits waiting requests.
+// until it evicts, then its kept entries plus the generated tokens. A press that evicts
+// each layer as soon as the whole prompt has passed it (Press::prefill_layer_end) holds the
+// whole prompt in one layer at a time, beside the budgets of the layers before it. Once it
+// has evicted, its reservation shrinks to the part that stays, so eviction admits waiting
+// requests.
+//
+// The budgets of all layers together are taken as n_layer x kept entries per head, as every
+// allocation rule shares them out (allocation.h); the prefill's peak counts all of them
+// beside the last layer's whole prompt, one layer's budget more than it can hold.
 //
 // [OUR FORMULATION] A press whose trigger is decode step d (DeferKV) holds the prompt plus
 // d tokens until then; the projection counts the prompt only (d is a few tokens and the
@@ -16,10 +23,11 @@ struct KvProjection {
   int64_t after_eviction = 0;    // reserved once the press has evicted
 };
 
-// bytes_per_token: one token's KV over every layer and KV head. kept_per_head: the
-// entries a press keeps per KV head (< 0: no press, the full cache).
-KvProjection project_kv(int64_t bytes_per_token, int64_t prompt_tokens, int64_t max_tokens,
-                        int64_t kept_per_head);
+// bytes_per_token: one token's KV over all n_layer layers and every KV head. kept_per_head:
+// the entries a press keeps per KV head (< 0: no press, the full cache). evicts_each_layer:
+// the press evicts each layer at the prompt's end in it (PrefillLayerEnd::kEvictsLayers).
+KvProjection project_kv(int64_t bytes_per_token, int64_t n_layer, int64_t prompt_tokens, int64_t max_tokens,
+                        int64_t kept_per_head, bool evicts_each_layer);
 
 // The reservations of admitted requests against the capacity. Not thread-safe: the
 // scheduler holds its lock around it.

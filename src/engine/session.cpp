@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <limits>
+#include <optional>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
@@ -66,41 +68,78 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
 
 void Session::prefill(const std::vector<int32_t>& tokens) {
   begin_prefill(tokens);
-  if (!press_) {
-    feed_input(tokens);
-    return;
+  while (!feed_prompt(tokens, std::numeric_limits<int64_t>::max())) {
   }
-  // Each layer goes to the press as soon as the whole prompt has passed it, so that a
-  // one-shot press evicts it there, before the next layer's entries arrive.
-  bool layers_open = true, evicted = false;
-  double layer_eviction_seconds = 0;
-  feed_input(tokens, [&](int64_t layer) {
-    if (!layers_open) return;
-    const int64_t before = cache_->bytes_held();
-    const auto start = std::chrono::steady_clock::now();
-    layers_open = press_->on_prefill_layer_end(*cache_, layer);
-    layer_eviction_seconds += seconds_since(start);
-    evicted = evicted || cache_->bytes_held() < before;
-  });
-  // Timed as eviction, as if it ran after the prefill.
-  timings_.prefill_seconds -= layer_eviction_seconds;
-  timings_.eviction_seconds += layer_eviction_seconds;
-  end_prefill(tokens, evicted);
+  end_prefill(tokens);
 }
 
 void Session::begin_prefill(const std::vector<int32_t>& tokens) {
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
+  prompt_feed_ = {.first_position = n_past_};
+  if (!press_) return;
+  // With a press the prompt runs layer by layer, each layer going to the press as soon as
+  // the whole prompt has passed it, so that a one-shot press evicts it there, before the
+  // next layer's entries arrive.
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  if (options_.all_logits) logits_.resize(static_cast<size_t>(n_tokens * model_->config().n_vocab));
+  positions_.resize(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  forward_->begin_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data());
 }
 
-void Session::end_prefill(const std::vector<int32_t>& tokens, bool evicted) {
+bool Session::feed_prompt(const std::vector<int32_t>& tokens, int64_t layer_rows) {
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t n_layer = model_->config().n_layer;
+  double eviction_seconds = 0;
+  bool done = false;
+  try {
+    for (int64_t fed = 0; !done && fed < layer_rows;) {
+      if (!press_) {
+        // Batch by batch through every layer, holding no residual stream of the whole prompt.
+        const size_t next = run_batch(tokens, prompt_feed_.next);
+        fed += static_cast<int64_t>(next - prompt_feed_.next) * n_layer;
+        prompt_feed_.next = next;
+        done = next == tokens.size();
+        continue;
+      }
+      const std::optional<int64_t> layer = forward_->run_prompt_chunk();
+      fed += forward_->max_batch();
+      if (layer && prompt_feed_.layers_open) {
+        const int64_t before = cache_->bytes_held();
+        const auto evict_start = std::chrono::steady_clock::now();
+        prompt_feed_.layers_open = press_->on_prefill_layer_end(*cache_, *layer);
+        eviction_seconds += seconds_since(evict_start);
+        prompt_feed_.evicted = prompt_feed_.evicted || cache_->bytes_held() < before;
+      }
+      done = !forward_->prompt_running();
+      if (done) n_past_ += static_cast<int64_t>(tokens.size());
+    }
+  } catch (...) {
+    // The prompt's entries so far, in whichever layers took them.
+    forward_->end_prompt();
+    cache_->truncate(static_cast<int32_t>(prompt_feed_.first_position));
+    n_past_ = prompt_feed_.first_position;
+    throw;
+  }
+  // The press's evictions are timed as eviction, as if they ran after the prefill.
+  timings_.prefill_seconds += seconds_since(start) - eviction_seconds;
+  timings_.eviction_seconds += eviction_seconds;
+  if (done) {
+    timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+    decode_step_ = 0;
+  }
+  return done;
+}
+
+void Session::end_prefill(const std::vector<int32_t>& tokens) {
   if (!press_) return;
   struct Scope {
     const std::vector<int32_t>*& tokens;
     ~Scope() { tokens = nullptr; }
   } scope{prefill_tokens_ = &tokens};
-  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, evicted);
+  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, prompt_feed_.evicted);
 }
 
 void Session::prefill_question(const std::vector<int32_t>& tokens) {
@@ -110,9 +149,9 @@ void Session::prefill_question(const std::vector<int32_t>& tokens) {
   feed_input(tokens);
 }
 
-void Session::feed_input(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done) {
+void Session::feed_input(const std::vector<int32_t>& tokens) {
   const auto start = std::chrono::steady_clock::now();
-  feed(tokens, layer_done);
+  feed(tokens);
   timings_.prefill_seconds += seconds_since(start);
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
@@ -137,7 +176,7 @@ void Session::check_press_needs(int64_t n_tokens) const {
   }
 }
 
-void Session::feed(const std::vector<int32_t>& tokens, const std::function<void(int64_t)>& layer_done) {
+void Session::feed(const std::vector<int32_t>& tokens) {
   if (!press_) {
     for (size_t begin = 0; begin < tokens.size();) begin = run_batch(tokens, begin);
     return;
@@ -149,21 +188,12 @@ void Session::feed(const std::vector<int32_t>& tokens, const std::function<void(
   for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
   try {
     forward_->run_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data(),
-                         layer_done);
+                         {});
   } catch (...) {
     cache_->truncate(static_cast<int32_t>(n_past_));  // the layers that took the prompt's entries
     throw;
   }
   n_past_ += n_tokens;
-}
-
-size_t Session::feed_batch(const std::vector<int32_t>& tokens, size_t begin) {
-  const auto start = std::chrono::steady_clock::now();
-  const size_t next = run_batch(tokens, begin);
-  timings_.prefill_seconds += seconds_since(start);
-  timings_.prefill_tokens += static_cast<int64_t>(next - begin);
-  decode_step_ = 0;
-  return next;
 }
 
 size_t Session::run_batch(const std::vector<int32_t>& tokens, size_t begin) {

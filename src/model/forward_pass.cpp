@@ -250,40 +250,72 @@ void ForwardPass::finish(std::span<const ForwardSegment> segments) {
 
 void ForwardPass::run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
                              bool all_logits, float* logits, const LayerDone& layer_done) {
+  begin_prompt(tokens, positions, n, cache, all_logits, logits);
+  try {
+    while (prompt_running()) {
+      const std::optional<int64_t> layer = run_prompt_chunk();
+      if (layer && layer_done) layer_done(*layer);
+    }
+  } catch (...) {
+    end_prompt();
+    throw;
+  }
+}
+
+void ForwardPass::begin_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
+                               bool all_logits, float* logits) {
   if (n <= 0) fail("internal: a prompt of {} tokens", n);
+  if (prompt_running()) fail("internal: a prompt begins while another is running");
+  stream_.resize(static_cast<size_t>(n * config_.n_embd));
+  build_rope_table(positions, n, config_.n_rot, config_.rope_base, config_.rope_linear_scale,
+                   weights_.rope_freq_factors, prompt_rope_);
+  prompt_ = {tokens, positions, n, &cache, all_logits, logits, 0, 0};
+}
+
+std::optional<int64_t> ForwardPass::run_prompt_chunk() {
+  if (!prompt_running()) fail("internal: no prompt is running");
   const ModelConfig& c = config_;
   const int64_t e = c.n_embd;
-  stream_.resize(static_cast<size_t>(n * e));
-  build_rope_table(positions, n, c.n_rot, c.rope_base, c.rope_linear_scale, weights_.rope_freq_factors,
-                   prompt_rope_);
-  for (int64_t layer = 0; layer < c.n_layer; ++layer) {
-    // Chunk by chunk, in order: each chunk's rows attend to the layer's entries of the
-    // chunks before it, as in run().
-    for (int64_t first = 0; first < n; first += max_batch_) {
-      const int64_t m = std::min(max_batch_, n - first);
-      const bool last_chunk = first + m == n;
-      float* out = logits == nullptr ? nullptr
-                   : all_logits      ? logits + first * c.n_vocab
-                   : last_chunk      ? logits
-                                     : nullptr;
-      const ForwardSegment chunk{tokens + first, positions + first, m, &cache, &tap_, &residual_tap_, out, all_logits};
-      float* rows = stream_.data() + first * e;
-      if (layer == 0) {
-        embed(tokens + first, m, 0);
-      } else {
-        std::copy_n(rows, m * e, x_.data());
-      }
-      use_prompt_rope(first, m);
-      attention_block(layer, m, std::span(&chunk, 1), nullptr);
-      feed_forward_block(layer, m, nullptr);
-      if (layer + 1 < c.n_layer) {
-        std::copy_n(x_.data(), m * e, rows);
-      } else {
-        finish(std::span(&chunk, 1));
-      }
-    }
-    if (layer_done) layer_done(layer);
+  PromptCursor& p = prompt_;
+  const int64_t layer = p.layer, first = p.first;
+  // Chunk by chunk, in order: each chunk's rows attend to the layer's entries of the chunks
+  // before it, as in run().
+  const int64_t m = std::min(max_batch_, p.n - first);
+  const bool last_chunk = first + m == p.n;
+  float* out = p.logits == nullptr ? nullptr
+               : p.all_logits      ? p.logits + first * c.n_vocab
+               : last_chunk        ? p.logits
+                                   : nullptr;
+  const ForwardSegment chunk{p.tokens + first, p.positions + first, m, p.cache, &tap_, &residual_tap_, out,
+                             p.all_logits};
+  float* rows = stream_.data() + first * e;
+  if (layer == 0) {
+    embed(p.tokens + first, m, 0);
+  } else {
+    std::copy_n(rows, m * e, x_.data());
   }
+  use_prompt_rope(first, m);
+  attention_block(layer, m, std::span(&chunk, 1), nullptr);
+  feed_forward_block(layer, m, nullptr);
+  if (layer + 1 < c.n_layer) {
+    std::copy_n(x_.data(), m * e, rows);
+  } else {
+    finish(std::span(&chunk, 1));
+  }
+  if (!last_chunk) {
+    p.first += m;
+    return std::nullopt;
+  }
+  p.first = 0;
+  if (++p.layer == c.n_layer) end_prompt();
+  return layer;
+}
+
+void ForwardPass::end_prompt() {
+  prompt_ = {};
+  // A long prompt's stream is large (n x n_embd floats) and a session may hold its pass for
+  // a long time after: it is not kept for the next prompt.
+  stream_ = {};
 }
 
 void ForwardPass::use_prompt_rope(int64_t first, int64_t n) {

@@ -5,6 +5,7 @@
 // call; run_prompt's residual stream grows to the longest prompt.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 #include <utility>
@@ -64,6 +65,17 @@ class ForwardPass {
   using LayerDone = std::function<void(int64_t layer)>;
   void run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache, bool all_logits,
                   float* logits, const LayerDone& layer_done);
+  // run_prompt() in steps, so that a scheduler can run other passes between them (the batch
+  // engine decodes its other sequences there): begin_prompt() takes run_prompt()'s
+  // arguments, which must outlive the prompt, and each run_prompt_chunk() runs the next
+  // chunk through the next layer, returning that layer when the chunk was its last. Between
+  // the chunks this pass may run() other caches' rows; a second prompt waits for this one.
+  void begin_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache, bool all_logits,
+                    float* logits);
+  std::optional<int64_t> run_prompt_chunk();
+  bool prompt_running() const { return prompt_.cache != nullptr; }
+  // Stops the prompt begun (its entries so far stay in its cache) and frees its residual stream.
+  void end_prompt();
 
   // Runs rows [first, first + n) (n <= max_batch) of `rows` at the given positions: their
   // input embeddings stand in for token embeddings, and each layer's low-rank deltas are
@@ -115,8 +127,20 @@ class ForwardPass {
   ThreadPool& pool_;
   int64_t max_batch_;
 
-  std::vector<float> stream_;  // run_prompt: the prompt's residual stream between layers
-  RopeTable prompt_rope_;      // run_prompt: every prompt row's rotation
+  // The prompt begun (begin_prompt) and where it stands: the next chunk's first row and layer.
+  struct PromptCursor {
+    const int32_t* tokens = nullptr;
+    const int32_t* positions = nullptr;
+    int64_t n = 0;
+    KvCache* cache = nullptr;  // null: no prompt running
+    bool all_logits = false;
+    float* logits = nullptr;
+    int64_t layer = 0;
+    int64_t first = 0;
+  };
+  PromptCursor prompt_;
+  std::vector<float> stream_;  // the prompt's residual stream between layers
+  RopeTable prompt_rope_;      // every prompt row's rotation
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
   std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec)
   std::vector<int32_t> positions_;                 // the segments' positions, concatenated

@@ -5,11 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 
 #include "base/thread_pool.h"
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/session_internals.h"
+#include "kv/kv_cache.h"
 #include "model/test_models.h"
 
 namespace deferkv {
@@ -198,6 +201,43 @@ TEST_P(BatchEngineTest, ALongPromptDoesNotStallTheSequencesDecoding) {
   EXPECT_EQ(steps, kLong / session_options().n_batch);
   EXPECT_GE(tokens_during_long_prefill, steps - 1);
   step_until_idle(engine);
+}
+
+// A press that evicts each layer as soon as the whole prompt has passed it never holds the
+// prompt in every layer, and admission counts that: a request whose prompt alone needs
+// twice the cap runs (one layer's prompt beside every layer's budget fits), its cache stays
+// under the cap at its peak, and it gets generate()'s tokens. Evicting only after the
+// prefill, it would be refused as never fitting.
+TEST_P(BatchEngineTest, ALayerByLayerPressRunsAPromptOfTwiceTheCap) {
+  constexpr int64_t kLong = 200;
+  const int64_t per_token = BatchEngine(model, pool, options(1, 1)).kv_bytes_per_token();
+  const int64_t cap = kLong * per_token / 2;
+  ASSERT_GE(model->config().n_layer, 3) << "one layer's prompt beside the budgets would not fit";
+  BatchEngine engine(model, pool, options(2, cap));
+  const auto request = [&] {
+    SequenceRequest r = request_for(*model, 0, kNewTokens, kLong);
+    r.budget = KvBudget::per_head(kBudget);
+    r.press = make_press("snapkv:window=4", r.budget);
+    return r;
+  };
+  std::optional<SequenceOutcome> outcome;
+  SequenceCallbacks cb;
+  cb.on_finish = [&](const SequenceOutcome& o) { outcome = o; };
+  engine.submit(request(), std::move(cb));
+  step_until_idle(engine);
+  ASSERT_TRUE(outcome.has_value());
+  ASSERT_TRUE(outcome->error.empty()) << outcome->error;
+  EXPECT_LE(outcome->kv_peak_bytes, cap);
+
+  Session session(model, pool, session_options());
+  SequenceRequest r = request();
+  session.set_press(std::move(r.press));
+  Sampler sampler(r.sampling);
+  GenerateOptions o;
+  o.n_predict = r.max_tokens;
+  o.stop_at_end_of_generation = false;
+  EXPECT_EQ(outcome->result.tokens, generate(session, r.prompt, o, sampler).tokens);
+  EXPECT_EQ(outcome->kv_peak_bytes, kv_cache_of(session).peak_bytes());
 }
 
 TEST_P(BatchEngineTest, ARequestThatCanNeverFitIsRefused) {

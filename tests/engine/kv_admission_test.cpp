@@ -6,21 +6,32 @@
 namespace deferkv {
 namespace {
 
-// Hand-computed: 100 bytes a token, a 50-token prompt, 10 new tokens.
+// Hand-computed: 100 bytes a token over 10 layers, a 50-token prompt, 10 new tokens.
 TEST(KvProjection, FullCacheHoldsPromptAndOutput) {
-  const KvProjection p = project_kv(100, 50, 10, -1);
+  const KvProjection p = project_kv(100, 10, 50, 10, -1, false);
   EXPECT_EQ(p.peak_bytes, 6000);
   EXPECT_EQ(p.after_eviction, 6000);
 }
 
 TEST(KvProjection, APressHoldsThePromptUntilItEvictsThenItsBudget) {
-  const KvProjection p = project_kv(100, 50, 10, 8);
+  const KvProjection p = project_kv(100, 10, 50, 10, 8, false);
   EXPECT_EQ(p.peak_bytes, 5000);       // the whole prompt, before the eviction
   EXPECT_EQ(p.after_eviction, 1800);   // 8 kept + 10 new
-  const KvProjection big = project_kv(100, 50, 60, 8);
+  const KvProjection big = project_kv(100, 10, 50, 60, 8, false);
   EXPECT_EQ(big.peak_bytes, 6800);     // the kept entries and the output outgrow the prompt
-  const KvProjection loose = project_kv(100, 50, 10, 80);
+  const KvProjection loose = project_kv(100, 10, 50, 10, 80, false);
   EXPECT_EQ(loose.after_eviction, 6000);  // a budget above the prompt keeps all of it
+}
+
+// Evicting each layer once the prompt has passed it: one layer's prompt (50 tokens x 10
+// bytes) beside every layer's 8 kept entries (8 x 100 bytes), rounded up to whole bytes.
+TEST(KvProjection, APressEvictingLayerByLayerHoldsOneLayersPromptBesideTheBudgets) {
+  const KvProjection p = project_kv(100, 10, 50, 1, 8, true);
+  EXPECT_EQ(p.peak_bytes, 500 + 800);
+  EXPECT_EQ(p.after_eviction, 900);  // 8 kept + 1 new
+  EXPECT_EQ(project_kv(100, 10, 50, 10, 8, true).peak_bytes, 1800);  // the output outgrows the prefill
+  EXPECT_EQ(project_kv(100, 3, 50, 1, 8, true).peak_bytes, 1667 + 800);
+  EXPECT_EQ(project_kv(100, 10, 50, 1, -1, true).peak_bytes, 5100);  // no press: the full cache
 }
 
 TEST(KvAdmission, AdmitsWhatFitsBesideTheReserved) {

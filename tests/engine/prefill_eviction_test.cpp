@@ -215,9 +215,11 @@ TEST_P(SamePrefillAsAfterPrefillEviction, KeptSetsLogitsAndPeak) {
   for (int64_t l = 0; l + 1 < kLayers; ++l) kept_below_last += now.layer_bytes_after_prefill[static_cast<size_t>(l)];
   EXPECT_EQ(now.peak_after_prefill, full + kept_below_last);
   EXPECT_EQ(before.peak_after_prefill, kLayers * full);
-  // Within one full layer plus B_total = b * L entries per KV head.
+  // Within one full layer plus B_total = b * L entries per KV head, as the press declares
+  // to the batch engine's admission (Press::prefill_layer_end, project_kv).
   const int64_t entry = full / (kKvHeads * kPrompt);
   EXPECT_LE(now.peak_after_prefill, full + kLayers * kKvHeads * kBudget * entry);
+  EXPECT_EQ(make_press(c.spec, KvBudget::per_head(kBudget))->prefill_layer_end(), PrefillLayerEnd::kEvictsLayers);
 }
 
 std::vector<Case> one_shot_cases() {
@@ -264,6 +266,7 @@ TEST(PrefillEviction, FullCacheIsThatOfBatchByBatch) {
   expect_same_cache(before.cache, now.cache);
   EXPECT_TRUE(before.logits == now.logits);
   EXPECT_EQ(now.peak_after_prefill, kLayers * full_layer_bytes("f32"));
+  EXPECT_EQ(make_press("full", KvBudget::per_head(kBudget))->prefill_layer_end(), PrefillLayerEnd::kPassesLayers);
 }
 
 // Presses that read the whole prompt in every layer after the prefill keep it whole until
@@ -278,6 +281,9 @@ TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
     const int64_t full = cache.n_layer() * cache.n_head_kv() * 200 * cache.bytes_per_entry();
     EXPECT_GE(cache.peak_bytes(), full) << spec;
     EXPECT_LT(cache.bytes_held(), full) << spec << " evicted nothing";
+    // DeferKV takes each layer and evicts at step d; the others keep the layers whole.
+    EXPECT_EQ(run.session->press()->prefill_layer_end(),
+              spec == "deferkv:d=2" ? PrefillLayerEnd::kPassesLayers : PrefillLayerEnd::kKeepsLayers) << spec;
   }
 }
 
@@ -309,6 +315,8 @@ TEST(PrefillEviction, ComposedOrder) {
     options.n_batch = kBatch;
     Session session(gqa_model(), std::make_shared<ThreadPool>(2), options);
     session.set_press(compose_presses(std::move(parts)));
+    // Either way the prompt stays whole in the layers after the first until on_prefill_end.
+    EXPECT_EQ(session.press()->prefill_layer_end(), PrefillLayerEnd::kKeepsLayers);
     session.prefill(prompt);
     const std::vector<int64_t> whole(kLayers, kPrompt), cut(kLayers, kBudget);
     EXPECT_EQ(seen, snapkv_first ? cut : whole);

@@ -29,6 +29,17 @@ class ComposedPress final : public Press {
     }
     return true;
   }
+  // Every layer is evicted at its end when each part takes the layers (none keeps them
+  // whole, which would stop the calls for every later layer) and one of them evicts.
+  PrefillLayerEnd prefill_layer_end() const override {
+    bool evicts = false;
+    for (const auto& p : parts_) {
+      const PrefillLayerEnd part = p->prefill_layer_end();
+      if (part == PrefillLayerEnd::kKeepsLayers) return part;
+      evicts = evicts || part == PrefillLayerEnd::kEvictsLayers;
+    }
+    return evicts ? PrefillLayerEnd::kEvictsLayers : PrefillLayerEnd::kPassesLayers;
+  }
   void on_prefill_end(KvCache& cache) override {
     for (auto& p : parts_) p->on_prefill_end(cache);
   }

@@ -162,6 +162,10 @@ bool ScoredPress::on_prefill_layer_end(KvCache& cache, int64_t layer) {
   return true;
 }
 
+PrefillLayerEnd ScoredPress::prefill_layer_end() const {
+  return parts_.trigger.fires_at_prefill_end() ? PrefillLayerEnd::kEvictsLayers : PrefillLayerEnd::kPassesLayers;
+}
+
 void ScoredPress::on_prefill_end(KvCache& cache) {
   if (parts_.trigger.fires_at_prefill_end()) evict(cache, 0);
 }

@@ -88,6 +88,8 @@ class ScoredPress : public Press {
   void on_attention(const AttentionEvent& event) override;
   // Evicts the layer now when the trigger fires at the end of the prefill.
   bool on_prefill_layer_end(KvCache& cache, int64_t layer) override;
+  // Evicts layer by layer when the trigger fires at the end of the prefill, else passes.
+  PrefillLayerEnd prefill_layer_end() const override;
   // Evicts the layers not evicted yet.
   void on_prefill_end(KvCache& cache) override;
   void on_decode_step(KvCache& cache, int64_t step) override;

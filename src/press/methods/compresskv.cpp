@@ -68,6 +68,7 @@ class CompressKvPress final : public Press {
     evict_layer(cache, layer);
     return true;
   }
+  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kEvictsLayers; }
 
   void on_prefill_end(KvCache& cache) override {
     for (int64_t l = evicted_layers_; l < cache.n_layer(); ++l) evict_layer(cache, l);

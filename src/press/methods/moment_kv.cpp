@@ -33,6 +33,7 @@ class MomentKvPress final : public Press {
   }
   // The prompt is never evicted.
   bool on_prefill_layer_end(KvCache&, int64_t) override { return true; }
+  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kPassesLayers; }
   // The question is kept as the prompt is: only the answer's tokens are ranked.
   void on_question(int64_t first_position, int64_t n_tokens) override { prompt_end_ = first_position + n_tokens; }
 

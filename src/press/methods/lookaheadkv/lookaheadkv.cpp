@@ -41,6 +41,7 @@ class LookaheadKvPress final : public ScoredPress {
   // Every layer is scored by the rows, which run after the whole prompt: the prompt stays
   // whole in every layer until then.
   bool on_prefill_layer_end(KvCache&, int64_t) override { return false; }
+  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kKeepsLayers; }
   // The rows run only for a prompt that will be compressed; only they observe.
   void on_prefill_end(KvCache& cache) override {
     if (will_evict()) {

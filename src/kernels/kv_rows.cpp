@@ -21,6 +21,15 @@ void sgemm_probs_values(const float* probs, int64_t ld_probs, int64_t rows, cons
               accumulate ? 1.0f : 0.0f, out, static_cast<int>(ld_out));
 }
 
+// fp16 / bf16 rows for few query rows: converted in registers (kv_rows_half.cpp).
+bool fused(const KvRows& rows, int64_t query_rows) {
+  return (rows.type == DType::F16 || rows.type == DType::BF16) && query_rows <= kFusedKvRows;
+}
+
+const uint16_t* half_rows(const KvRows& rows, int64_t begin) {
+  return reinterpret_cast<const uint16_t*>(rows.data) + begin * rows.head_dim;
+}
+
 }  // namespace
 
 void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const KvRows& keys, int64_t c0,
@@ -28,6 +37,11 @@ void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const
   const int64_t d = keys.head_dim;
   if (const float* f = keys.f32()) {
     gemm_f32_nt(queries, ld_queries, rows, f + c0 * d, d, width, d, scores, ld_scores);
+    return;
+  }
+  if (fused(keys, rows)) {
+    half_kv_key_scores(queries, ld_queries, rows, half_rows(keys, c0), keys.type == DType::BF16, d, width, scores,
+                       ld_scores);
     return;
   }
   const int64_t step = tile_rows(d);
@@ -43,6 +57,11 @@ void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, cons
   const int64_t d = values.head_dim;
   if (const float* f = values.f32()) {
     sgemm_probs_values(probs, ld_probs, rows, f, width, d, false, out, ld_out);
+    return;
+  }
+  if (fused(values, rows)) {
+    half_kv_weighted_values(probs, ld_probs, rows, half_rows(values, 0), values.type == DType::BF16, d, width, out,
+                            ld_out);
     return;
   }
   const int64_t step = tile_rows(d);

@@ -5,8 +5,10 @@
 //
 // Precision: the stored rows are what every path reads. Attention and the attention
 // observation that presses score with dequantise tiles of rows to float32 and do their
-// products in float32 (f32 rows are read in place). Presses that read keys or values
-// see the same float32 dequantised rows through KvRowReader, never the unrounded
+// products in float32 (f32 rows are read in place); for at most kFusedKvRows query rows
+// (a decode step's group of query heads) fp16 and bf16 rows are converted in registers
+// instead (kv_rows_half.cpp), still with float32 products and sums. Presses that read
+// keys or values see the same float32 dequantised rows through KvRowReader, never the unrounded
 // projections: KNorm and Expected Attention score the stored keys; Expected Attention's
 // value norms, behavior_preserving's deletion model and CompressKV's calibration read
 // the stored values.
@@ -37,6 +39,8 @@ inline KvRows f32_rows(const float* data, int64_t head_dim) {
 
 // Floats of scratch the two products below need (kKvTileFloats / head_dim rows a tile).
 inline constexpr int64_t kKvTileFloats = 16384;
+// Query rows up to which fp16 / bf16 rows skip the tile (kv_rows_half.cpp).
+inline constexpr int64_t kFusedKvRows = 8;
 
 // scores[r * ld_scores + c] = dot(query row r, key c0 + c) for r < rows, c < width. f32
 // keys are read in place by one GEMM; other types a tile of rows at a time, dequantised
@@ -46,6 +50,13 @@ void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const
 // out[r * ld_out + i] = sum over c < width of probs[r * ld_probs + c] * value c [i]; width >= 1.
 void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const KvRows& values, int64_t width,
                         float* out, int64_t ld_out, float* tile);
+
+// The two products above for 1..kFusedKvRows rows over fp16 (bf16 = false) or bf16 rows
+// stored contiguously, each row converted in registers as it is read (kv_rows_half.cpp).
+void half_kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const uint16_t* keys, bool bf16,
+                        int64_t head_dim, int64_t width, float* scores, int64_t ld_scores);
+void half_kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const uint16_t* values, bool bf16,
+                             int64_t head_dim, int64_t width, float* out, int64_t ld_out);
 
 // Single rows as float32: f32 rows in place, others dequantised into the reader's
 // own one-row scratch (valid until the next call). Use one reader per row held at once.

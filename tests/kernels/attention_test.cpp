@@ -7,8 +7,10 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "base/thread_pool.h"
+#include "kernels/kv_rows.h"
 #include "kernels/quant.h"
 
 namespace deferkv {
@@ -96,6 +98,55 @@ TEST_P(AttentionStorage, DecodeMatchesDoublePrecisionOnTheStoredRows) {
 TEST_P(AttentionStorage, PrefillBlockMatchesDoublePrecisionOnTheStoredRows) {
   ThreadPool pool(2);
   check(GetParam(), {600, 600}, 40, pool);  // two query blocks of the kernel, the second partial
+}
+
+// The two products on their own, for every row count of the fused fp16 / bf16 kernels
+// (1..kFusedKvRows: each its own instantiation) and one past them (the tile path), with a
+// row width that leaves a tail past the whole vectors (68) and one that does not (64), and
+// a number of keys that leaves a remainder past the kernels' blocks of keys.
+TEST(KvRowProducts, EveryRowCountMatchesDoublePrecisionOnTheStoredRows) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  constexpr int64_t kWidth = 37, kStart = 3;  // keys [kStart, kStart + kWidth) of the stored rows
+  for (DType type : {DType::F16, DType::BF16}) {
+    for (int64_t d : {64, 76}) {
+      const int64_t n_rows = kStart + kWidth;
+      std::vector<uint8_t> stored(static_cast<size_t>(n_rows * dtype_row_bytes(type, d)));
+      std::vector<float> x(static_cast<size_t>(n_rows * d)), back(x.size());
+      for (float& v : x) v = normal(rng);
+      quantize_row(type, x.data(), stored.data(), n_rows * d);
+      dequantize_row(type, stored.data(), back.data(), n_rows * d);
+      const KvRows rows{stored.data(), type, d};
+      std::vector<float> tile(kKvTileFloats);
+      for (int64_t r = 1; r <= kFusedKvRows + 1; ++r) {
+        SCOPED_TRACE(std::string(dtype_name(type)) + " d=" + std::to_string(d) + " rows=" + std::to_string(r));
+        std::vector<float> q(static_cast<size_t>(r * (d + 5)));  // a leading dimension wider than d
+        for (float& v : q) v = normal(rng);
+        std::vector<float> scores(static_cast<size_t>(r * (kWidth + 2)), -1.0f);
+        kv_key_scores(q.data(), d + 5, r, rows, kStart, kWidth, scores.data(), kWidth + 2, tile.data());
+        std::vector<float> probs(static_cast<size_t>(r * kWidth));
+        for (float& v : probs) v = uniform(rng);
+        std::vector<float> out(static_cast<size_t>(r * (d + 3)), -1.0f);
+        kv_weighted_values(probs.data(), kWidth, r, KvRows{stored.data() + kStart * dtype_row_bytes(type, d), type, d},
+                           kWidth, out.data(), d + 3, tile.data());
+        for (int64_t i = 0; i < r; ++i) {
+          for (int64_t j = 0; j < kWidth; ++j) {
+            double s = 0;
+            for (int64_t k = 0; k < d; ++k) s += double(q[i * (d + 5) + k]) * back[(kStart + j) * d + k];
+            ASSERT_NEAR(scores[i * (kWidth + 2) + j], s, 1e-4) << "row " << i << " key " << j;
+          }
+          EXPECT_EQ(scores[i * (kWidth + 2) + kWidth], -1.0f) << "wrote past the keys";
+          for (int64_t k = 0; k < d; ++k) {
+            double o = 0;
+            for (int64_t j = 0; j < kWidth; ++j) o += double(probs[i * kWidth + j]) * back[(kStart + j) * d + k];
+            ASSERT_NEAR(out[i * (d + 3) + k], o, 1e-4) << "row " << i << " dim " << k;
+          }
+          EXPECT_EQ(out[i * (d + 3) + d], -1.0f) << "wrote past the row";
+        }
+      }
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryType, AttentionStorage,

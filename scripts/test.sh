@@ -6,8 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ci_step.sh
-step build-cli scripts/build.sh
-step build-all cmake --build build -j "$(nproc)"
+step build scripts/build.sh all
 step ctest ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
 # The Slurm job array on a one-node cluster of this machine (root only: it exits 77, skipped,
 # otherwise).

@@ -78,6 +78,13 @@ if(DEFERKV_SANITIZE)
 endif()
 deferkv_layer(press DIRS press PUBLIC_HEADERS press.h DEPENDS observe)
 deferkv_layer(engine DIRS engine PUBLIC_HEADERS session.h generate.h sampler.h embedding.h batch_engine.h DEPENDS model press)
+# The base layer's hashing (a model file's SHA-256 in every eval run's config) and the
+# engine's sampler (a sort over the vocabulary per token) were a tenth of the sanitizer
+# suite's slow tests at -O0; both layers are small, so -O1 costs little to compile.
+if(DEFERKV_SANITIZE)
+  target_compile_options(deferkv_base PRIVATE -O1)
+  target_compile_options(deferkv_engine PRIVATE -O1)
+endif()
 deferkv_layer(eval DIRS eval
               PUBLIC_HEADERS eval_longbench.h eval_metrics.h eval_run.h eval_sweep.h eval_tasks.h score_predictions.h
               DEPENDS engine)

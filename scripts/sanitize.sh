@@ -37,6 +37,19 @@ step tsan-build cmake --build build-tsan -j "$jobs" \
 # the sgemm on the caller's, where the library's own threads are all TSan sees. The same
 # holds for cpp-httplib: scripts/tsan_suppressions.txt says what is set aside and why.
 export OPENBLAS_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/scripts/tsan_suppressions.txt"
-step tsan-thread-pool build-tsan/deferkv_thread_pool_tests
-step tsan-batch-engine build-tsan/deferkv_batch_engine_tests
-step tsan-server build-tsan/deferkv_server_tests
+# The three programs at once (the server's mostly waits on its sockets); each one's output
+# is printed when it ends, and any failure fails the step.
+tsan_tests() {
+  local pids=() status=0 name
+  for name in thread_pool batch_engine server; do
+    build-tsan/deferkv_${name}_tests >"build-tsan/${name}.log" 2>&1 &
+    pids+=($!)
+  done
+  for name in thread_pool batch_engine server; do
+    wait "${pids[0]}" || { status=1; echo "== deferkv_${name}_tests failed" >&2; }
+    pids=("${pids[@]:1}")
+    cat "build-tsan/${name}.log"
+  done
+  return "$status"
+}
+step tsan-tests tsan_tests

@@ -11,6 +11,8 @@
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
+#include <type_traits>
+
 #include "kernels/kernel_helpers-inl.h"
 #include "kernels/kv_rows.h"
 #include "kernels/quant.h"
@@ -120,53 +122,43 @@ void ValuesRows(const float* p, int64_t ldp, const uint16_t* values, int64_t d, 
   }
 }
 
-// rows (1..kFusedKvRows) picks the instantiation.
-template <class Bf16>
-void Scores(const float* q, int64_t ldq, int64_t rows, const uint16_t* keys, int64_t d, int64_t width, float* s,
-            int64_t lds) {
+// Calls kernel(std::integral_constant<size_t, R>{}) with R = rows, 1..kFusedKvRows: the
+// number of query rows picks the instantiation, whose arrays of vectors live in registers.
+template <class Kernel>
+void ForRowCount(int64_t rows, const Kernel& kernel) {
+  static_assert(kFusedKvRows == 8);
   switch (rows) {
-    case 1: return ScoresRows<1>(q, ldq, keys, d, width, s, lds, Bf16{});
-    case 2: return ScoresRows<2>(q, ldq, keys, d, width, s, lds, Bf16{});
-    case 3: return ScoresRows<3>(q, ldq, keys, d, width, s, lds, Bf16{});
-    case 4: return ScoresRows<4>(q, ldq, keys, d, width, s, lds, Bf16{});
-    case 5: return ScoresRows<5>(q, ldq, keys, d, width, s, lds, Bf16{});
-    case 6: return ScoresRows<6>(q, ldq, keys, d, width, s, lds, Bf16{});
-    case 7: return ScoresRows<7>(q, ldq, keys, d, width, s, lds, Bf16{});
-    default: return ScoresRows<8>(q, ldq, keys, d, width, s, lds, Bf16{});
-  }
-}
-
-template <class Bf16>
-void Values(const float* p, int64_t ldp, int64_t rows, const uint16_t* values, int64_t d, int64_t width, float* out,
-            int64_t ldo) {
-  switch (rows) {
-    case 1: return ValuesRows<1>(p, ldp, values, d, width, out, ldo, Bf16{});
-    case 2: return ValuesRows<2>(p, ldp, values, d, width, out, ldo, Bf16{});
-    case 3: return ValuesRows<3>(p, ldp, values, d, width, out, ldo, Bf16{});
-    case 4: return ValuesRows<4>(p, ldp, values, d, width, out, ldo, Bf16{});
-    case 5: return ValuesRows<5>(p, ldp, values, d, width, out, ldo, Bf16{});
-    case 6: return ValuesRows<6>(p, ldp, values, d, width, out, ldo, Bf16{});
-    case 7: return ValuesRows<7>(p, ldp, values, d, width, out, ldo, Bf16{});
-    default: return ValuesRows<8>(p, ldp, values, d, width, out, ldo, Bf16{});
+    case 1: return kernel(std::integral_constant<size_t, 1>{});
+    case 2: return kernel(std::integral_constant<size_t, 2>{});
+    case 3: return kernel(std::integral_constant<size_t, 3>{});
+    case 4: return kernel(std::integral_constant<size_t, 4>{});
+    case 5: return kernel(std::integral_constant<size_t, 5>{});
+    case 6: return kernel(std::integral_constant<size_t, 6>{});
+    case 7: return kernel(std::integral_constant<size_t, 7>{});
+    default: return kernel(std::integral_constant<size_t, 8>{});
   }
 }
 
 void HalfKeyScores(const float* q, int64_t ldq, int64_t rows, const uint16_t* keys, bool bf16, int64_t d,
                    int64_t width, float* s, int64_t lds) {
-  if (bf16) {
-    Scores<std::true_type>(q, ldq, rows, keys, d, width, s, lds);
-  } else {
-    Scores<std::false_type>(q, ldq, rows, keys, d, width, s, lds);
-  }
+  ForRowCount(rows, [&](auto r) {
+    if (bf16) {
+      ScoresRows<decltype(r)::value>(q, ldq, keys, d, width, s, lds, std::true_type{});
+    } else {
+      ScoresRows<decltype(r)::value>(q, ldq, keys, d, width, s, lds, std::false_type{});
+    }
+  });
 }
 
 void HalfWeightedValues(const float* p, int64_t ldp, int64_t rows, const uint16_t* values, bool bf16, int64_t d,
                         int64_t width, float* out, int64_t ldo) {
-  if (bf16) {
-    Values<std::true_type>(p, ldp, rows, values, d, width, out, ldo);
-  } else {
-    Values<std::false_type>(p, ldp, rows, values, d, width, out, ldo);
-  }
+  ForRowCount(rows, [&](auto r) {
+    if (bf16) {
+      ValuesRows<decltype(r)::value>(p, ldp, values, d, width, out, ldo, std::true_type{});
+    } else {
+      ValuesRows<decltype(r)::value>(p, ldp, values, d, width, out, ldo, std::false_type{});
+    }
+  });
 }
 
 }  // namespace

@@ -139,25 +139,29 @@ void ForRowCount(int64_t rows, const Kernel& kernel) {
   }
 }
 
-void HalfKeyScores(const float* q, int64_t ldq, int64_t rows, const uint16_t* keys, bool bf16, int64_t d,
-                   int64_t width, float* s, int64_t lds) {
+// Calls kernel(rows as above, fp16 or bf16 as std::false_type or std::true_type).
+template <class Kernel>
+void ForRowCountAndType(int64_t rows, bool bf16, const Kernel& kernel) {
   ForRowCount(rows, [&](auto r) {
     if (bf16) {
-      ScoresRows<decltype(r)::value>(q, ldq, keys, d, width, s, lds, std::true_type{});
+      kernel(r, std::true_type{});
     } else {
-      ScoresRows<decltype(r)::value>(q, ldq, keys, d, width, s, lds, std::false_type{});
+      kernel(r, std::false_type{});
     }
+  });
+}
+
+void HalfKeyScores(const float* q, int64_t ldq, int64_t rows, const uint16_t* keys, bool bf16, int64_t d,
+                   int64_t width, float* s, int64_t lds) {
+  ForRowCountAndType(rows, bf16, [&](auto r, auto type) {
+    ScoresRows<decltype(r)::value>(q, ldq, keys, d, width, s, lds, type);
   });
 }
 
 void HalfWeightedValues(const float* p, int64_t ldp, int64_t rows, const uint16_t* values, bool bf16, int64_t d,
                         int64_t width, float* out, int64_t ldo) {
-  ForRowCount(rows, [&](auto r) {
-    if (bf16) {
-      ValuesRows<decltype(r)::value>(p, ldp, values, d, width, out, ldo, std::true_type{});
-    } else {
-      ValuesRows<decltype(r)::value>(p, ldp, values, d, width, out, ldo, std::false_type{});
-    }
+  ForRowCountAndType(rows, bf16, [&](auto r, auto type) {
+    ValuesRows<decltype(r)::value>(p, ldp, values, d, width, out, ldo, type);
   });
 }
 

@@ -202,6 +202,9 @@ class Session {
   void feed(const std::vector<int32_t>& tokens);
   // feed(), timed as prefill; decode steps then count from the tokens' end.
   void feed_input(const std::vector<int32_t>& tokens);
+  // For a layer-by-layer run of tokens at the next positions: positions_ set, logits_ sized
+  // for every row when all_logits. Returns the number of tokens.
+  int64_t prepare_prompt_rows(const std::vector<int32_t>& tokens);
   // The n_batch tokens from `begin` through every layer, untimed; returns where the next
   // batch begins.
   size_t run_batch(const std::vector<int32_t>& tokens, size_t begin);

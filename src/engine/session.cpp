@@ -82,10 +82,7 @@ void Session::begin_prefill(const std::vector<int32_t>& tokens) {
   // With a press the prompt runs layer by layer, each layer going to the press as soon as
   // the whole prompt has passed it, so that a one-shot press evicts it there, before the
   // next layer's entries arrive.
-  const auto n_tokens = static_cast<int64_t>(tokens.size());
-  if (options_.all_logits) logits_.resize(static_cast<size_t>(n_tokens * model_->config().n_vocab));
-  positions_.resize(static_cast<size_t>(n_tokens));
-  for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  const int64_t n_tokens = prepare_prompt_rows(tokens);
   forward_->begin_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data());
 }
 
@@ -181,11 +178,7 @@ void Session::feed(const std::vector<int32_t>& tokens) {
     for (size_t begin = 0; begin < tokens.size();) begin = run_batch(tokens, begin);
     return;
   }
-  const int64_t n_vocab = model_->config().n_vocab;
-  const auto n_tokens = static_cast<int64_t>(tokens.size());
-  if (options_.all_logits) logits_.resize(static_cast<size_t>(n_tokens * n_vocab));
-  positions_.resize(static_cast<size_t>(n_tokens));
-  for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  const int64_t n_tokens = prepare_prompt_rows(tokens);
   try {
     forward_->run_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data(),
                          {});
@@ -194,6 +187,14 @@ void Session::feed(const std::vector<int32_t>& tokens) {
     throw;
   }
   n_past_ += n_tokens;
+}
+
+int64_t Session::prepare_prompt_rows(const std::vector<int32_t>& tokens) {
+  const auto n_tokens = static_cast<int64_t>(tokens.size());
+  if (options_.all_logits) logits_.resize(static_cast<size_t>(n_tokens * model_->config().n_vocab));
+  positions_.resize(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) positions_[static_cast<size_t>(i)] = static_cast<int32_t>(n_past_ + i);
+  return n_tokens;
 }
 
 size_t Session::run_batch(const std::vector<int32_t>& tokens, size_t begin) {

@@ -44,6 +44,24 @@ HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* p) {
 #endif
 }
 
+// Lanes of a float32, fp16 or bf16 row as float32, and one element of it (for the tail
+// past the whole vectors): the float kernels' loads by element type.
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float* p) {
+  return hn::LoadU(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t* p) {
+  return LoadF16AsF32(df, p);
+}
+template <class DF>
+HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
+}
+inline float ToF32(float v) { return v; }
+inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(v.bits); }
+inline float ToF32(hwy::bfloat16_t v) { return bf16_to_fp32(v.bits); }
+
 // One fp16 value (a block scale) to float; a single F16C instruction where available.
 HWY_INLINE float F16ToF32(uint16_t bits) {
   return hn::GetLane(LoadF16AsF32(hn::CappedTag<float, 1>(), reinterpret_cast<const hwy::float16_t*>(&bits)));

@@ -15,108 +15,85 @@
 
 #include "kernels/kernel_helpers-inl.h"
 #include "kernels/kv_rows.h"
-#include "kernels/quant.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Lanes of one stored row as float32, and one element for the tail past the whole vectors.
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadHalf(DF df, const uint16_t* p, std::false_type /*bf16*/) {
-  return LoadF16AsF32(df, reinterpret_cast<const hwy::float16_t*>(p));
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadHalf(DF df, const uint16_t* p, std::true_type /*bf16*/) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), reinterpret_cast<const hwy::bfloat16_t*>(p)));
-}
-inline float HalfToF32(uint16_t h, std::false_type /*bf16*/) { return fp16_to_fp32(h); }
-inline float HalfToF32(uint16_t h, std::true_type /*bf16*/) { return bf16_to_fp32(h); }
-
-// R query rows against J keys at a time: R x J accumulators, the R query vectors and one
-// key vector stay in registers (J = 8 / R keys, so at most about ten vectors live).
-template <size_t R, class Bf16>
-void ScoresRows(const float* q, int64_t ldq, const uint16_t* keys, int64_t d, int64_t width, float* s, int64_t lds,
-                Bf16 bf16) {
-  constexpr size_t J = R >= 8 ? 1 : 8 / R;
+// Scores of R query rows against the J keys from k (one row of d each) into s[r * lds + c]:
+// R x J accumulators, the R query vectors and one key vector stay in registers.
+template <size_t R, size_t J, class T>
+HWY_INLINE void ScoreKeys(const float* q, int64_t ldq, const T* k, int64_t d, float* s, int64_t lds) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t whole = d / L * L;
-  const auto tail = [&](size_t r, const uint16_t* k) {
-    float sum = 0;
-    for (int64_t i = whole; i < d; ++i) sum += q[r * ldq + i] * HalfToF32(k[i], bf16);
-    return sum;
-  };
-  int64_t j = 0;
-  for (; j + static_cast<int64_t>(J) <= width; j += J) {
-    const uint16_t* k = keys + j * d;
-    hn::Vec<decltype(df)> acc[R][J];
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::Zero(df); }); });
-    for (int64_t i = 0; i < whole; i += L) {
-      hn::Vec<decltype(df)> qv[R];
-      Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { qv[r] = hn::LoadU(df, q + r * ldq + i); });
-      Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA {
-        const auto kv = LoadHalf(df, k + c * d + i, bf16);
-        Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::MulAdd(qv[r], kv, acc[r][c]); });
-      });
-    }
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
-      Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA {
-        s[r * lds + j + c] = hn::GetLane(hn::SumOfLanes(df, acc[r][c])) + tail(r, k + c * d);
-      });
+  hn::Vec<decltype(df)> acc[R][J];
+  Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::Zero(df); }); });
+  for (int64_t i = 0; i < whole; i += L) {
+    hn::Vec<decltype(df)> qv[R];
+    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { qv[r] = hn::LoadU(df, q + r * ldq + i); });
+    Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA {
+      const auto kv = LoadF32(df, k + c * d + i);
+      Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::MulAdd(qv[r], kv, acc[r][c]); });
     });
   }
-  for (; j < width; ++j) {  // the last keys, one at a time
-    const uint16_t* k = keys + j * d;
-    hn::Vec<decltype(df)> acc[R];
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { acc[r] = hn::Zero(df); });
-    for (int64_t i = 0; i < whole; i += L) {
-      const auto kv = LoadHalf(df, k + i, bf16);
-      Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { acc[r] = hn::MulAdd(hn::LoadU(df, q + r * ldq + i), kv, acc[r]); });
-    }
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { s[r * lds + j] = hn::GetLane(hn::SumOfLanes(df, acc[r])) + tail(r, k); });
-  }
+  Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
+    Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA {
+      float sum = hn::GetLane(hn::SumOfLanes(df, acc[r][c]));
+      for (int64_t i = whole; i < d; ++i) sum += q[r * ldq + i] * ToF32(k[c * d + i]);
+      s[r * lds + c] = sum;
+    });
+  });
 }
 
-// out rows = probabilities x values, C vectors of the row's width at a time: R x C
-// accumulators live across every value row (C = 8 / R), the values read once per pass.
-template <size_t R, class Bf16>
-void ValuesRows(const float* p, int64_t ldp, const uint16_t* values, int64_t d, int64_t width, float* out,
-                int64_t ldo, Bf16 bf16) {
-  constexpr size_t C = R >= 8 ? 1 : 8 / R;
+// J = 8 / R keys at a time (at most about ten vectors live), the last keys one at a time.
+template <size_t R, class T>
+void ScoresRows(const float* q, int64_t ldq, const T* keys, int64_t d, int64_t width, float* s, int64_t lds) {
+  constexpr size_t J = R >= 8 ? 1 : 8 / R;
+  int64_t j = 0;
+  for (; j + static_cast<int64_t>(J) <= width; j += J) ScoreKeys<R, J>(q, ldq, keys + j * d, d, s + j, lds);
+  for (; j < width; ++j) ScoreKeys<R, 1>(q, ldq, keys + j * d, d, s + j, lds);
+}
+
+// Columns [i0, i0 + C lanes) of R output rows = probabilities x values: R x C accumulators
+// live across every value row.
+template <size_t R, size_t C, class T>
+HWY_INLINE void WeighColumns(const float* p, int64_t ldp, const T* values, int64_t d, int64_t width, int64_t i0,
+                             float* out, int64_t ldo) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<decltype(df)> acc[R][C];
+  Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::Zero(df); }); });
+  for (int64_t j = 0; j < width; ++j) {
+    hn::Vec<decltype(df)> v[C];
+    Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { v[c] = LoadF32(df, values + j * d + i0 + c * L); });
+    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
+      const auto pr = hn::Set(df, p[r * ldp + j]);
+      Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::MulAdd(pr, v[c], acc[r][c]); });
+    });
+  }
+  Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
+    Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { hn::StoreU(acc[r][c], df, out + r * ldo + i0 + c * L); });
+  });
+}
+
+// C = 8 / R vectors of columns a pass (the values read once per pass), the whole vectors
+// left over one at a time, then the tail past them.
+template <size_t R, class T>
+void ValuesRows(const float* p, int64_t ldp, const T* values, int64_t d, int64_t width, float* out, int64_t ldo) {
+  constexpr size_t C = R >= 8 ? 1 : 8 / R;
+  const auto L = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
   const int64_t whole = d / L * L;
   int64_t i0 = 0;
   for (; i0 + static_cast<int64_t>(C) * L <= whole; i0 += static_cast<int64_t>(C) * L) {
-    hn::Vec<decltype(df)> acc[R][C];
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::Zero(df); }); });
-    for (int64_t j = 0; j < width; ++j) {
-      hn::Vec<decltype(df)> v[C];
-      Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { v[c] = LoadHalf(df, values + j * d + i0 + c * L, bf16); });
-      Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
-        const auto pr = hn::Set(df, p[r * ldp + j]);
-        Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::MulAdd(pr, v[c], acc[r][c]); });
-      });
-    }
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
-      Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { hn::StoreU(acc[r][c], df, out + r * ldo + i0 + c * L); });
-    });
+    WeighColumns<R, C>(p, ldp, values, d, width, i0, out, ldo);
   }
-  for (; i0 < whole; i0 += L) {  // whole vectors left over, one at a time
-    hn::Vec<decltype(df)> acc[R];
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { acc[r] = hn::Zero(df); });
-    for (int64_t j = 0; j < width; ++j) {
-      const auto v = LoadHalf(df, values + j * d + i0, bf16);
-      Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { acc[r] = hn::MulAdd(hn::Set(df, p[r * ldp + j]), v, acc[r]); });
-    }
-    Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { hn::StoreU(acc[r], df, out + r * ldo + i0); });
-  }
-  for (int64_t i = whole; i < d; ++i) {  // the tail past the whole vectors
+  for (; i0 < whole; i0 += L) WeighColumns<R, 1>(p, ldp, values, d, width, i0, out, ldo);
+  for (int64_t i = whole; i < d; ++i) {
     for (size_t r = 0; r < R; ++r) {
       float sum = 0;
-      for (int64_t j = 0; j < width; ++j) sum += p[r * ldp + j] * HalfToF32(values[j * d + i], bf16);
+      for (int64_t j = 0; j < width; ++j) sum += p[r * ldp + j] * ToF32(values[j * d + i]);
       out[r * ldo + i] = sum;
     }
   }
@@ -139,14 +116,15 @@ void ForRowCount(int64_t rows, const Kernel& kernel) {
   }
 }
 
-// Calls kernel(rows as above, fp16 or bf16 as std::false_type or std::true_type).
+// Calls kernel(rows as above, the rows' element type: a null hwy::float16_t or
+// hwy::bfloat16_t pointer).
 template <class Kernel>
 void ForRowCountAndType(int64_t rows, bool bf16, const Kernel& kernel) {
   ForRowCount(rows, [&](auto r) {
     if (bf16) {
-      kernel(r, std::true_type{});
+      kernel(r, static_cast<const hwy::bfloat16_t*>(nullptr));
     } else {
-      kernel(r, std::false_type{});
+      kernel(r, static_cast<const hwy::float16_t*>(nullptr));
     }
   });
 }
@@ -154,14 +132,14 @@ void ForRowCountAndType(int64_t rows, bool bf16, const Kernel& kernel) {
 void HalfKeyScores(const float* q, int64_t ldq, int64_t rows, const uint16_t* keys, bool bf16, int64_t d,
                    int64_t width, float* s, int64_t lds) {
   ForRowCountAndType(rows, bf16, [&](auto r, auto type) {
-    ScoresRows<decltype(r)::value>(q, ldq, keys, d, width, s, lds, type);
+    ScoresRows<decltype(r)::value>(q, ldq, reinterpret_cast<decltype(type)>(keys), d, width, s, lds);
   });
 }
 
 void HalfWeightedValues(const float* p, int64_t ldp, int64_t rows, const uint16_t* values, bool bf16, int64_t d,
                         int64_t width, float* out, int64_t ldo) {
   ForRowCountAndType(rows, bf16, [&](auto r, auto type) {
-    ValuesRows<decltype(r)::value>(p, ldp, values, d, width, out, ldo, type);
+    ValuesRows<decltype(r)::value>(p, ldp, reinterpret_cast<decltype(type)>(values), d, width, out, ldo);
   });
 }
 

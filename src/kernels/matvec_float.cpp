@@ -14,23 +14,6 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const float* p) {
-  return hn::LoadU(df, p);
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::float16_t* p) {
-  return LoadF16AsF32(df, p);
-}
-template <class DF>
-HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t* p) {
-  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
-}
-
-inline float ToF32(float v) { return v; }
-inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(v.bits); }
-inline float ToF32(hwy::bfloat16_t v) { return bf16_to_fp32(v.bits); }
-
 // R rows at a time with 4 / R accumulators each (four FMA chains in flight). How many
 // rows to stream at once was measured (4096-wide rows, single thread, from L3 and from
 // DRAM): F32 is fastest with four, F16 and BF16 with one, as are the quantised types

@@ -1,13 +1,27 @@
 #pragma once
-// Float32 matrix product against row-major weights (the layout matmul's dequantised
+// Float32 matrix products against row-major weights (the layout matmul's dequantised
 // tiles and F32 weights have): y[i * ldy + j] = dot(x row i, w row j) for i in [0, m),
 // j in [0, rows), rows of n values, x rows ldx floats apart, w rows ldw apart.
 // Single-threaded, like the matvec kernels.
+#include <cstddef>
 #include <cstdint>
 
 namespace deferkv {
 
+// Reads the weight rows in place (gemm_f32.cpp). For products whose weights are used
+// once per call, such as attention's keys.
 void gemm_f32_nt(const float* x, int64_t ldx, int64_t m, const float* w, int64_t ldw, int64_t rows, int64_t n,
                  float* y, int64_t ldy);
+
+// The prefill projections' product (gemm_packed.cpp): the weight rows are first packed
+// into panels of gemm_panel_rows() rows stored k-major (value k of the panel's rows side
+// by side), the last panel padded with zeros. Each y value is then summed in blocks of k
+// in order, the same whatever m, the tiling or the split of rows between threads.
+int64_t gemm_panel_rows();  // for the CPU's widest vectors: twice its float lanes
+// Floats a packing of `rows` rows of n values takes, for any CPU.
+size_t gemm_packed_floats(int64_t rows, int64_t n);
+void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
+void gemm_f32_packed(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+                     int64_t ldy);
 
 }  // namespace deferkv

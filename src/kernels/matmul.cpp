@@ -1,6 +1,7 @@
-// matmul (prefill): weights are dequantised a tile of rows at a time into `scratch` and
-// multiplied with gemm_f32_nt (F32 weights directly). Below a per-type token count the
-// matvec kernels run on each token instead, which is cheaper than dequantising.
+// matmul (prefill): weights are dequantised a tile of rows at a time into `scratch`, packed
+// into panels (F32 weights straight from the model) and multiplied with gemm_f32_packed.
+// Below a per-type token count the matvec kernels run on each token instead, which is
+// cheaper than dequantising.
 #include <cblas.h>
 
 #include <algorithm>
@@ -13,12 +14,12 @@
 namespace deferkv {
 namespace {
 
-// Fewer tokens than this go through matvec. The GEMM route runs at ~90-120 GFLOP/s but,
-// except for F32, first dequantises the whole matrix (10-15 ms for 4096 x 4096 quantised
-// weights, a few ms for F16/BF16); the matvec route runs at ~55-75 GFLOP/s (F32: ~40)
-// from the first token. Crossovers measured with kernels_bench's matmul_small_m sweep
-// (4096 x 4096, single thread) when the GEMM was OpenBLAS sgemm (~90 GFLOP/s); with
-// gemm_f32_nt (~120 on AVX-512) they may be somewhat lower.
+// Fewer tokens than this go through matvec. The GEMM route runs at ~90-120 GFLOP/s but
+// first dequantises and packs the whole matrix (10-15 ms for 4096 x 4096 quantised
+// weights, a few ms for F16/BF16/F32); the matvec route runs at ~55-75 GFLOP/s (F32:
+// ~40) from the first token. Crossovers measured with kernels_bench's matmul_small_m
+// sweep (4096 x 4096, single thread) when the GEMM was OpenBLAS sgemm (~90 GFLOP/s);
+// with the packed GEMM (gemm_packed.cpp) they may be somewhat lower.
 int64_t min_tokens_for_gemm(DType weight_type) {
   switch (weight_type) {
     case DType::F32: return 8;
@@ -33,11 +34,16 @@ int64_t min_tokens_for_gemm(DType weight_type) {
   fail("matmul: unsupported weight type {}", static_cast<uint32_t>(weight_type));
 }
 
-// Weight rows dequantised at a time: a tile of up to 1 MiB (rows x n floats) is still
-// in L2 / L3 when gemm_f32_nt reads it. At pp512 on 100M-parameter models (n = 768 and
-// 2048), 1 MiB tiles ran faster than 8 MiB (the tile then comes back from DRAM) and
-// than 256 KiB (X, m x n, is read again for every tile).
-int64_t tile_rows(int64_t n) { return std::max<int64_t>(16, (1 << 20) / 4 / n / 16 * 16); }
+// Weight rows dequantised and packed at a time: a tile of up to 128 KiB (rows x n
+// floats), so that its packing stays in L2 while every block of tokens runs against it
+// (gemm_packed.cpp); the activations are read once per tile. At pp512 on the 100M models
+// (n = 768 and 2048, 2 threads) 128 KiB tiles ran 2-4% faster than 1 MiB, which was
+// best for gemm_f32_nt's whole-row tiles, and as fast as 64 KiB. A multiple of 32 rows,
+// so that only the last tile has a partial panel.
+int64_t tile_rows(int64_t n) { return std::max<int64_t>(32, (128 << 10) / 4 / n / 32 * 32); }
+
+// The scratch holds the dequantised tile, then its packing.
+size_t tile_floats(int64_t rows, int64_t n) { return static_cast<size_t>(std::min(rows, tile_rows(n)) * n); }
 
 // The small-m path: pack the m tokens into scratch, then the multi-row matvec kernels
 // (each weight block read and decoded once per group of tokens).
@@ -54,7 +60,7 @@ void matmul_by_matvec(DType weight_type, const void* weights, size_t row_stride,
 void init_blas_single_threaded() { openblas_set_num_threads(1); }
 
 size_t scratch_floats_for_matmul(int64_t rows, int64_t n) {
-  const size_t tile = static_cast<size_t>(std::min(rows, tile_rows(n)) * n);
+  const size_t tile = tile_floats(rows, n) + gemm_packed_floats(std::min(rows, tile_rows(n)), n);
   size_t packed = 0;  // bytes for the tokens of the largest matvec-path batch
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K,
                      DType::Q5_K, DType::Q6_K}) {
@@ -70,18 +76,21 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
     return;
   }
   const auto* w = static_cast<const unsigned char*>(weights);
-  if (weight_type == DType::F32 && row_stride % sizeof(float) == 0) {
-    gemm_f32_nt(x, ldx, m, reinterpret_cast<const float*>(w), static_cast<int64_t>(row_stride / sizeof(float)),
-                rows, n, y, ldy);
-    return;
-  }
+  const bool f32_in_place = weight_type == DType::F32 && row_stride % sizeof(float) == 0;
   const int64_t tile = tile_rows(n);
+  float* packed = scratch + tile_floats(rows, n);
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
-    for (int64_t r = 0; r < count; ++r) {
-      dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
+    if (f32_in_place) {
+      gemm_pack_rows(reinterpret_cast<const float*>(w + r0 * row_stride),
+                     static_cast<int64_t>(row_stride / sizeof(float)), count, n, packed);
+    } else {
+      for (int64_t r = 0; r < count; ++r) {
+        dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
+      }
+      gemm_pack_rows(scratch, n, count, n, packed);
     }
-    gemm_f32_nt(x, ldx, m, scratch, n, count, n, y + r0, ldy);
+    gemm_f32_packed(x, ldx, m, packed, count, n, y + r0, ldy);
   }
 }
 

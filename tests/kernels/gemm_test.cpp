@@ -1,9 +1,10 @@
-// gemm_f32_nt against float64 dot products, on every SIMD target, at shapes that leave
-// partial register tiles in every dimension (tokens, weight rows, vector tail of n) and,
-// for long rows, several weight-row blocks.
+// gemm_f32_nt and gemm_f32_packed against float64 dot products, on every SIMD target, at
+// shapes that leave partial register tiles in every dimension (tokens, weight rows or
+// panels, vector tail of n) and, for long rows, several weight-row or k blocks.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -40,6 +41,56 @@ TEST(Gemm, MatchesReferenceWithPartialTilesAndPadding) {
       }
     });
   }
+}
+
+// The float64 dot product of x row i and w row j, and the sum of its terms' magnitudes.
+std::pair<double, double> reference_dot(const std::vector<float>& x, int64_t ldx, int64_t i,
+                                        const std::vector<float>& w, int64_t ldw, int64_t j, int64_t n) {
+  double want = 0, magnitude = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    want += static_cast<double>(x[i * ldx + k]) * w[j * ldw + k];
+    magnitude += std::fabs(static_cast<double>(x[i * ldx + k]) * w[j * ldw + k]);
+  }
+  return {want, magnitude};
+}
+
+TEST(GemmPacked, MatchesReferenceWithPartialTilesPanelsAndBlocks) {
+  // 13 tokens leave a partial micro-tile on every target (6 or 12 a tile); 70 rows a
+  // partial panel; n = 4099 several k-blocks and an odd last one; 200 tokens several
+  // token blocks.
+  for (const Shape s : {Shape{1, 1, 1}, Shape{7, 13, 37}, Shape{25, 9, 100}, Shape{13, 70, 4099}, Shape{200, 33, 300}}) {
+    SCOPED_TRACE(::testing::Message() << s.m << " x " << s.rows << " x " << s.n);
+    const int64_t ldx = s.n + 3, ldw = s.n + 5, ldy = s.rows + 2;
+    const std::vector<float> x = random_normal(s.m * ldx, 1), w = random_normal(s.rows * ldw, 2);
+    for_each_simd_target([&](const char*) {
+      std::vector<float> packed(gemm_packed_floats(s.rows, s.n), 555.0f);
+      gemm_pack_rows(w.data(), ldw, s.rows, s.n, packed.data());
+      std::vector<float> y(s.m * ldy, 777.0f);
+      gemm_f32_packed(x.data(), ldx, s.m, packed.data(), s.rows, s.n, y.data(), ldy);
+      for (int64_t i = 0; i < s.m; ++i) {
+        for (int64_t j = 0; j < s.rows; ++j) {
+          const auto [want, magnitude] = reference_dot(x, ldx, i, w, ldw, j, s.n);
+          ASSERT_NEAR(y[i * ldy + j], want, 1e-5 * magnitude) << i << ", " << j;
+        }
+        for (int64_t j = s.rows; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], 777.0f);  // padding untouched
+      }
+    });
+  }
+}
+
+TEST(GemmPacked, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {
+  // The value for (token, row) must not depend on which other tokens or rows share the
+  // call: a thread's slice of rows or a prompt's batch of tokens gives the same floats.
+  const int64_t m = 40, rows = 50, n = 1000;
+  const std::vector<float> x = random_normal(m * n, 3), w = random_normal(rows * n, 4);
+  std::vector<float> packed(gemm_packed_floats(rows, n)), y(m * rows);
+  gemm_pack_rows(w.data(), n, rows, n, packed.data());
+  gemm_f32_packed(x.data(), n, m, packed.data(), rows, n, y.data(), rows);
+  const int64_t i = 37, r0 = 9, count = 5;
+  std::vector<float> part_packed(gemm_packed_floats(count, n)), part(count);
+  gemm_pack_rows(w.data() + r0 * n, n, count, n, part_packed.data());
+  gemm_f32_packed(x.data() + i * n, n, 1, part_packed.data(), count, n, part.data(), count);
+  for (int64_t j = 0; j < count; ++j) ASSERT_EQ(part[j], y[i * rows + r0 + j]) << j;
 }
 
 }  // namespace

@@ -164,8 +164,8 @@ TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
 }
 
 TEST(Matmul, DequantisedTilesCoverAllRows) {
-  // Rows of 16384 values make matmul's 1 MiB tiles 16 rows tall, so 300 rows take
-  // 19 tiles, the last one short.
+  // Rows of 16384 values make matmul's tiles 32 rows tall (its minimum), so 300 rows
+  // take 10 tiles, the last one short.
   const int64_t rows = 300, n = 16384, m = 33;
   const WeightMatrix w = quantise_matrix(DType::F16, random_normal(rows * n, 51), rows, n);
   const std::vector<float> x = random_normal(m * n, 52);

@@ -151,14 +151,15 @@ TEST(Forward, Qwen3HeadSizeLargerThanEmbeddingShare) {
   check_against_reference(path, 1e-4, 14, 5, 2, reference_logits(path, kTokens));
 }
 
-// One batch on one thread against batches of 3 on two threads: the projections of each
-// token are the same kernels either way, but batched attention sums its blocks in another
-// order, so logits move by float reassociation only. For F32 weights that stays within a few
-// ulps through the layers (measured 2.6e-6 relative). Q8_0 packs every activation to
-// int16 per 32-block before its matvec: a reassociation difference can move one value across
-// a rounding step (1/32767 of its block's largest), which the next layers carry to ~1e-4 on
-// a logit (measured 1.2e-4 on AVX2); a batch-boundary or thread-split bug moves them by
-// orders of magnitude more.
+// One batch on one thread against batches of 3 on two threads: 14 tokens take the GEMM
+// route (gemm_packed.cpp), batches of 3 the matvec, and batched attention sums its blocks
+// in another order, so logits move by float reassociation only. For F32 weights that stays
+// within a few ulps through the layers (measured 1.2e-6 relative). Q8_0 packs every
+// activation to int16 per 32-block before its matvec: a reassociation difference can move
+// one value across a rounding step (1/32767 of its block's largest), which the next layers
+// carry to ~1e-4 on a logit (measured 9.3e-5 on AVX2); a batch-boundary or thread-split bug
+// moves them by orders of magnitude more. The cache is f32: an f16 cache's rounding step
+// (1/2048 of a value) would magnify a reassociation difference the same way.
 TEST(Forward, OneBatchOneThreadEqualsManyBatchesTwoThreads) {
   for (const auto& [type, tolerance] : {std::pair{DType::F32, 1e-5}, std::pair{DType::Q8_0, 1e-3}}) {
     SCOPED_TRACE(dtype_name(type));
@@ -168,6 +169,7 @@ TEST(Forward, OneBatchOneThreadEqualsManyBatchesTwoThreads) {
       SessionOptions options;
       options.n_ctx = 32;
       options.n_batch = n_batch;
+      options.cache_type_k = options.cache_type_v = "f32";  // an f16 rounding step would magnify the reassociation
       Session session(model, std::make_shared<ThreadPool>(threads), options);
       session.prefill(kTokens);
       return std::vector<float>(session.last_logits(), session.last_logits() + model->config().n_vocab);

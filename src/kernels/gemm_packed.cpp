@@ -1,0 +1,177 @@
+// gemm_f32_packed and gemm_pack_rows (gemm.h): the prefill projections' product, with the
+// weight rows packed into panels so that one vector load gives the same value k of
+// several weight rows.
+//
+// Why packed: gemm_f32_nt takes dot products along whole rows, so each register tile
+// streams its RM token rows and RN weight rows (kilobytes each) through L1 and sums
+// every accumulator across lanes at the end; at pp512 it ran at about 60% of an AVX2
+// core's FMA peak, and two threads got 1.6-1.8x one. Here a micro-kernel keeps RM x 2
+// vectors of outputs (RM tokens x one panel of 2 vectors' worth of weight rows) in
+// registers and, for each k, broadcasts one activation per token against the panel's
+// two vectors: no reduction across lanes, and with k cut into blocks whose panel slice
+// fits L1 (kPanelBlockBytes), the weights come from L1 for every token tile.
+//
+// Each output is summed in float32 one k-block at a time (an FMA chain over the block's k
+// in order, then added to the sum of the blocks before it), so its value does not depend
+// on the token count, the tiling or how the rows are split between threads; the blocks
+// also keep the chains short (256 terms with AVX2), for accuracy.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/gemm_packed.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <algorithm>
+
+#include "kernels/gemm.h"
+#include "kernels/kernel_helpers-inl.h"
+
+#ifndef DEFERKV_GEMM_PACKED_ONCE
+#define DEFERKV_GEMM_PACKED_ONCE
+namespace deferkv {
+constexpr int64_t kMaxPanelRows = 32;
+}  // namespace deferkv
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+
+// Tokens per micro-kernel: RM x 2 accumulators, the panel's two vectors and one
+// broadcast must fit the register file (32 vector registers with AVX-512, 16 otherwise).
+#if HWY_TARGET <= HWY_AVX3
+constexpr size_t kTileM = 12;
+#else
+constexpr size_t kTileM = 6;
+#endif
+
+// Bytes of one panel's k-block: it stays in L1 (32-48 KiB) while every token tile of the
+// call runs against it.
+constexpr int64_t kPanelBlockBytes = 16 << 10;
+// Bytes of the tokens' k-block that every panel runs against before the next tokens: it
+// stays in L2.
+constexpr int64_t kTokenBlockBytes = 128 << 10;
+
+// Panels of two vectors; gemm_packed_floats sizes buffers for the widest of the compiled
+// targets (hwy_targets.h): AVX-512's 64-byte vectors, 32 rows.
+static_assert(2 * HWY_MAX_BYTES / sizeof(float) <= kMaxPanelRows);
+
+int64_t PanelRows() {
+  const hn::ScalableTag<float> df;
+  return 2 * static_cast<int64_t>(hn::Lanes(df));
+}
+
+void PackRows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed) {
+  const int64_t p = PanelRows();
+  for (int64_t r0 = 0; r0 < rows; r0 += p) {
+    float* panel = packed + r0 * n;
+    const int64_t count = std::min(p, rows - r0);
+    // k outer: the panel is written in order, and the p source lines being read stay in L1.
+    for (int64_t k = 0; k < n; ++k) {
+      float* out = panel + k * p;
+      for (int64_t j = 0; j < count; ++j) out[j] = w[(r0 + j) * ldw + k];
+      for (int64_t j = count; j < p; ++j) out[j] = 0.0f;
+    }
+  }
+}
+
+// y[i * ldy + j] (+)= sum over k < kc of x[i * ldx + k] * panel[k * P + j] for i < R,
+// j < cols; `accumulate` adds the block's sums to those y holds.
+template <size_t R>
+HWY_INLINE void MicroTile(const float* x, int64_t ldx, const float* panel, int64_t kc, float* y, int64_t ldy,
+                          int64_t cols, bool accumulate) {
+  const hn::ScalableTag<float> df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  hn::Vec<decltype(df)> acc[R][2];
+  Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA { acc[i][0] = acc[i][1] = hn::Zero(df); });
+  for (int64_t k = 0; k < kc; ++k) {
+    const auto w0 = hn::LoadU(df, panel + k * 2 * L);
+    const auto w1 = hn::LoadU(df, panel + k * 2 * L + L);
+    Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA {
+      const auto xv = hn::Set(df, x[i * ldx + k]);
+      acc[i][0] = hn::MulAdd(xv, w0, acc[i][0]);
+      acc[i][1] = hn::MulAdd(xv, w1, acc[i][1]);
+    });
+  }
+  HWY_ALIGN float part[2 * HWY_MAX_BYTES / sizeof(float)];
+  const bool whole = cols == 2 * L;
+  Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA {
+    float* out = y + i * ldy;
+    if (whole) {
+      if (accumulate) {
+        acc[i][0] = hn::Add(acc[i][0], hn::LoadU(df, out));
+        acc[i][1] = hn::Add(acc[i][1], hn::LoadU(df, out + L));
+      }
+      hn::StoreU(acc[i][0], df, out);
+      hn::StoreU(acc[i][1], df, out + L);
+    } else {
+      hn::Store(acc[i][0], df, part);
+      hn::Store(acc[i][1], df, part + L);
+      for (int64_t j = 0; j < cols; ++j) out[j] = accumulate ? out[j] + part[j] : part[j];
+    }
+  });
+}
+
+// The last m % kTileM tokens: one instantiation per count.
+HWY_INLINE void MicroTileRest(int64_t rest, const float* x, int64_t ldx, const float* panel, int64_t kc, float* y,
+                              int64_t ldy, int64_t cols, bool accumulate) {
+  Unroll<kTileM>([&](auto r) DEFERKV_INLINE_LAMBDA {
+    if constexpr (r != 0) {
+      if (rest == static_cast<int64_t>(r)) MicroTile<r>(x, ldx, panel, kc, y, ldy, cols, accumulate);
+    }
+  });
+}
+
+void GemmPacked(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+                int64_t ldy) {
+  const int64_t p = PanelRows();
+  const int64_t block = std::max<int64_t>(1, kPanelBlockBytes / static_cast<int64_t>(sizeof(float)) / p);
+  const auto tile = static_cast<int64_t>(kTileM);
+  const int64_t token_block =
+      std::max<int64_t>(tile, kTokenBlockBytes / static_cast<int64_t>(sizeof(float)) / block / tile * tile);
+  for (int64_t k0 = 0; k0 < n; k0 += block) {
+    const int64_t kc = std::min(block, n - k0);
+    const bool accumulate = k0 > 0;
+    for (int64_t t0 = 0; t0 < m; t0 += token_block) {
+      const int64_t t1 = std::min(m, t0 + token_block);
+      for (int64_t r0 = 0; r0 < rows; r0 += p) {
+        const float* panel = packed + r0 * n + k0 * p;
+        const int64_t cols = std::min(p, rows - r0);
+        int64_t i = t0;
+        for (; i + tile <= t1; i += tile) {
+          MicroTile<kTileM>(x + i * ldx + k0, ldx, panel, kc, y + i * ldy + r0, ldy, cols, accumulate);
+        }
+        if (i < t1) MicroTileRest(t1 - i, x + i * ldx + k0, ldx, panel, kc, y + i * ldy + r0, ldy, cols, accumulate);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(PanelRows);
+HWY_EXPORT(PackRows);
+HWY_EXPORT(GemmPacked);
+}  // namespace
+
+int64_t gemm_panel_rows() { return HWY_DYNAMIC_DISPATCH(PanelRows)(); }
+
+size_t gemm_packed_floats(int64_t rows, int64_t n) {
+  return static_cast<size_t>((rows + kMaxPanelRows - 1) / kMaxPanelRows * kMaxPanelRows * n);
+}
+
+void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed) {
+  HWY_DYNAMIC_DISPATCH(PackRows)(w, ldw, rows, n, packed);
+}
+
+void gemm_f32_packed(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+                     int64_t ldy) {
+  HWY_DYNAMIC_DISPATCH(GemmPacked)(x, ldx, m, packed, rows, n, y, ldy);
+}
+}  // namespace deferkv
+#endif

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -20,29 +21,6 @@ struct Shape {
   int64_t m, rows, n;
 };
 
-TEST(Gemm, MatchesReferenceWithPartialTilesAndPadding) {
-  for (const Shape s : {Shape{1, 1, 1}, Shape{7, 13, 37}, Shape{25, 9, 100}, Shape{13, 70, 4099}}) {
-    SCOPED_TRACE(::testing::Message() << s.m << " x " << s.rows << " x " << s.n);
-    const int64_t ldx = s.n + 3, ldw = s.n + 5, ldy = s.rows + 2;
-    const std::vector<float> x = random_normal(s.m * ldx, 1), w = random_normal(s.rows * ldw, 2);
-    for_each_simd_target([&](const char*) {
-      std::vector<float> y(s.m * ldy, 777.0f);
-      gemm_f32_nt(x.data(), ldx, s.m, w.data(), ldw, s.rows, s.n, y.data(), ldy);
-      for (int64_t i = 0; i < s.m; ++i) {
-        for (int64_t j = 0; j < s.rows; ++j) {
-          double want = 0, magnitude = 0;
-          for (int64_t k = 0; k < s.n; ++k) {
-            want += static_cast<double>(x[i * ldx + k]) * w[j * ldw + k];
-            magnitude += std::fabs(static_cast<double>(x[i * ldx + k]) * w[j * ldw + k]);
-          }
-          ASSERT_NEAR(y[i * ldy + j], want, 1e-5 * magnitude) << i << ", " << j;
-        }
-        for (int64_t j = s.rows; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], 777.0f);  // padding untouched
-      }
-    });
-  }
-}
-
 // The float64 dot product of x row i and w row j, and the sum of its terms' magnitudes.
 std::pair<double, double> reference_dot(const std::vector<float>& x, int64_t ldx, int64_t i,
                                         const std::vector<float>& w, int64_t ldw, int64_t j, int64_t n) {
@@ -54,26 +32,43 @@ std::pair<double, double> reference_dot(const std::vector<float>& x, int64_t ldx
   return {want, magnitude};
 }
 
+// Runs `product` (x, ldx, w, ldw, y, ldy) on each SIMD target at shape s, with padded rows,
+// and checks y against float64 dot products and its padding untouched.
+using Product = std::function<void(const float*, int64_t, const float*, int64_t, float*, int64_t)>;
+void expect_matches_reference(const Shape s, const Product& product) {
+  SCOPED_TRACE(::testing::Message() << s.m << " x " << s.rows << " x " << s.n);
+  const int64_t ldx = s.n + 3, ldw = s.n + 5, ldy = s.rows + 2;
+  const std::vector<float> x = random_normal(s.m * ldx, 1), w = random_normal(s.rows * ldw, 2);
+  for_each_simd_target([&](const char*) {
+    std::vector<float> y(s.m * ldy, 777.0f);
+    product(x.data(), ldx, w.data(), ldw, y.data(), ldy);
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t j = 0; j < s.rows; ++j) {
+        const auto [want, magnitude] = reference_dot(x, ldx, i, w, ldw, j, s.n);
+        ASSERT_NEAR(y[i * ldy + j], want, 1e-5 * magnitude) << i << ", " << j;
+      }
+      for (int64_t j = s.rows; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], 777.0f);  // padding untouched
+    }
+  });
+}
+
+TEST(Gemm, MatchesReferenceWithPartialTilesAndPadding) {
+  for (const Shape s : {Shape{1, 1, 1}, Shape{7, 13, 37}, Shape{25, 9, 100}, Shape{13, 70, 4099}}) {
+    expect_matches_reference(s, [&](const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy) {
+      gemm_f32_nt(x, ldx, s.m, w, ldw, s.rows, s.n, y, ldy);
+    });
+  }
+}
+
 TEST(GemmPacked, MatchesReferenceWithPartialTilesPanelsAndBlocks) {
   // 13 tokens leave a partial micro-tile on every target (6 or 12 a tile); 70 rows a
   // partial panel; n = 4099 several k-blocks and an odd last one; 200 tokens several
   // token blocks.
   for (const Shape s : {Shape{1, 1, 1}, Shape{7, 13, 37}, Shape{25, 9, 100}, Shape{13, 70, 4099}, Shape{200, 33, 300}}) {
-    SCOPED_TRACE(::testing::Message() << s.m << " x " << s.rows << " x " << s.n);
-    const int64_t ldx = s.n + 3, ldw = s.n + 5, ldy = s.rows + 2;
-    const std::vector<float> x = random_normal(s.m * ldx, 1), w = random_normal(s.rows * ldw, 2);
-    for_each_simd_target([&](const char*) {
+    expect_matches_reference(s, [&](const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy) {
       std::vector<float> packed(gemm_packed_floats(s.rows, s.n), 555.0f);
-      gemm_pack_rows(w.data(), ldw, s.rows, s.n, packed.data());
-      std::vector<float> y(s.m * ldy, 777.0f);
-      gemm_f32_packed(x.data(), ldx, s.m, packed.data(), s.rows, s.n, y.data(), ldy);
-      for (int64_t i = 0; i < s.m; ++i) {
-        for (int64_t j = 0; j < s.rows; ++j) {
-          const auto [want, magnitude] = reference_dot(x, ldx, i, w, ldw, j, s.n);
-          ASSERT_NEAR(y[i * ldy + j], want, 1e-5 * magnitude) << i << ", " << j;
-        }
-        for (int64_t j = s.rows; j < ldy; ++j) ASSERT_EQ(y[i * ldy + j], 777.0f);  // padding untouched
-      }
+      gemm_pack_rows(w, ldw, s.rows, s.n, packed.data());
+      gemm_f32_packed(x, ldx, s.m, packed.data(), s.rows, s.n, y, ldy);
     });
   }
 }

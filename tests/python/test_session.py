@@ -50,7 +50,10 @@ def test_all_logits_last_row_equals_the_last_token_logits(model):
     last.prefill(tokens)
     rows = everything.logits
     assert rows.shape == (len(tokens), model.metadata["n_vocab"])
-    np.testing.assert_array_equal(rows[-1], last.logits)
+    # The same row up to float32 summation order: every row's output projection goes
+    # through the prefill GEMM (packed panels), the last row alone through the matvec.
+    np.testing.assert_allclose(rows[-1], last.logits, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(rows[-2], last.logits, rtol=1e-5, atol=1e-5)
 
 
 def test_streaming_llm_keeps_the_sinks_and_the_recent_tokens(model):

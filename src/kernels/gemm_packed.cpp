@@ -26,13 +26,6 @@
 #include "kernels/gemm.h"
 #include "kernels/kernel_helpers-inl.h"
 
-#ifndef DEFERKV_GEMM_PACKED_ONCE
-#define DEFERKV_GEMM_PACKED_ONCE
-namespace deferkv {
-constexpr int64_t kMaxPanelRows = 32;
-}  // namespace deferkv
-#endif
-
 HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
@@ -53,8 +46,8 @@ constexpr int64_t kPanelBlockBytes = 16 << 10;
 constexpr int64_t kTokenBlockBytes = 128 << 10;
 
 // Panels of two vectors; gemm_packed_floats sizes buffers for the widest of the compiled
-// targets (hwy_targets.h): AVX-512's 64-byte vectors, 32 rows.
-static_assert(2 * HWY_MAX_BYTES / sizeof(float) <= kMaxPanelRows);
+// targets (hwy_targets.h).
+static_assert(2 * HWY_MAX_BYTES / sizeof(float) <= kGemmMaxPanelRows);
 
 int64_t PanelRows() {
   const hn::ScalableTag<float> df;
@@ -162,7 +155,7 @@ HWY_EXPORT(GemmPacked);
 int64_t gemm_panel_rows() { return HWY_DYNAMIC_DISPATCH(PanelRows)(); }
 
 size_t gemm_packed_floats(int64_t rows, int64_t n) {
-  return static_cast<size_t>((rows + kMaxPanelRows - 1) / kMaxPanelRows * kMaxPanelRows * n);
+  return static_cast<size_t>((rows + kGemmMaxPanelRows - 1) / kGemmMaxPanelRows * kGemmMaxPanelRows * n);
 }
 
 void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed) {

@@ -38,9 +38,11 @@ int64_t min_tokens_for_gemm(DType weight_type) {
 // floats), so that its packing stays in L2 while every block of tokens runs against it
 // (gemm_packed.cpp); the activations are read once per tile. At pp512 on the 100M models
 // (n = 768 and 2048, 2 threads) 128 KiB tiles ran 2-4% faster than 1 MiB, which was
-// best for gemm_f32_nt's whole-row tiles, and as fast as 64 KiB. A multiple of 32 rows,
-// so that only the last tile has a partial panel.
-int64_t tile_rows(int64_t n) { return std::max<int64_t>(32, (128 << 10) / 4 / n / 32 * 32); }
+// best for gemm_f32_nt's whole-row tiles, and as fast as 64 KiB. A multiple of the widest
+// panel, so that only the last tile has a partial panel.
+int64_t tile_rows(int64_t n) {
+  return std::max<int64_t>(kGemmMaxPanelRows, (128 << 10) / 4 / n / kGemmMaxPanelRows * kGemmMaxPanelRows);
+}
 
 // The scratch holds the dequantised tile, then its packing.
 size_t tile_floats(int64_t rows, int64_t n) { return static_cast<size_t>(std::min(rows, tile_rows(n)) * n); }

@@ -20,6 +20,7 @@ size_t page_size() {
 }
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+size_t round_down(size_t n, size_t to) { return n / to * to; }
 
 }  // namespace
 
@@ -51,9 +52,16 @@ ReservedBuffer& ReservedBuffer::operator=(ReservedBuffer&& other) noexcept {
   return *this;
 }
 
-void ReservedBuffer::release(size_t used, size_t was_used) {
+void ReservedBuffer::release_after(size_t used, size_t was_used) {
   const size_t first = round_up(used, page_size());
   const size_t end = std::min(round_up(was_used, page_size()), round_up(capacity_, page_size()));
+  if (data_ == nullptr || first >= end) return;
+  madvise(data_ + first, end - first, MADV_DONTNEED);
+}
+
+void ReservedBuffer::release_before(size_t unused_from, size_t used_from) {
+  const size_t first = round_down(unused_from, page_size());
+  const size_t end = round_down(std::min(used_from, capacity_), page_size());
   if (data_ == nullptr || first >= end) return;
   madvise(data_ + first, end - first, MADV_DONTNEED);
 }

@@ -26,21 +26,25 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t c
   key_row_bytes_ = dtype_row_bytes(types.keys, head_dim);
   value_row_bytes_ = dtype_row_bytes(types.values, head_dim);
   heads_.resize(static_cast<size_t>(n_layer * n_head_kv));
+  const auto slots = static_cast<size_t>(2 * capacity);
   for (auto& h : heads_) {
-    h.keys = ReservedBuffer(static_cast<size_t>(capacity * key_row_bytes_));
-    h.values = ReservedBuffer(static_cast<size_t>(capacity * value_row_bytes_));
-    h.positions = ReservedBuffer(static_cast<size_t>(capacity) * sizeof(int32_t));
+    h.keys = ReservedBuffer(slots * static_cast<size_t>(key_row_bytes_));
+    h.values = ReservedBuffer(slots * static_cast<size_t>(value_row_bytes_));
+    h.positions = ReservedBuffer(slots * sizeof(int32_t));
   }
 }
 
 KvRows KvCache::keys(int64_t layer, int64_t kv_head) const {
-  return {as_bytes(head(layer, kv_head).keys), types_.keys, head_dim_};
+  const HeadStore& h = head(layer, kv_head);
+  return {as_bytes(h.keys) + h.start * key_row_bytes_, types_.keys, head_dim_};
 }
 KvRows KvCache::values(int64_t layer, int64_t kv_head) const {
-  return {as_bytes(head(layer, kv_head).values), types_.values, head_dim_};
+  const HeadStore& h = head(layer, kv_head);
+  return {as_bytes(h.values) + h.start * value_row_bytes_, types_.values, head_dim_};
 }
 const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
-  return as_positions(head(layer, kv_head).positions);
+  const HeadStore& h = head(layer, kv_head);
+  return as_positions(h.positions) + h.start;
 }
 KvHeadView KvCache::view(int64_t layer, int64_t kv_head) const {
   return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), length(layer, kv_head)};
@@ -76,15 +80,17 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   }
   for (int64_t g = 0; g < n_head_kv_; ++g) {
     HeadStore& h = head(layer, g);
-    uint8_t* keys = as_bytes(h.keys) + h.length * key_row_bytes_;
-    uint8_t* values = as_bytes(h.values) + h.length * value_row_bytes_;
+    if (h.start + h.length + n > 2 * capacity_) move_to_front(h);
+    const int64_t end = h.start + h.length;
+    uint8_t* keys = as_bytes(h.keys) + end * key_row_bytes_;
+    uint8_t* values = as_bytes(h.values) + end * value_row_bytes_;
     for (int64_t i = 0; i < n; ++i) {
       quantize_row(types_.keys, k + i * row + g * head_dim_, keys + i * key_row_bytes_, head_dim_);
       quantize_row(types_.values, v + i * row + g * head_dim_, values + i * value_row_bytes_, head_dim_);
     }
-    std::memcpy(as_positions(h.positions) + h.length, positions, n * sizeof(int32_t));
+    std::memcpy(as_positions(h.positions) + end, positions, n * sizeof(int32_t));
     h.length += n;
-    h.touched = std::max(h.touched, h.length);
+    h.touched = std::max(h.touched, end + n);
   }
   bytes_held_ += n * n_head_kv_ * bytes_per_entry();
   peak_bytes_ = std::max(peak_bytes_, bytes_held_);
@@ -94,13 +100,31 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
 
 void KvCache::shrink(HeadStore& h, int64_t length) {
   h.length = length;
-  if ((h.touched - length) * (key_row_bytes_ + value_row_bytes_) < kReleaseBatchBytes) return;
-  const auto before = static_cast<size_t>(h.touched), after = static_cast<size_t>(length);
+  const int64_t end = h.start + length;
+  if ((h.touched - end) * (key_row_bytes_ + value_row_bytes_) < kReleaseBatchBytes) return;
+  const auto before = static_cast<size_t>(h.touched), after = static_cast<size_t>(end);
   const auto key_bytes = static_cast<size_t>(key_row_bytes_), value_bytes = static_cast<size_t>(value_row_bytes_);
-  h.keys.release(after * key_bytes, before * key_bytes);
-  h.values.release(after * value_bytes, before * value_bytes);
-  h.positions.release(after * sizeof(int32_t), before * sizeof(int32_t));
-  h.touched = length;
+  h.keys.release_after(after * key_bytes, before * key_bytes);
+  h.values.release_after(after * value_bytes, before * value_bytes);
+  h.positions.release_after(after * sizeof(int32_t), before * sizeof(int32_t));
+  h.touched = end;
+}
+
+void KvCache::release_before_window(HeadStore& h) {
+  if ((h.start - h.unused_from) * (key_row_bytes_ + value_row_bytes_) < kReleaseBatchBytes) return;
+  const auto from = static_cast<size_t>(h.unused_from), to = static_cast<size_t>(h.start);
+  const auto key_bytes = static_cast<size_t>(key_row_bytes_), value_bytes = static_cast<size_t>(value_row_bytes_);
+  h.keys.release_before(from * key_bytes, to * key_bytes);
+  h.values.release_before(from * value_bytes, to * value_bytes);
+  h.positions.release_before(from * sizeof(int32_t), to * sizeof(int32_t));
+  h.unused_from = h.start;
+}
+
+void KvCache::move_to_front(HeadStore& h) {
+  move_entries(h, 0, -h.start, h.length);
+  h.start = 0;
+  h.unused_from = 0;
+  shrink(h, h.length);  // the slots the window left behind
 }
 
 void KvCache::recount() {
@@ -120,9 +144,9 @@ void KvCache::check_indices(const HeadStore& h, int64_t layer, int64_t kv_head, 
 
 void KvCache::move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count) {
   if (from == to || count == 0) return;
-  uint8_t* keys = as_bytes(h.keys);
-  uint8_t* values = as_bytes(h.values);
-  int32_t* positions = as_positions(h.positions);
+  uint8_t* keys = as_bytes(h.keys) + h.start * key_row_bytes_;
+  uint8_t* values = as_bytes(h.values) + h.start * value_row_bytes_;
+  int32_t* positions = as_positions(h.positions) + h.start;
   std::memmove(keys + to * key_row_bytes_, keys + from * key_row_bytes_, static_cast<size_t>(count * key_row_bytes_));
   std::memmove(values + to * value_row_bytes_, values + from * value_row_bytes_,
                static_cast<size_t>(count * value_row_bytes_));
@@ -132,38 +156,57 @@ void KvCache::move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count
 void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices) {
   HeadStore& h = head(layer, kv_head);
   check_indices(h, layer, kv_head, indices, "retain");
-  // Indices increase, so each kept entry moves towards the front (or stays): moving runs
-  // of consecutive kept entries in order never overwrites an entry still to be read.
-  const auto n = static_cast<int64_t>(indices.size());
-  for (int64_t to = 0; to < n;) {
-    const int64_t from = indices[static_cast<size_t>(to)];
-    int64_t run = 1;
-    while (to + run < n && indices[static_cast<size_t>(to + run)] == from + run) ++run;
-    move_entries(h, from, to, run);
-    to += run;
+  std::vector<int32_t> dropped;
+  dropped.reserve(static_cast<size_t>(h.length) - indices.size());
+  auto kept = indices.begin();
+  for (int32_t j = 0; j < h.length; ++j) {
+    if (kept != indices.end() && *kept == j) {
+      ++kept;
+    } else {
+      dropped.push_back(j);
+    }
   }
-  const int64_t dropped = h.length - n;
-  shrink(h, n);
-  bytes_held_ -= dropped * bytes_per_entry();
+  drop_entries(h, dropped);
 }
 
 void KvCache::erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped) {
   HeadStore& h = head(layer, kv_head);
   check_indices(h, layer, kv_head, dropped, "erase");
-  // The entries between dropped k and dropped k + 1 move forward by k + 1.
+  drop_entries(h, dropped);
+}
+
+void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped) {
   const auto n = static_cast<int64_t>(dropped.size());
-  for (int64_t k = 0; k < n; ++k) {
-    const int64_t from = dropped[static_cast<size_t>(k)] + 1;
-    const int64_t end = k + 1 < n ? dropped[static_cast<size_t>(k + 1)] : h.length;
-    move_entries(h, from, from - (k + 1), end - from);
+  if (n == 0) return;
+  const auto at = [&](int64_t k) { return static_cast<int64_t>(dropped[static_cast<size_t>(k)]); };
+  const int64_t after_first = h.length - at(0) - n;  // kept entries after the first dropped
+  const int64_t before_last = at(n - 1) - (n - 1);   // kept entries before the last dropped
+  if (after_first <= before_last) {
+    // The entries between dropped k and dropped k + 1 move forward by k + 1, in order, so
+    // none overwrites an entry still to be moved.
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t from = at(k) + 1;
+      const int64_t end = k + 1 < n ? at(k + 1) : h.length;
+      move_entries(h, from, from - (k + 1), end - from);
+    }
+    shrink(h, h.length - n);
+  } else {
+    // The entries between dropped k - 1 and dropped k move back by n - k, the last run
+    // first; then the window starts n slots later.
+    for (int64_t k = n - 1; k >= 0; --k) {
+      const int64_t from = k > 0 ? at(k - 1) + 1 : 0;
+      move_entries(h, from, from + (n - k), at(k) - from);
+    }
+    h.start += n;
+    h.length -= n;
+    release_before_window(h);
   }
-  shrink(h, h.length - n);
   bytes_held_ -= n * bytes_per_entry();
 }
 
 void KvCache::truncate(int32_t position) {
   for (auto& h : heads_) {
-    const int32_t* positions = as_positions(h.positions);
+    const int32_t* positions = as_positions(h.positions) + h.start;
     shrink(h, std::lower_bound(positions, positions + h.length, position) - positions);
   }
   recount();
@@ -175,9 +218,12 @@ KvCache::Snapshot KvCache::snapshot() const {
   s.head_dim = head_dim_;
   for (const auto& h : heads_) {
     s.lengths.push_back(h.length);
-    s.keys.emplace_back(as_bytes(h.keys), as_bytes(h.keys) + h.length * key_row_bytes_);
-    s.values.emplace_back(as_bytes(h.values), as_bytes(h.values) + h.length * value_row_bytes_);
-    s.positions.emplace_back(as_positions(h.positions), as_positions(h.positions) + h.length);
+    const uint8_t* keys = as_bytes(h.keys) + h.start * key_row_bytes_;
+    const uint8_t* values = as_bytes(h.values) + h.start * value_row_bytes_;
+    const int32_t* positions = as_positions(h.positions) + h.start;
+    s.keys.emplace_back(keys, keys + h.length * key_row_bytes_);
+    s.values.emplace_back(values, values + h.length * value_row_bytes_);
+    s.positions.emplace_back(positions, positions + h.length);
   }
   return s;
 }
@@ -199,6 +245,8 @@ void KvCache::restore(const Snapshot& s) {
   }
   for (size_t i = 0; i < heads_.size(); ++i) {
     HeadStore& h = heads_[i];
+    h.start = 0;  // the slots before the old window become the tail, released below
+    h.unused_from = 0;
     std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size());
     std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size());
     std::memcpy(h.positions.data(), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));

@@ -8,14 +8,25 @@
 // values per entry, quantised blocks running along the row, so retain() moves whole
 // entries byte for byte and never re-rounds them.
 //
-// Each head's storage is reserved for the whole context up front and committed by the
-// OS page by page as entries arrive; retain() and truncate() hand the freed pages back,
-// so evicting entries lowers real memory, not only the byte counters. Pages go back in
-// batches: a head returns its unused tail once it spans kReleaseBatchBytes of keys and
-// values, not at every shrink. A per-step press that drops one entry and appends one
-// would otherwise release a page and fault it in again (~10 µs on these VMs) whenever
-// its length sits at a page boundary; so at most that many bytes per head stay resident
-// past the entries held.
+// A head's entries lie contiguous, in position order, in a window of slots that can
+// start anywhere in its storage: eviction closes the gaps by moving whichever side of
+// the dropped entries is shorter, the entries after them forward or the entries before
+// them back (the window's start then advances). A sliding window that drops its oldest
+// entry after a few sinks moves the sinks only, not the whole window; a per-step press
+// that drops one entry anywhere moves at most half the head. Storage is reserved for
+// twice the context, and a head whose window reaches the end moves back to slot 0 at
+// the next append: at most one entry moved per entry dropped before, however long the
+// run. Attention reads the same entries in the same order either way, so its results do
+// not depend on where the window starts.
+//
+// Each head's storage is reserved up front and committed by the OS page by page as
+// entries arrive; retain(), erase() and truncate() hand the freed pages back, so evicting
+// entries lowers real memory, not only the byte counters. Pages go back in batches: a
+// head returns its unused tail (or its unused slots before the window) once they span
+// kReleaseBatchBytes of keys and values, not at every shrink. A per-step press that drops
+// one entry and appends one would otherwise release a page and fault it in again (~10 µs
+// on these VMs) whenever its length sits at a page boundary; so at most that many bytes
+// per head stay resident on either side of the entries held.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -53,11 +64,12 @@ class KvCache {
   KvHeadView view(int64_t layer, int64_t kv_head) const;
 
   // Keeps only the entries at `indices` (strictly increasing, each < length) of one
-  // head, compacting them to the front in order; the rest are freed.
+  // head, in order; the rest are freed.
   void retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices);
   // Drops the entries at `dropped` (strictly increasing, each < length) of one head: the
   // same as retain() of the other indices, in time proportional to the entries dropped and
-  // those after the first of them (a per-step press drops a few entries of a long head).
+  // those after the first of them or before the last, whichever are fewer (a per-step
+  // press drops a few entries of a long head).
   void erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped);
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
@@ -90,10 +102,13 @@ class KvCache {
   static constexpr int64_t kReleaseBatchBytes = 32 << 10;
 
  private:
+  // Slots are entry-sized places in a head's storage; entries occupy [start, start + length).
   struct HeadStore {
-    ReservedBuffer keys, values, positions;
+    ReservedBuffer keys, values, positions;  // 2 x capacity slots each
+    int64_t start = 0;
     int64_t length = 0;
-    int64_t touched = 0;  // the most entries held since the head's pages were last released
+    int64_t touched = 0;     // the highest slot end held since the tail's pages were last released
+    int64_t unused_from = 0;  // slots below it before the window were released already
   };
   HeadStore& head(int64_t layer, int64_t kv_head) {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
@@ -103,7 +118,14 @@ class KvCache {
   }
   // Sets a head's length; returns the pages past it to the OS once they are a batch.
   void shrink(HeadStore& h, int64_t length);
-  // Moves `count` entries of a head from index `from` to index `to` (<= from), as stored bytes.
+  // Drops entries (strictly increasing indices), moving the shorter side of them.
+  void drop_entries(HeadStore& h, const std::vector<int32_t>& dropped);
+  // Returns the pages before the window to the OS once they are a batch.
+  void release_before_window(HeadStore& h);
+  // Moves the window to slot 0, making room for appends.
+  void move_to_front(HeadStore& h);
+  // Moves `count` entries of a head from index `from` to index `to` (either way; indices
+  // count from the window's start), as stored bytes.
   void move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count);
   // Fails unless `indices` are strictly increasing and below the head's length.
   void check_indices(const HeadStore& h, int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices,

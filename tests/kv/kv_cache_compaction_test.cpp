@@ -202,17 +202,73 @@ TEST(KvCachePages, ReleasedInBatchesAsAHeadShrinks) {
 }
 
 TEST(KvCachePages, APerStepPressDoesNotChurnPages) {
-  // Drop one, append one, for many steps (Moment-KV, TOVA, a sliding window): the head's
-  // resident memory does not move, whatever its length's place in a page.
+  // Drop one, append one, for many steps (Moment-KV, TOVA, a sliding window): pages go back
+  // only in whole batches, never one at a time, whatever the head's length or the window's
+  // start in a page, and the resident memory stays within a batch on either side of the
+  // entries held.
   KvCache cache(1, 1, kPageDim, 256, {DType::F32, DType::F32});
   append_pages(cache, 0, 100);
-  const int64_t resident = cache.resident_bytes();
-  for (int32_t step = 0; step < 200; ++step) {
-    cache.erase(0, 0, {static_cast<int32_t>(4 + step % 50)});
-    EXPECT_EQ(cache.resident_bytes(), resident) << "step " << step << " after the eviction";
+  const int64_t entry_bytes = 2 * kPageDim * 4;
+  for (int32_t step = 0; step < 600; ++step) {
+    const int64_t before = cache.resident_bytes();
+    cache.erase(0, 0, {static_cast<int32_t>(4 + step % 90)});
+    const int64_t after = cache.resident_bytes();
+    EXPECT_TRUE(after == before || before - after >= KvCache::kReleaseBatchBytes)
+        << "step " << step << ": " << before - after << " bytes released";
     append_pages(cache, 100 + step, 1);
+    EXPECT_LE(cache.resident_bytes(), 100 * entry_bytes + 2 * KvCache::kReleaseBatchBytes + 4 * entry_bytes)
+        << "step " << step;
   }
   EXPECT_EQ(cache.length(0, 0), 100);
+}
+
+// A sliding window: each step drops the oldest entry after the sinks and appends one, for
+// long enough that the window runs through its storage several times.
+TEST(KvCacheSlidingWindow, KeepsTheSinksAndTheNewestEntriesOverManyPassesOfItsStorage) {
+  constexpr int64_t kSinks = 4, kWindow = 60, kContext = 64;
+  KvCache cache(1, 1, kDim, kContext, {DType::F16, DType::F16});
+  std::vector<float> k(kDim), v(kDim);
+  std::vector<Entry> ref;
+  for (int32_t position = 0; position < 7 * kContext; ++position) {
+    for (int64_t d = 0; d < kDim; ++d) {
+      k[static_cast<size_t>(d)] = static_cast<float>(position) + 0.01f * static_cast<float>(d);
+      v[static_cast<size_t>(d)] = -k[static_cast<size_t>(d)];
+    }
+    cache.append(0, k.data(), v.data(), &position, 1);
+    const KvHeadView view = cache.view(0, 0);
+    ref.push_back({position, row_bytes(view.keys, view.length - 1), row_bytes(view.values, view.length - 1)});
+    if (static_cast<int64_t>(ref.size()) > kWindow) {
+      cache.erase(0, 0, {static_cast<int32_t>(kSinks)});
+      ref.erase(ref.begin() + kSinks);
+    }
+    ASSERT_TRUE(entries_of(cache, 0, 0) == ref) << "after position " << position;
+  }
+  EXPECT_EQ(cache.view(0, 0).positions[kSinks], 7 * kContext - (kWindow - kSinks));
+}
+
+TEST(KvCacheErase, MovesTheShorterSideOfTheDroppedEntries) {
+  KvCache cache(1, 1, kDim, 64, {DType::F32, DType::F32});
+  std::vector<float> k(40 * kDim), v(k.size());
+  std::vector<int32_t> positions(40);
+  for (int i = 0; i < 40; ++i) positions[static_cast<size_t>(i)] = i;
+  cache.append(0, k.data(), v.data(), positions.data(), 40);
+  // Near the front: the four entries before move back, the 35 after stay where they are.
+  const uint8_t* last_key = cache.keys(0, 0).row(39);
+  cache.erase(0, 0, {4});
+  EXPECT_EQ(cache.keys(0, 0).row(38), last_key);
+  EXPECT_EQ(cache.positions(0, 0)[4], 5);
+  // Near the back: the entries after move forward, the first stays where it is.
+  const uint8_t* first_key = cache.keys(0, 0).row(0);
+  cache.retain(0, 0, [] {
+    std::vector<int32_t> keep;
+    for (int32_t j = 0; j < 39; ++j) {
+      if (j != 30 && j != 36) keep.push_back(j);
+    }
+    return keep;
+  }());
+  EXPECT_EQ(cache.keys(0, 0).row(0), first_key);
+  EXPECT_EQ(cache.positions(0, 0)[30], 32);
+  EXPECT_EQ(cache.length(0, 0), 37);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 // Hand-computed cases for the press building blocks: pooling, selection, allocation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <random>
 
 #include "deferkv/error.h"
 #include "press/core/allocation.h"
@@ -36,6 +38,24 @@ TEST(Selection, TopKBreaksTiesTowardsTheEarlierToken) {
   EXPECT_EQ(top_k(s, 3), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(top_k(s, 0), (std::vector<int32_t>{}));
   EXPECT_EQ(top_k(s, 9), (std::vector<int32_t>{0, 1, 2, 3, 4}));
+}
+
+TEST(Selection, TopKIsTheBestByScoreThenIndexForEveryCount) {
+  // Against a full sort, for every k: the few-dropped scan (k near n) and the selection
+  // must both give the k best, ties to the earlier index. Scores from a few values, so
+  // most of them tie.
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 2, 17, 40, 300}) {
+    std::vector<float> s(static_cast<size_t>(n));
+    for (float& x : s) x = static_cast<float>(std::uniform_int_distribution<int>(0, 5)(rng));
+    std::vector<int32_t> by_rank = index_range(0, n);
+    std::sort(by_rank.begin(), by_rank.end(), [&](int32_t a, int32_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
+    for (int64_t k = 0; k <= n; ++k) {
+      std::vector<int32_t> want(by_rank.begin(), by_rank.begin() + k);
+      std::sort(want.begin(), want.end());
+      ASSERT_EQ(top_k(s, k), want) << "n " << n << " k " << k;
+    }
+  }
 }
 
 TEST(Selection, TopChunksScoresChunksByTheirMean) {

@@ -50,17 +50,52 @@ std::vector<std::vector<int32_t>> LayerSelector::select(int64_t layer, const std
   return std::vector<std::vector<int32_t>>(heads, leader_);
 }
 
+namespace {
+
+// Drops this few or fewer: top_k finds the dropped instead of ordering every index.
+constexpr int64_t kFewDropped = 16;
+
+// Every index but the `dropped` worst under `better` (a strict total order), ascending:
+// one pass holding the worst seen so far, sorted best first, each new index compared
+// with the best of them. For a per-step press that drops one entry of a long head this
+// is a scan for the minimum, not a selection over every index.
+template <typename Better>
+std::vector<int32_t> all_but_worst(int64_t n, int64_t dropped, const Better& better) {
+  if (dropped == 0) return index_range(0, n);
+  std::vector<int32_t> worst;
+  worst.reserve(static_cast<size_t>(dropped) + 1);
+  for (int32_t j = 0; j < n; ++j) {
+    if (static_cast<int64_t>(worst.size()) == dropped && !better(worst.front(), j)) continue;
+    worst.insert(std::upper_bound(worst.begin(), worst.end(), j, better), j);
+    if (static_cast<int64_t>(worst.size()) > dropped) worst.erase(worst.begin());
+  }
+  std::sort(worst.begin(), worst.end());
+  std::vector<int32_t> kept;
+  kept.reserve(static_cast<size_t>(n - dropped));
+  auto next = worst.begin();
+  for (int32_t j = 0; j < n; ++j) {
+    if (next != worst.end() && *next == j) {
+      ++next;
+    } else {
+      kept.push_back(j);
+    }
+  }
+  return kept;
+}
+
+}  // namespace
+
 std::vector<int32_t> top_k(const std::vector<float>& scores, int64_t k) {
   const auto n = static_cast<int64_t>(scores.size());
   k = std::clamp<int64_t>(k, 0, n);
-  std::vector<int32_t> order = index_range(0, n);
   auto better = [&](int32_t a, int32_t b) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
   };
   // `better` is a strict total order, so the k best are one set whatever the algorithm.
+  if (n - k <= kFewDropped) return all_but_worst(n, n - k, better);
+  std::vector<int32_t> order = index_range(0, n);
   std::nth_element(order.begin(), order.begin() + k, order.end(), better);
-  // Ascending by a sweep over the marked indices, not a sort: a per-step press keeps
-  // nearly all of a long head (k = n - 1) every step.
+  // Ascending by a sweep over the marked indices, not a sort.
   std::vector<char> kept(static_cast<size_t>(n), 0);
   for (int64_t i = 0; i < k; ++i) kept[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;
   order.clear();

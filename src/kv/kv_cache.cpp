@@ -155,17 +155,15 @@ void KvCache::move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count
 
 void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices) {
   HeadStore& h = head(layer, kv_head);
-  check_indices(h, layer, kv_head, indices, "retain");
+  // The indices between the kept ones, checking the kept ones on the way.
   std::vector<int32_t> dropped;
-  dropped.reserve(static_cast<size_t>(h.length) - indices.size());
-  auto kept = indices.begin();
-  for (int32_t j = 0; j < h.length; ++j) {
-    if (kept != indices.end() && *kept == j) {
-      ++kept;
-    } else {
-      dropped.push_back(j);
-    }
+  int32_t next = 0;  // the first index not yet kept or dropped
+  for (int32_t kept : indices) {
+    if (kept < next || kept >= h.length) check_indices(h, layer, kv_head, indices, "retain");  // fails
+    for (; next < kept; ++next) dropped.push_back(next);
+    next = kept + 1;
   }
+  for (; next < h.length; ++next) dropped.push_back(next);
   drop_entries(h, dropped);
 }
 

@@ -226,6 +226,7 @@ std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer
   std::vector<std::vector<int32_t>> keep;
   for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
     keep.push_back(index_range(0, head_sinks[g]));
+    keep.back().reserve(static_cast<size_t>(head_sinks[g]) + chosen[g].size());
     for (int32_t j : chosen[g]) keep.back().push_back(static_cast<int32_t>(j + head_sinks[g]));
   }
   return keep;

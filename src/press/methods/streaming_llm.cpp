@@ -6,6 +6,8 @@
 // per_step=true (the streaming original, as a sliding window): after the prefill and
 // every decode step (every=n: every n-th) each head keeps its first `sinks` entries and
 // its newest b - sinks, generated tokens included.
+#include <numeric>
+
 #include "press/core/scored_press.h"
 
 namespace deferkv {
@@ -20,7 +22,8 @@ class StreamingLlmPress final : public ScoredPress {
   std::vector<std::vector<float>> score(const LayerEviction& layer) override {
     std::vector<std::vector<float>> scores(static_cast<size_t>(layer.n_head_kv()));
     for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
-      for (int64_t j = 0; j < layer.candidates[g]; ++j) scores[g].push_back(static_cast<float>(j));
+      scores[g].resize(static_cast<size_t>(layer.candidates[g]));
+      std::iota(scores[g].begin(), scores[g].end(), 0.0f);
     }
     return scores;
   }

@@ -131,7 +131,7 @@ void ScoredPress::on_attention(const AttentionEvent& event) {
   if (c.all_decode_queries) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
   if (c.trigger_queries && parts_.trigger.fires_after(step)) {
     Captured& layer = layer_of(prompt_attention_, event);
-    layer = {};
+    layer.forget();
     capture_rows(event, event.n - 1, nullptr, layer);
   }
 }
@@ -245,7 +245,7 @@ void ScoredPress::evict(KvCache& cache, int64_t step) {
     prompt_attention_.clear();
     pending_ = false;
   } else if (parts_.capture.trigger_queries) {  // the next eviction's step query scores afresh
-    prompt_attention_.clear();
+    for (Captured& c : prompt_attention_) c.forget();
   }
 }
 
@@ -277,8 +277,12 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
 void ScoredPress::keep_captured(const KvCache& cache, int64_t l) {
   for (auto& s : decode_attention_) s[static_cast<size_t>(l)] = {};
   Captured& c = prompt_attention_[static_cast<size_t>(l)];
-  if (!parts_.trigger.per_step() || parts_.capture.trigger_queries) {
-    c = {};  // once, or per step scored afresh by the next step's query
+  if (!parts_.trigger.per_step()) {
+    c = {};  // once: done with
+    return;
+  }
+  if (parts_.capture.trigger_queries) {
+    c.forget();  // scored afresh by the next step's query
     return;
   }
   // The scores follow the entries kept, to be added to (H2O) or reused at the next step.

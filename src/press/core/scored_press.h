@@ -107,6 +107,13 @@ class ScoredPress : public Press {
   struct Captured {
     std::vector<std::vector<float>> values;       // [g][entry]
     std::vector<std::vector<int32_t>> positions;  // [g][entry]
+    // Empties every head's capture but keeps its memory, for a per-step press whose next
+    // step captures as many entries again (freeing and growing ~2 x 16 KB per head and
+    // layer every step at 4K entries made the allocator hand pages back and fault them in).
+    void forget() {
+      for (auto& v : values) v.clear();
+      for (auto& p : positions) p.clear();
+    }
   };
   void capture_prompt(const AttentionEvent& event);
   void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, Captured& into) const;

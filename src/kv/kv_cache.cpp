@@ -214,14 +214,14 @@ KvCache::Snapshot KvCache::snapshot() const {
   Snapshot s;
   s.types = types_;
   s.head_dim = head_dim_;
-  for (const auto& h : heads_) {
-    s.lengths.push_back(h.length);
-    const uint8_t* keys = as_bytes(h.keys) + h.start * key_row_bytes_;
-    const uint8_t* values = as_bytes(h.values) + h.start * value_row_bytes_;
-    const int32_t* positions = as_positions(h.positions) + h.start;
-    s.keys.emplace_back(keys, keys + h.length * key_row_bytes_);
-    s.values.emplace_back(values, values + h.length * value_row_bytes_);
-    s.positions.emplace_back(positions, positions + h.length);
+  for (int64_t l = 0; l < n_layer_; ++l) {  // in heads_'s order
+    for (int64_t g = 0; g < n_head_kv_; ++g) {
+      const KvHeadView v = view(l, g);
+      s.lengths.push_back(v.length);
+      s.keys.emplace_back(v.keys.data, v.keys.row(v.length));
+      s.values.emplace_back(v.values.data, v.values.row(v.length));
+      s.positions.emplace_back(v.positions, v.positions + v.length);
+    }
   }
   return s;
 }

@@ -241,11 +241,10 @@ void ScoredPress::evict(KvCache& cache, int64_t step) {
   evicted_layers_ = 0;
   selector_.reset();
   decode_attention_.assign(decode_attention_.size(), {});
+  // Per step, keep_captured has kept or forgotten each layer's capture for the next step.
   if (!parts_.trigger.per_step()) {
     prompt_attention_.clear();
     pending_ = false;
-  } else if (parts_.capture.trigger_queries) {  // the next eviction's step query scores afresh
-    for (Captured& c : prompt_attention_) c.forget();
   }
 }
 

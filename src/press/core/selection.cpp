@@ -60,15 +60,12 @@ constexpr int64_t kFewDropped = 16;
 // with the best of them. For a per-step press that drops one entry of a long head this
 // is a scan for the minimum, not a selection over every index.
 template <typename Better>
-std::vector<int32_t> all_but_worst(const std::vector<float>& scores, int64_t dropped, const Better& better) {
-  const auto n = static_cast<int64_t>(scores.size());
+std::vector<int32_t> all_but_worst(int64_t n, int64_t dropped, const Better& better) {
   if (dropped == 0) return index_range(0, n);
   std::vector<int32_t> worst;
   worst.reserve(static_cast<size_t>(dropped) + 1);
   for (int32_t j = 0; j < n; ++j) {
-    // Once full, j joins only if it is worse than the best held: a lower score, or the
-    // same score (j is the later index, so the worse of a tie).
-    if (static_cast<int64_t>(worst.size()) == dropped && scores[j] > scores[worst.front()]) continue;
+    if (static_cast<int64_t>(worst.size()) == dropped && better(j, worst.front())) continue;
     worst.insert(std::upper_bound(worst.begin(), worst.end(), j, better), j);
     if (static_cast<int64_t>(worst.size()) > dropped) worst.erase(worst.begin());
   }
@@ -94,7 +91,7 @@ std::vector<int32_t> top_k(const std::vector<float>& scores, int64_t k) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
   };
   // `better` is a strict total order, so the k best are one set whatever the algorithm.
-  if (n - k <= kFewDropped) return all_but_worst(scores, n - k, better);
+  if (n - k <= kFewDropped) return all_but_worst(n, n - k, better);
   std::vector<int32_t> order = index_range(0, n);
   std::nth_element(order.begin(), order.begin() + k, order.end(), better);
   // Ascending by a sweep over the marked indices, not a sort.

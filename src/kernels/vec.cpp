@@ -91,7 +91,25 @@ float MaxF32(const float* x, int64_t n) {
   return max;
 }
 
-float ExpShiftF32(float* x, float shift, int64_t n) {
+int64_t FirstNotAboveF32(const float* x, int64_t n, float cut) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto vcut = hn::Set(df, cut);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const intptr_t at = hn::FindFirstTrue(df, hn::Not(hn::Gt(hn::LoadU(df, x + i), vcut)));
+    if (at >= 0) return i + at;
+  }
+  for (; i < n; ++i) {
+    if (!(x[i] > cut)) return i;
+  }
+  return n;
+}
+
+// e = exp(x - shift) for n values, stored to `out` (which may be x) when kStore; returns
+// their sum. One code for both, so the sum does not depend on whether e is stored.
+template <bool kStore>
+float ExpShift(const float* x, float shift, int64_t n, float* out) {
   const DF df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   const auto vneg_shift = hn::Set(df, -shift);
@@ -99,15 +117,31 @@ float ExpShiftF32(float* x, float shift, int64_t n) {
   int64_t i = 0;
   for (; i + L <= n; i += L) {
     const auto e = hn::Exp(df, hn::Add(hn::LoadU(df, x + i), vneg_shift));
-    hn::StoreU(e, df, x + i);
+    if constexpr (kStore) hn::StoreU(e, df, out + i);
     vsum = hn::Add(vsum, e);
   }
   float sum = hn::GetLane(hn::SumOfLanes(df, vsum));
   for (; i < n; ++i) {
-    x[i] = std::exp(x[i] - shift);
-    sum += x[i];
+    const float e = std::exp(x[i] - shift);
+    if constexpr (kStore) out[i] = e;
+    sum += e;
   }
   return sum;
+}
+
+float ExpShiftF32(float* x, float shift, int64_t n) { return ExpShift<true>(x, shift, n, x); }
+
+float ExpShiftToF32(const float* x, float shift, int64_t n, float* out) {
+  return out != nullptr ? ExpShift<true>(x, shift, n, out) : ExpShift<false>(x, shift, n, nullptr);
+}
+
+void DivideF32(float* x, float d, int64_t n) {
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(df));
+  const auto vd = hn::Set(df, d);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(hn::Div(hn::LoadU(df, x + i), vd), df, x + i);
+  for (; i < n; ++i) x[i] /= d;
 }
 
 // Exp is valid for exponents <= 0 (after the max is subtracted) and returns 0 below
@@ -181,7 +215,10 @@ HWY_EXPORT(RmsNormF32);
 HWY_EXPORT(SoftmaxF32);
 HWY_EXPORT(SwigluF32);
 HWY_EXPORT(MaxF32);
+HWY_EXPORT(FirstNotAboveF32);
 HWY_EXPORT(ExpShiftF32);
+HWY_EXPORT(ExpShiftToF32);
+HWY_EXPORT(DivideF32);
 HWY_EXPORT(WeightedExpm1ExcessF32);
 }  // namespace
 
@@ -195,9 +232,16 @@ void rms_norm_f32(const float* x, const float* weight, float eps, float* out, in
 float softmax_f32(float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SoftmaxF32)(x, n); }
 void swiglu_f32(float* gate, const float* up, int64_t n) { HWY_DYNAMIC_DISPATCH(SwigluF32)(gate, up, n); }
 float max_f32(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(MaxF32)(x, n); }
+int64_t first_not_above_f32(const float* x, int64_t n, float cut) {
+  return HWY_DYNAMIC_DISPATCH(FirstNotAboveF32)(x, n, cut);
+}
 float exp_shift_f32(float* x, float shift, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(ExpShiftF32)(x, shift, n);
 }
+float exp_shift_to_f32(const float* x, float shift, int64_t n, float* out) {
+  return HWY_DYNAMIC_DISPATCH(ExpShiftToF32)(x, shift, n, out);
+}
+void divide_f32(float* x, float d, int64_t n) { HWY_DYNAMIC_DISPATCH(DivideF32)(x, d, n); }
 float weighted_expm1_excess_f32(const float* w, const float* x, float shift, int64_t n) {
   return HWY_DYNAMIC_DISPATCH(WeightedExpm1ExcessF32)(w, x, shift, n);
 }

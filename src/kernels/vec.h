@@ -14,8 +14,14 @@ void rms_norm_f32(const float* x, const float* weight, float eps, float* out, in
 float softmax_f32(float* x, int64_t n);
 // Largest of n values (-inf when n == 0).
 float max_f32(const float* x, int64_t n);
+// Index of the first of n values that is not above `cut` (a NaN is not), or n if all are.
+int64_t first_not_above_f32(const float* x, int64_t n, float cut);
 // In place: x = exp(x - shift); returns the sum of the results.
 float exp_shift_f32(float* x, float shift, int64_t n);
+// The same into `out`, or only the sum when out is nullptr (the same sum either way).
+float exp_shift_to_f32(const float* x, float shift, int64_t n, float* out);
+// x /= d, each value rounded as a scalar division would be.
+void divide_f32(float* x, float d, int64_t n);
 // gate = silu(gate) * up
 void swiglu_f32(float* gate, const float* up, int64_t n);
 // Sum of w_i * (e^{x_i - shift} - 1 - (x_i - shift)): the part of sum w_i (e^u_i - 1)

@@ -33,19 +33,22 @@ int64_t visible_entries(const KvHeadView& kv, int32_t position) {
   return std::upper_bound(kv.positions, kv.positions + kv.length, position) - kv.positions;
 }
 
-// scores[r][c] = scale * q_r . k_{c0 + c} for the block's columns.
-// Float32 products against the stored keys (dequantised into `tile` unless f32), or copied
-// from the attention's `kept` scores of this head (row r at kept + r * length).
-void score_block(const GroupRows& g, int64_t rows, const KvHeadView& kv, int64_t head_dim, float scale,
-                 int64_t c0, int64_t width, float* scores, float* tile, const float* kept) {
-  if (kept != nullptr) {
-    for (int64_t r = 0; r < rows; ++r) {
-      std::copy(kept + r * kv.length + c0, kept + r * kv.length + c0 + width, scores + r * width);
-    }
-    return;
-  }
+// A block of scaled scores: row r, column c (= scale * q_r . k_{c0 + c}) at
+// rows[r * stride + c].
+struct ScoreBlock {
+  const float* rows;
+  int64_t stride;
+};
+
+// The block's scores: float32 products against the stored keys (dequantised into `tile`
+// unless f32) written to `scores`, or read in place from the attention's `kept` scores of
+// this head (row r at kept + r * length).
+ScoreBlock score_block(const GroupRows& g, int64_t rows, const KvHeadView& kv, int64_t head_dim, float scale,
+                       int64_t c0, int64_t width, float* scores, float* tile, const float* kept) {
+  if (kept != nullptr) return {kept + c0, kv.length};
   kv_key_scores(g.queries.data(), head_dim, rows, kv.keys, c0, width, scores, width, tile);
   scale_f32(scale, scores, rows * width);
+  return {scores, width};
 }
 
 // The attention's kept scores of each KV head when they serve these queries, else nullptr.
@@ -58,6 +61,34 @@ std::vector<const float*> kept_scores(const ObservedQueries& q, int64_t group, c
     out[g] = s.data();
   }
   return out;
+}
+
+// dst[c] = row-reduce(dst[c], group-reduce over a of head_acc[a * width + c] * head weight a)
+// for c < width; probabilities are >= 0, so 0 also starts a max. `reduced`: width floats
+// of scratch. Without head weights a sum or mean runs as vector passes over the columns,
+// adding the heads in the same order, so it rounds as the column-by-column loop does.
+void reduce_group(const float* head_acc, int64_t group, int64_t width, const float* head_weights,
+                  GroupReduction group_reduction, RowReduction row_reduction, float* reduced, float* dst) {
+  if (head_weights == nullptr && group_reduction != GroupReduction::kMax) {
+    std::copy(head_acc, head_acc + width, reduced);  // 0 + x, exactly x
+    for (int64_t a = 1; a < group; ++a) add_f32(head_acc + a * width, reduced, width);
+    if (group_reduction == GroupReduction::kMean) divide_f32(reduced, static_cast<float>(group), width);
+    if (row_reduction == RowReduction::kWeightedSum) {
+      add_f32(reduced, dst, width);
+      return;
+    }
+    for (int64_t c = 0; c < width; ++c) dst[c] = std::max(dst[c], reduced[c]);
+    return;
+  }
+  for (int64_t c = 0; c < width; ++c) {
+    float v = 0.0f;
+    for (int64_t a = 0; a < group; ++a) {
+      const float x = head_acc[a * width + c] * (head_weights != nullptr ? head_weights[a] : 1.0f);
+      v = group_reduction == GroupReduction::kMax ? std::max(v, x) : v + x;
+    }
+    if (group_reduction == GroupReduction::kMean) v /= static_cast<float>(group);
+    dst[c] = row_reduction == RowReduction::kMax ? std::max(dst[c], v) : dst[c] + v;
+  }
 }
 
 }  // namespace
@@ -98,13 +129,12 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   const std::vector<const float*> kept = kept_scores(q, group, kv);
 
   // Items too small to repay waking a worker are grouped (about 64K multiply-adds each; a
-  // block of kept scores costs a copy and an exp per score, counted as 8).
+  // block of kept scores costs an exp per score, counted as 8).
   const int64_t item_work = rows * kColumnBlock * (kept[0] != nullptr ? 8 : d);
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
-  // Calls fn(g, b, c0, width, scores, extra) for every (KV head g, column block b) in
-  // parallel (with wanted_only, the blocks holding a wanted entry): `scores` holds the
-  // block's scaled scores [rows x width], and `extra` extra_floats more of the thread's
-  // scratch (after the keys' dequantisation tile).
+  // Calls fn(g, b, c0, width, block, extra) for every (KV head g, column block b) in
+  // parallel (with wanted_only, the blocks holding a wanted entry): `block` holds the
+  // block's scaled scores [rows x width], and `extra` extra_floats of the thread's scratch.
   auto for_each_block = [&](int64_t extra_floats, bool wanted_only, const auto& fn) {
     pool.parallel_for(n_kv * max_blocks, grain, [&](int64_t begin, int64_t end, int) {
       float* scores = thread_scratch(rows * kColumnBlock + kKvTileFloats + extra_floats);
@@ -115,9 +145,9 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
         const int64_t c0 = b * kColumnBlock;
         const int64_t width = std::min(kColumnBlock, head.length - c0);
         if (width <= 0 || (wanted_only && q.from != nullptr && c0 + width <= q.from[g])) continue;
-        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores, tile,
-                    kept[static_cast<size_t>(g)]);
-        fn(g, b, c0, width, scores, tile + kKvTileFloats);
+        const ScoreBlock block = score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width,
+                                             scores, tile, kept[static_cast<size_t>(g)]);
+        fn(g, b, c0, width, block, tile + kKvTileFloats);
       }
     });
   };
@@ -126,16 +156,16 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   // columns of the block; then combined into the row's log-sum-exp.
   std::vector<float> block_max(static_cast<size_t>(n_kv * max_blocks * rows), kNegInf);
   std::vector<float> block_sum(block_max.size(), 0.0f);
-  for_each_block(0, false, [&](int64_t g, int64_t b, int64_t c0, int64_t width, float* scores, float*) {
+  for_each_block(0, false, [&](int64_t g, int64_t b, int64_t c0, int64_t width, const ScoreBlock& block, float*) {
     const GroupRows& gr = groups[static_cast<size_t>(g)];
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
       if (n <= 0) continue;
-      float* row = scores + r * width;
+      const float* row = block.rows + r * block.stride;
       const float max = max_f32(row, n);
       const size_t at = static_cast<size_t>((g * max_blocks + b) * rows + r);
       block_max[at] = max;
-      block_sum[at] = exp_shift_f32(row, max, n);
+      block_sum[at] = exp_shift_to_f32(row, max, n, nullptr);
     }
   });
   for (int64_t g = 0; g < n_kv; ++g) {
@@ -153,36 +183,38 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
     }
   }
 
-  // Pass 2: probabilities per column block, reduced over rows then over the group.
-  for_each_block(group * kColumnBlock, true, [&](int64_t g, int64_t, int64_t c0, int64_t width, float* scores,
-                                           float* head_acc) {
+  // Pass 2: probabilities per column block, reduced over rows then over the group. With
+  // one query and no row weights a head's probabilities are its row-reduced values, so
+  // they are written there directly.
+  const bool one_unweighted_row = q.m == 1 && q.weights == nullptr && row_reduction == RowReduction::kWeightedSum;
+  for_each_block((group + 2) * kColumnBlock, true, [&](int64_t g, int64_t, int64_t c0, int64_t width,
+                                                       const ScoreBlock& block, float* head_acc) {
     const GroupRows& gr = groups[static_cast<size_t>(g)];
-    std::fill(head_acc, head_acc + group * width, 0.0f);
+    float* probs = head_acc + group * kColumnBlock;  // one row's probabilities
+    float* reduced = probs + kColumnBlock;           // the group's reduction
+    if (!one_unweighted_row) std::fill(head_acc, head_acc + group * width, 0.0f);
     for (int64_t a = 0; a < group; ++a) {
       float* acc = head_acc + a * width;
       for (int64_t i = 0; i < q.m; ++i) {
         const int64_t r = a * q.m + i;
-        const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
-        if (n <= 0) continue;
-        float* row = scores + r * width;
-        exp_shift_f32(row, gr.lse[static_cast<size_t>(r)], n);
+        const int64_t n = std::clamp<int64_t>(gr.visible[static_cast<size_t>(r)] - c0, 0, width);
+        const float* row = block.rows + r * block.stride;
+        if (one_unweighted_row) {  // acc = 0 + 1 * p, exactly p
+          exp_shift_to_f32(row, gr.lse[static_cast<size_t>(r)], n, acc);
+          std::fill(acc + n, acc + width, 0.0f);
+          continue;
+        }
+        if (n == 0) continue;
+        exp_shift_to_f32(row, gr.lse[static_cast<size_t>(r)], n, probs);
         if (row_reduction == RowReduction::kMax) {
-          for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], row[c]);
+          for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], probs[c]);
         } else {
-          axpy_f32(q.weights != nullptr ? q.weights[i] : 1.0f, row, acc, n);
+          axpy_f32(q.weights != nullptr ? q.weights[i] : 1.0f, probs, acc, n);
         }
       }
     }
-    float* dst = out[static_cast<size_t>(g)].data() + c0;
-    for (int64_t c = 0; c < width; ++c) {
-      float v = 0.0f;  // probabilities are >= 0, so 0 also starts a max
-      for (int64_t a = 0; a < group; ++a) {
-        const float x = head_acc[a * width + c] * (q.head_weights != nullptr ? q.head_weights[g * group + a] : 1.0f);
-        v = group_reduction == GroupReduction::kMax ? std::max(v, x) : v + x;
-      }
-      if (group_reduction == GroupReduction::kMean) v /= static_cast<float>(group);
-      dst[c] = row_reduction == RowReduction::kMax ? std::max(dst[c], v) : dst[c] + v;
-    }
+    reduce_group(head_acc, group, width, q.head_weights != nullptr ? q.head_weights + g * group : nullptr,
+                 group_reduction, row_reduction, reduced, out[static_cast<size_t>(g)].data() + c0);
   });
 }
 

@@ -106,6 +106,27 @@ TEST(Vec, SoftmaxLargeAndMaskedValues) {
   expect_softmax(y);
 }
 
+TEST(Vec, FirstNotAboveFindsTheFirstValueAtOrBelowTheCutOrNaN) {
+  for (int64_t n : kLengths) {
+    const std::vector<float> x0 = random_normal(n, 12);
+    for_each_simd_target([&](const char*) {
+      // Every position in turn holds the only value not above the cut: equal, below, NaN.
+      for (float low : {-10.0f, -20.0f, std::numeric_limits<float>::quiet_NaN()}) {
+        for (int64_t at = 0; at < n; ++at) {
+          std::vector<float> x = x0;
+          for (float& v : x) v = std::fabs(v);  // all above -10
+          x[at] = low;
+          ASSERT_EQ(first_not_above_f32(x.data(), n, -10.0f), at) << n << " " << low;
+          if (at + 1 < n) x[at + 1] = -30.0f;  // a later one does not change the answer
+          ASSERT_EQ(first_not_above_f32(x.data(), n, -10.0f), at) << n << " " << low;
+        }
+      }
+      ASSERT_EQ(first_not_above_f32(x0.data(), n, -1e30f), n);
+      ASSERT_EQ(first_not_above_f32(x0.data(), 0, -1e30f), 0);
+    });
+  }
+}
+
 TEST(Vec, Swiglu) {
   for (int64_t n : kLengths) {
     std::vector<float> gate0 = random_normal(n, 9, 4.0f);

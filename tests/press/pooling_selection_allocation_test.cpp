@@ -42,18 +42,25 @@ TEST(Selection, TopKBreaksTiesTowardsTheEarlierToken) {
 
 TEST(Selection, TopKIsTheBestByScoreThenIndexForEveryCount) {
   // Against a full sort, for every k: the few-dropped scan (k near n) and the selection
-  // must both give the k best, ties to the earlier index. Scores from a few values, so
-  // most of them tie.
+  // must both give the k best, ties to the earlier index, and outside_top_k the rest.
+  // Scores from a few values, so most of them tie; also in rising and falling order, as a
+  // sliding window's recency scores are, where the scan passes whole blocks over.
   std::mt19937 rng(11);
-  for (int64_t n : {1, 2, 17, 40, 300}) {
-    std::vector<float> s(static_cast<size_t>(n));
-    for (float& x : s) x = static_cast<float>(std::uniform_int_distribution<int>(0, 5)(rng));
-    std::vector<int32_t> by_rank = index_range(0, n);
-    std::sort(by_rank.begin(), by_rank.end(), [&](int32_t a, int32_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
-    for (int64_t k = 0; k <= n; ++k) {
-      std::vector<int32_t> want(by_rank.begin(), by_rank.begin() + k);
-      std::sort(want.begin(), want.end());
-      ASSERT_EQ(top_k(s, k), want) << "n " << n << " k " << k;
+  for (int64_t n : {1, 2, 17, 40, 300, 1000}) {
+    for (int order : {0, 1, -1}) {
+      std::vector<float> s(static_cast<size_t>(n));
+      for (float& x : s) x = static_cast<float>(std::uniform_int_distribution<int>(0, 5)(rng));
+      if (order == 1) std::sort(s.begin(), s.end());
+      if (order == -1) std::sort(s.rbegin(), s.rend());
+      std::vector<int32_t> by_rank = index_range(0, n);
+      std::sort(by_rank.begin(), by_rank.end(),
+                [&](int32_t a, int32_t b) { return s[a] != s[b] ? s[a] > s[b] : a < b; });
+      for (int64_t k = 0; k <= n; ++k) {
+        std::vector<int32_t> want(by_rank.begin(), by_rank.begin() + k);
+        std::sort(want.begin(), want.end());
+        ASSERT_EQ(top_k(s, k), want) << "n " << n << " k " << k << " order " << order;
+        ASSERT_EQ(outside_top_k(s, k), complement(want, n)) << "n " << n << " k " << k << " order " << order;
+      }
     }
   }
 }
@@ -68,6 +75,9 @@ TEST(Selection, TopChunksScoresChunksByTheirMean) {
 TEST(Selection, MergeAndRange) {
   EXPECT_EQ(merge_indices({1, 4}, {2, 3, 4}), (std::vector<int32_t>{1, 2, 3, 4}));
   EXPECT_EQ(index_range(3, 6), (std::vector<int32_t>{3, 4, 5}));
+  EXPECT_EQ(complement({0, 2, 5}, 6), (std::vector<int32_t>{1, 3, 4}));
+  EXPECT_EQ(complement({}, 2), (std::vector<int32_t>{0, 1}));
+  EXPECT_THROW(complement({2, 1}, 6), Error);
 }
 
 TEST(Allocation, RoundingKeepsTheSumExact) {
@@ -97,14 +107,14 @@ TEST(Allocation, AdaKvGivesFlatHeadsMoreAndRespectsTheFloor) {
   // shares 1 * .5 + 1 = 1.5 and 3 * .5 + 1 = 2.5 -> sum 4 -> {2, 2}: the
   // remainders tie (0.5, 0.5): the lower head rounds up first.
   const std::vector<std::vector<float>> s = {{0.9f, 0.01f, 0.01f, 0.01f}, {0.3f, 0.3f, 0.3f, 0.1f}};
-  EXPECT_EQ(adakv_head_budgets(s, 2, 0.5), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(adakv_head_budgets(head_scores(s), 2, 0.5), (std::vector<int64_t>{2, 2}));
   // alpha 0: pure flattened top-k -> {1, 3}.
-  EXPECT_EQ(adakv_head_budgets(s, 2, 0.0), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(adakv_head_budgets(head_scores(s), 2, 0.0), (std::vector<int64_t>{1, 3}));
   // alpha 1: uniform.
-  EXPECT_EQ(adakv_head_budgets(s, 2, 1.0), (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(adakv_head_budgets(head_scores(s), 2, 1.0), (std::vector<int64_t>{2, 2}));
   // alpha 0.2 with base 3: winners 0.9, .3, .3, .3, .1, .01(h0) -> won {2, 4}; floor
   // int(0.6) = 0; shares 1.6 and 3.2 -> sum 4.8 -> 5: {2, 3}.
-  EXPECT_EQ(adakv_head_budgets(s, 3, 0.2), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(adakv_head_budgets(head_scores(s), 3, 0.2), (std::vector<int64_t>{2, 3}));
 }
 
 TEST(Allocation, PyramidReferenceRoundingFloorsTheStepAndCanExceedTheTotal) {
@@ -129,33 +139,33 @@ TEST(Allocation, EveryRuleThroughAllocate) {
   const std::vector<std::vector<float>> s = {{0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.01f, 0.01f, 0.01f, 0.01f, 0.01f},
                                              {0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f, 0.2f}};
   AllocationRule rule;
-  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), head_scores(s)), (std::vector<int64_t>{4, 4}));
   // Skipped layers keep every candidate.
   rule.skip_layers = 1;
-  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{10, 10}));
-  EXPECT_EQ(allocate(rule, two_heads(1, 2), s), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), head_scores(s)), (std::vector<int64_t>{10, 10}));
+  EXPECT_EQ(allocate(rule, two_heads(1, 2), head_scores(s)), (std::vector<int64_t>{4, 4}));
   rule.skip_layers = 0;
   // Pyramid over 2 layers, base 4, beta 20: min 0, max 8 -> 8, 0.
   rule.kind = AllocationKind::kPyramid;
-  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{8, 8}));
-  EXPECT_EQ(allocate(rule, two_heads(1, 2), s), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), head_scores(s)), (std::vector<int64_t>{8, 8}));
+  EXPECT_EQ(allocate(rule, two_heads(1, 2), head_scores(s)), (std::vector<int64_t>{0, 0}));
   // AdaKV, alpha 0: the 8 best of both heads are head 0's five, then head 1's first three
   // (0.2 > 0.01) -> {5, 3}.
   rule.kind = AllocationKind::kAdaKv;
   rule.alpha = 0.0;
-  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{5, 3}));
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), head_scores(s)), (std::vector<int64_t>{5, 3}));
   // Ada-pyramid: layer 0's pyramid budget 8 per head, 16 winners: head 0's five, head
   // 1's ten, then head 0's first 0.01 -> {6, 10}.
   rule.kind = AllocationKind::kAdaPyramid;
-  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{6, 10}));
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), head_scores(s)), (std::vector<int64_t>{6, 10}));
   // Calibrated, b = 12 (window and sinks 8 of it), 2 layers with u = 0.75, 0.25: floor
   // min(32, 12) = 12 for both, so 12 each (the floor binds) -> 12 - 8 = 4 candidates.
   rule.kind = AllocationKind::kCalibrated;
   rule.layer_scores = {0.75, 0.25};
-  EXPECT_EQ(allocate(rule, two_heads(0, 2), s), (std::vector<int64_t>{4, 4}));
+  EXPECT_EQ(allocate(rule, two_heads(0, 2), head_scores(s)), (std::vector<int64_t>{4, 4}));
   // A profile of another depth is refused.
   rule.layer_scores = {1.0};
-  EXPECT_THROW(allocate(rule, two_heads(0, 2), s), Error);
+  EXPECT_THROW(allocate(rule, two_heads(0, 2), head_scores(s)), Error);
 }
 
 TEST(Allocation, CalibratedLayerBudgetsFollowTheErrorScores) {
@@ -165,22 +175,24 @@ TEST(Allocation, CalibratedLayerBudgetsFollowTheErrorScores) {
   rule.layer_scores = {0.75, 0.25};
   const LayerShare layer0{0, 2, 92, 100, 8, {150, 150}}, layer1{1, 2, 92, 100, 8, {150, 150}};
   const std::vector<std::vector<float>> s(2, std::vector<float>(150, 0.0f));
-  EXPECT_EQ(allocate(rule, layer0, s), (std::vector<int64_t>{126, 126}));
-  EXPECT_EQ(allocate(rule, layer1, s), (std::vector<int64_t>{58, 58}));
+  EXPECT_EQ(allocate(rule, layer0, head_scores(s)), (std::vector<int64_t>{126, 126}));
+  EXPECT_EQ(allocate(rule, layer1, head_scores(s)), (std::vector<int64_t>{58, 58}));
 }
 
-TEST(Selection, LayerSelectorTopKPerHeadOrSharedChunks) {
+TEST(Selection, LayerSelectorDropsAllButTheTopKPerHeadOrSharedChunks) {
   const std::vector<std::vector<float>> s = {{0.1f, 0.9f, 0.8f, 0.1f, 0.1f, 0.7f}, {0.5f, 0.1f, 0.1f, 0.1f, 0.1f, 0.9f}};
   LayerSelector per_head(Selection{});
-  EXPECT_EQ(per_head.select(0, s, {2, 1}), (std::vector<std::vector<int32_t>>{{1, 2}, {5}}));
+  // Keeps {1, 2} and {5}.
+  EXPECT_EQ(per_head.dropped(0, head_scores(s), {2, 1}), (std::vector<std::vector<int32_t>>{{0, 3, 4, 5}, {0, 1, 2, 3, 4}}));
   // Chunks of 2 over the heads' sums {0.6, 1.0, 0.9, 0.2, 0.2, 1.6}: chunk means 0.8,
-  // 0.55, 0.9 -> the best 4 / 2 = 2 chunks are {4, 5} and {0, 1}, for both heads.
+  // 0.55, 0.9 -> the best 4 / 2 = 2 chunks are {4, 5} and {0, 1}, kept by both heads.
   LayerSelector chunks(Selection{0, 2, 2});
-  const std::vector<std::vector<int32_t>> both = {{0, 1, 4, 5}, {0, 1, 4, 5}};
-  EXPECT_EQ(chunks.select(0, s, {4, 4}), both);
+  const std::vector<std::vector<int32_t>> both = {{2, 3}, {2, 3}};
+  EXPECT_EQ(chunks.dropped(0, head_scores(s), {4, 4}), both);
   // reuse 2: layer 1 takes layer 0's choice whatever its scores.
-  EXPECT_EQ(chunks.select(1, {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}}, {4, 4}), both);
-  EXPECT_THROW(chunks.select(2, s, {4, 2}), Error);  // chunks need one count for every head
+  const std::vector<std::vector<float>> flat = {{1, 1, 1, 1, 1, 1}, {1, 1, 1, 1, 1, 1}};
+  EXPECT_EQ(chunks.dropped(1, head_scores(flat), {4, 4}), both);
+  EXPECT_THROW(chunks.dropped(2, head_scores(s), {4, 2}), Error);  // chunks need one count for every head
 }
 
 }  // namespace

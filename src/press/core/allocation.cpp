@@ -84,8 +84,7 @@ AllocationRule read_allocation(const PressParams& params, const std::string& key
   return rule;
 }
 
-std::vector<int64_t> allocate(const AllocationRule& rule, const LayerShare& layer,
-                              const std::vector<std::vector<float>>& scores) {
+std::vector<int64_t> allocate(const AllocationRule& rule, const LayerShare& layer, const HeadScores& scores) {
   if (layer.layer < rule.skip_layers) return layer.candidates;
   switch (rule.kind) {
     case AllocationKind::kUniform:
@@ -151,7 +150,7 @@ std::vector<int64_t> pyramid_layer_budgets(int64_t base, int64_t n_candidates, i
   return round_preserving_sum(shares, std::min(base, n_candidates) * n_layer);
 }
 
-std::vector<int64_t> adakv_head_budgets(const std::vector<std::vector<float>>& scores, int64_t base,
+std::vector<int64_t> adakv_head_budgets(const HeadScores& scores, int64_t base,
                                         double alpha) {
   const auto heads = static_cast<int64_t>(scores.size());
   struct Entry {

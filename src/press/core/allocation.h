@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "deferkv/press.h"
+#include "press/core/head_scores.h"
 #include "press/core/press_params.h"
 
 namespace deferkv {
@@ -49,8 +50,7 @@ AllocationRule read_allocation(const PressParams& params, const std::string& key
 
 // Per KV head of the layer: candidates to keep. `scores` are the heads' candidate scores
 // (AdaKV ranks them together); every count is at most the head's candidates.
-std::vector<int64_t> allocate(const AllocationRule& rule, const LayerShare& layer,
-                              const std::vector<std::vector<float>>& scores);
+std::vector<int64_t> allocate(const AllocationRule& rule, const LayerShare& layer, const HeadScores& scores);
 
 // Rounds non-negative real shares to integers whose sum is exactly `total` (largest
 // remainder first; ties to the lower index).
@@ -68,7 +68,7 @@ std::vector<int64_t> pyramid_layer_budgets(int64_t base, int64_t n_candidates, i
 // vector scored on one scale) decide how many entries n_g each head wins; head g gets
 // n_g*(1 - alpha) + int(base*alpha). The reference rounds each head on its own, which
 // can exceed G*base by up to G/2; here the rounding keeps the layer's sum exact.
-std::vector<int64_t> adakv_head_budgets(const std::vector<std::vector<float>>& scores, int64_t base,
+std::vector<int64_t> adakv_head_budgets(const HeadScores& scores, int64_t base,
                                         double alpha);
 
 // CompressKV [docs/methods/compresskv.md]: layer l gets floor + round(u_l * (b*L - floor*L)), with u

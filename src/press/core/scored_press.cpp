@@ -93,6 +93,18 @@ std::vector<float> by_position(const std::vector<float>& values, const std::vect
   return out;
 }
 
+// Removes the elements at `indices` (strictly increasing, each < v.size()), in place.
+template <typename T>
+void erase_indices(std::vector<T>& v, const std::vector<int32_t>& indices) {
+  if (indices.empty()) return;
+  auto out = v.begin() + indices[0];
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const auto next = i + 1 < indices.size() ? v.begin() + indices[i + 1] : v.end();
+    out = std::move(v.begin() + indices[i] + 1, next, out);
+  }
+  v.erase(out, v.end());
+}
+
 bool same_entries(const std::vector<int32_t>& captured, const int32_t* positions, int64_t n) {
   return static_cast<int64_t>(captured.size()) <= n && std::equal(captured.begin(), captured.end(), positions);
 }
@@ -174,22 +186,19 @@ void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
   if (parts_.trigger.fires_after(step)) evict(cache, step);
 }
 
-std::vector<std::vector<float>> ScoredPress::matched(Captured& captured, const KvCache& cache, int64_t l) const {
-  std::vector<std::vector<float>> out(static_cast<size_t>(cache.n_head_kv()));
+void ScoredPress::match_to_cache(Captured& captured, const KvCache& cache, int64_t l) const {
+  captured.values.resize(static_cast<size_t>(cache.n_head_kv()));  // a head never observed scores 0
+  captured.positions.resize(captured.values.size());
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
     const int32_t* positions = cache.positions(l, g);
-    const auto len = static_cast<size_t>(cache.length(l, g));
-    if (static_cast<size_t>(g) >= captured.values.size()) {
-      out[g].assign(len, 0.0f);  // nothing observed
-    } else if (same_entries(captured.positions[g], positions, cache.length(l, g))) {
-      // Once, the capture is done with; per step it is kept for the next eviction.
-      out[g] = parts_.trigger.per_step() ? captured.values[g] : std::move(captured.values[g]);
-      out[g].resize(len, 0.0f);
-    } else {
-      out[g] = by_position(captured.values[g], captured.positions[g], positions, cache.length(l, g));
+    const int64_t len = cache.length(l, g);
+    std::vector<float>& values = captured.values[g];
+    if (!same_entries(captured.positions[g], positions, len)) {
+      values = by_position(values, captured.positions[g], positions, len);
     }
+    values.resize(static_cast<size_t>(len), 0.0f);
+    captured.positions[g].assign(positions, positions + len);
   }
-  return out;
 }
 
 std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t l, int64_t window) const {
@@ -213,23 +222,20 @@ std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer
   const int64_t room = std::max<int64_t>(0, layer.budget - layer.window);
   const int64_t sinks = std::min(parts_.selection.sinks, room);
   LayerShare share{layer.layer, layer.n_layer, room - sinks, layer.budget, layer.window + sinks, {}};
-  std::vector<std::vector<float>> rest;
+  HeadScores rest;
   std::vector<int64_t> head_sinks;
   for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
     const int64_t c = layer.candidates[g];
     if (static_cast<int64_t>(scores[g].size()) < c) fail("internal: {} scores for {} candidates", scores[g].size(), c);
     head_sinks.push_back(std::min(sinks, c));
-    rest.emplace_back(scores[g].begin() + head_sinks[g], scores[g].begin() + c);
+    rest.push_back(std::span<const float>(scores[g]).subspan(head_sinks[g], c - head_sinks[g]));
     share.candidates.push_back(c - head_sinks[g]);
   }
-  const std::vector<std::vector<int32_t>> chosen = selector.select(layer.layer, rest, allocate(parts_.allocation, share, rest));
-  std::vector<std::vector<int32_t>> keep;
+  std::vector<std::vector<int32_t>> dropped = selector.dropped(layer.layer, rest, allocate(parts_.allocation, share, rest));
   for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
-    keep.push_back(index_range(0, head_sinks[g]));
-    keep.back().reserve(static_cast<size_t>(head_sinks[g]) + chosen[g].size());
-    for (int32_t j : chosen[g]) keep.back().push_back(static_cast<int32_t>(j + head_sinks[g]));
+    for (int32_t& j : dropped[g]) j += static_cast<int32_t>(head_sinks[g]);
   }
-  return keep;
+  return dropped;
 }
 
 void ScoredPress::evict(KvCache& cache, int64_t step) {
@@ -258,22 +264,24 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   }
   const int64_t b = resolved_budget_;
   const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
-  const std::vector<std::vector<float>> prompt = matched(prompt_attention_[l], cache, l);
+  Captured& prompt = prompt_attention_[l];
+  if (parts_.capture.captures_anything()) match_to_cache(prompt, cache, l);
   std::vector<std::vector<std::vector<float>>> decode;
-  for (auto& s : decode_attention_) decode.push_back(matched(s[l], cache, l));
-  const LayerEviction view{l, n_layer, prompt_end_, decode_origin_ + step, b, window, candidate_counts(cache, l, window),
-                           prompt, decode, cache};
-  const std::vector<std::vector<int32_t>> chosen = choose(view, score(view), *selector_);
-  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-    const int64_t len = cache.length(l, g);
-    const std::vector<int32_t> keep = merge_indices(chosen[g], index_range(view.candidates[g], len));
-    if (static_cast<int64_t>(keep.size()) < len) cache.retain(l, g, keep);
+  for (auto& s : decode_attention_) {
+    match_to_cache(s[l], cache, l);
+    decode.push_back(std::move(s[l].values));  // a decode step's capture serves one eviction
   }
-  keep_captured(cache, l);
+  const LayerEviction view{l, n_layer, prompt_end_, decode_origin_ + step, b, window, candidate_counts(cache, l, window),
+                           prompt.values, decode, cache};
+  const std::vector<std::vector<int32_t>> dropped = choose(view, score(view), *selector_);
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+    if (!dropped[g].empty()) cache.erase(l, g, dropped[g]);
+  }
+  keep_captured(l, dropped);
   ++evicted_layers_;
 }
 
-void ScoredPress::keep_captured(const KvCache& cache, int64_t l) {
+void ScoredPress::keep_captured(int64_t l, const std::vector<std::vector<int32_t>>& dropped) {
   for (auto& s : decode_attention_) s[static_cast<size_t>(l)] = {};
   Captured& c = prompt_attention_[static_cast<size_t>(l)];
   if (!parts_.trigger.per_step()) {
@@ -284,10 +292,12 @@ void ScoredPress::keep_captured(const KvCache& cache, int64_t l) {
     c.forget();  // scored afresh by the next step's query
     return;
   }
-  // The scores follow the entries kept, to be added to (H2O) or reused at the next step.
-  for (int64_t g = 0; g < cache.n_head_kv() && static_cast<size_t>(g) < c.values.size(); ++g) {
-    c.values[g] = by_position(c.values[g], c.positions[g], cache.positions(l, g), cache.length(l, g));
-    c.positions[g].assign(cache.positions(l, g), cache.positions(l, g) + cache.length(l, g));
+  if (!parts_.capture.captures_anything()) return;
+  // The scores follow the entries kept, to be added to (H2O) or reused at the next step:
+  // the capture was matched to the cache's entries, so it drops the same indices.
+  for (size_t g = 0; g < dropped.size(); ++g) {
+    erase_indices(c.values[g], dropped[g]);
+    erase_indices(c.positions[g], dropped[g]);
   }
 }
 

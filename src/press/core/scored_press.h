@@ -45,6 +45,10 @@ struct CaptureConfig {
   bool all_decode_queries = false;
   // Per step: the scores at a decode step's eviction are that step's query's alone (TOVA).
   bool trigger_queries = false;
+
+  bool captures_anything() const {
+    return window > 0 || all_prompt_queries || decode_steps > 0 || all_decode_queries || trigger_queries;
+  }
 };
 
 // What a scorer sees of one layer when the eviction fires.
@@ -57,7 +61,8 @@ struct LayerEviction {
   int64_t window;         // protected newest entries per head
   std::vector<int64_t> candidates;  // per KV head: C
   // The captured attention per KV head, matched to the head's current entries by position
-  // (0 for an entry never observed), at least C values each.
+  // (0 for an entry never observed), at least C values each; empty for a method that
+  // captures nothing.
   const std::vector<std::vector<float>>& prompt_attention;
   // decode_attention[s - 1][g]: decode step s's query over head g's entries.
   const std::vector<std::vector<std::vector<float>>>& decode_attention;
@@ -123,14 +128,17 @@ class ScoredPress : public Press {
   void evict_layer(KvCache& cache, int64_t step, int64_t l);
   // Per KV head of layer l: C, the entries older than the protected window.
   std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
-  // Per KV head: the candidates kept (ascending), from the scorer's scores, by the sinks,
-  // the allocation and the selection.
+  // Per KV head: the candidates dropped (ascending), from the scorer's scores, by the
+  // sinks, the allocation and the selection.
   std::vector<std::vector<int32_t>> choose(const LayerEviction& layer, const std::vector<std::vector<float>>& scores,
                                            LayerSelector& selector) const;
-  std::vector<std::vector<float>> matched(Captured& captured, const KvCache& cache, int64_t l) const;
-  // What the captures of layer l become once it is evicted: freed, or (per step) kept for
-  // the next eviction, following the entries kept.
-  void keep_captured(const KvCache& cache, int64_t l);
+  // Fits a capture to layer l's entries, in place: one value per entry, in the cache's
+  // order (an entry it did not see scores 0; after another press's eviction the values
+  // follow their entries by position).
+  void match_to_cache(Captured& captured, const KvCache& cache, int64_t l) const;
+  // What the captures of layer l become once it has dropped `dropped` (per head): freed,
+  // or (per step) kept for the next eviction, following the entries kept.
+  void keep_captured(int64_t l, const std::vector<std::vector<int32_t>>& dropped);
 
   std::string description_;
   KvBudget budget_;

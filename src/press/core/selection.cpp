@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "deferkv/error.h"
+#include "kernels/vec.h"
 
 namespace deferkv {
 
@@ -22,76 +23,86 @@ Selection read_selection(const PressParams& params) {
   return s;
 }
 
-std::vector<std::vector<int32_t>> LayerSelector::select(int64_t layer, const std::vector<std::vector<float>>& scores,
-                                                        const std::vector<int64_t>& counts) {
+std::vector<std::vector<int32_t>> LayerSelector::dropped(int64_t layer, const HeadScores& scores,
+                                                         const std::vector<int64_t>& counts) {
   const size_t heads = scores.size();
-  std::vector<std::vector<int32_t>> keep(heads);
+  std::vector<std::vector<int32_t>> out(heads);
   if (selection_.chunk == 0) {
-    for (size_t g = 0; g < heads; ++g) keep[g] = top_k(scores[g], counts[g]);
-    return keep;
+    for (size_t g = 0; g < heads; ++g) out[g] = outside_top_k(scores[g], counts[g]);
+    return out;
   }
   if (std::any_of(counts.begin(), counts.end(), [&](int64_t k) { return k != counts[0]; })) {
     fail("chunks are shared by every head of a layer, so they need the same count per head (not adakv's)");
   }
   size_t shortest = scores[0].size();
   for (const auto& s : scores) shortest = std::min(shortest, s.size());
+  std::vector<int32_t> kept;
   if (layer % selection_.reuse != 0 && !leader_.empty()) {
-    std::vector<int32_t> kept;
     for (int32_t j : leader_) {
       if (static_cast<size_t>(j) < shortest) kept.push_back(j);
     }
-    return std::vector<std::vector<int32_t>>(heads, kept);
+  } else {
+    std::vector<float> token_scores(shortest, 0.0f);
+    for (const auto& head : scores) {
+      for (size_t j = 0; j < shortest; ++j) token_scores[j] += head[j];
+    }
+    leader_ = top_chunks(token_scores, selection_.chunk, std::max<int64_t>(1, counts[0] / selection_.chunk));
+    kept = leader_;
   }
-  std::vector<float> token_scores(shortest, 0.0f);
-  for (const auto& head : scores) {
-    for (size_t j = 0; j < shortest; ++j) token_scores[j] += head[j];
-  }
-  leader_ = top_chunks(token_scores, selection_.chunk, std::max<int64_t>(1, counts[0] / selection_.chunk));
-  return std::vector<std::vector<int32_t>>(heads, leader_);
+  for (size_t g = 0; g < heads; ++g) out[g] = complement(kept, static_cast<int64_t>(scores[g].size()));
+  return out;
 }
 
 namespace {
 
 // Drops this few or fewer: top_k finds the dropped instead of ordering every index.
 constexpr int64_t kFewDropped = 16;
-
-// Every index but the `dropped` worst under `better` (a strict total order), ascending:
-// one pass holding the worst seen so far, sorted best first, each new index compared
-// with the best of them. For a per-step press that drops one entry of a long head this
+// The `count` worst indices (count <= size) under `better`: higher score, then lower
+// index, a strict total order; ascending. One pass in index order holds the worst seen so
+// far, best first. A new index ties below every index held, so it enters exactly when its
+// score is not above the best one held (the cut), and the scores above it are passed over
+// by a vector scan. For a per-step press that drops one entry of a long head this
 // is a scan for the minimum, not a selection over every index.
 template <typename Better>
-std::vector<int32_t> all_but_worst(int64_t n, int64_t dropped, const Better& better) {
-  if (dropped == 0) return index_range(0, n);
+std::vector<int32_t> worst_few(std::span<const float> scores, int64_t count, const Better& better) {
+  const auto n = static_cast<int64_t>(scores.size());
   std::vector<int32_t> worst;
-  worst.reserve(static_cast<size_t>(dropped) + 1);
-  for (int32_t j = 0; j < n; ++j) {
-    if (static_cast<int64_t>(worst.size()) == dropped && better(j, worst.front())) continue;
+  if (count == 0) return worst;
+  worst.reserve(static_cast<size_t>(count) + 1);
+  auto hold = [&](int32_t j) {
     worst.insert(std::upper_bound(worst.begin(), worst.end(), j, better), j);
-    if (static_cast<int64_t>(worst.size()) > dropped) worst.erase(worst.begin());
+    if (static_cast<int64_t>(worst.size()) > count) worst.erase(worst.begin());
+  };
+  int64_t j = 0;
+  for (; j < count; ++j) hold(static_cast<int32_t>(j));
+  for (; j < n; ++j) {
+    j += first_not_above_f32(scores.data() + j, n - j, scores[static_cast<size_t>(worst.front())]);
+    if (j < n) hold(static_cast<int32_t>(j));
   }
   std::sort(worst.begin(), worst.end());
-  std::vector<int32_t> kept(static_cast<size_t>(n - dropped));
-  auto out = kept.begin();
-  int32_t from = 0;
-  for (int32_t w : worst) {
-    std::iota(out, out + (w - from), from);
-    out += w - from;
-    from = w + 1;
-  }
-  std::iota(out, kept.end(), from);
-  return kept;
+  return worst;
 }
 
 }  // namespace
 
-std::vector<int32_t> top_k(const std::vector<float>& scores, int64_t k) {
+std::vector<int32_t> outside_top_k(std::span<const float> scores, int64_t k) {
+  const auto n = static_cast<int64_t>(scores.size());
+  k = std::clamp<int64_t>(k, 0, n);
+  auto better = [&](int32_t a, int32_t b) {
+    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
+  };
+  if (n - k <= kFewDropped) return worst_few(scores, n - k, better);
+  return complement(top_k(scores, k), n);
+}
+
+std::vector<int32_t> top_k(std::span<const float> scores, int64_t k) {
   const auto n = static_cast<int64_t>(scores.size());
   k = std::clamp<int64_t>(k, 0, n);
   auto better = [&](int32_t a, int32_t b) {
     return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
   };
   // `better` is a strict total order, so the k best are one set whatever the algorithm.
-  if (n - k <= kFewDropped) return all_but_worst(n, n - k, better);
+  if (n - k <= kFewDropped) return complement(worst_few(scores, n - k, better), n);
   std::vector<int32_t> order = index_range(0, n);
   std::nth_element(order.begin(), order.begin() + k, order.end(), better);
   // Ascending by a sweep over the marked indices, not a sort.
@@ -119,6 +130,19 @@ std::vector<int32_t> top_chunks(const std::vector<float>& scores, int64_t chunk,
     for (int64_t j = c * chunk; j < std::min(n, (c + 1) * chunk); ++j) kept.push_back(static_cast<int32_t>(j));
   }
   return kept;
+}
+
+std::vector<int32_t> complement(const std::vector<int32_t>& indices, int64_t n) {
+  std::vector<int32_t> out;
+  out.reserve(static_cast<size_t>(std::max<int64_t>(0, n - static_cast<int64_t>(indices.size()))));
+  int32_t from = 0;
+  for (int32_t i : indices) {
+    if (i < from || i >= n) fail("internal: the indices to leave out are not strictly increasing below {}", n);
+    for (; from < i; ++from) out.push_back(from);
+    from = i + 1;
+  }
+  for (; from < n; ++from) out.push_back(from);
+  return out;
 }
 
 std::vector<int32_t> merge_indices(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {

@@ -5,10 +5,12 @@
 // `sinks` candidates always kept. Ties are broken towards the lower index (the earlier
 // token), so every choice is deterministic.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "deferkv/press.h"
+#include "press/core/head_scores.h"
 #include "press/core/press_params.h"
 
 namespace deferkv {
@@ -29,12 +31,13 @@ Selection read_selection(const PressParams& params);
 // chunks, the best max(1, counts[0] / chunk) chunks by the heads' scores summed over
 // the candidates every head has, for every head. A selector lives for one eviction: it
 // carries the chunk choice from the first layer of a reuse block to the next ones.
-// Returns per head the kept indices into scores[g], ascending.
+// Returns per head the indices into scores[g] it does not keep, ascending: what the
+// eviction drops. A per-step press drops a few of many, so the kept are never listed.
 class LayerSelector {
  public:
   explicit LayerSelector(const Selection& selection) : selection_(selection) {}
-  std::vector<std::vector<int32_t>> select(int64_t layer, const std::vector<std::vector<float>>& scores,
-                                           const std::vector<int64_t>& counts);
+  std::vector<std::vector<int32_t>> dropped(int64_t layer, const HeadScores& scores,
+                                            const std::vector<int64_t>& counts);
 
  private:
   Selection selection_;
@@ -42,12 +45,17 @@ class LayerSelector {
 };
 
 // Indices of the k highest scores, ascending. k is clamped to [0, scores.size()].
-std::vector<int32_t> top_k(const std::vector<float>& scores, int64_t k);
+std::vector<int32_t> top_k(std::span<const float> scores, int64_t k);
+// The other indices, ascending: those not among the k highest (the complement of top_k).
+std::vector<int32_t> outside_top_k(std::span<const float> scores, int64_t k);
 
 // ChunkKV: splits [0, n) into chunks of `chunk` consecutive indices (the last may be
 // shorter), scores each by the mean of its scores, and returns every index of the
 // `n_chunks` best chunks, ascending.
 std::vector<int32_t> top_chunks(const std::vector<float>& scores, int64_t chunk, int64_t n_chunks);
+
+// [0, n) without `indices` (ascending, each < n), ascending.
+std::vector<int32_t> complement(const std::vector<int32_t>& indices, int64_t n);
 
 // Merges two ascending index lists into one ascending list without duplicates.
 std::vector<int32_t> merge_indices(const std::vector<int32_t>& a, const std::vector<int32_t>& b);

@@ -15,19 +15,20 @@ class TovaPress final : public ScoredPress {
 
  protected:
   std::vector<std::vector<float>> score(const LayerEviction& layer) override {
-    std::vector<std::vector<float>> heads = layer.candidate_attention();
+    const int64_t heads = layer.n_head_kv();
     // Heads of different lengths (after a head-adaptive press in a composition) each rank
     // by their group's mean attention.
-    for (const auto& h : heads) {
-      if (h.size() != heads[0].size()) return heads;
+    for (int64_t g = 1; g < heads; ++g) {
+      if (layer.candidates[g] != layer.candidates[0]) return layer.candidate_attention();
     }
     // Every KV head serves the same number of query heads, so the mean of the group
     // means is the mean over all query heads: one ranking for every KV head.
-    std::vector<float> mean(heads[0].size(), 0.0f);
-    for (const auto& h : heads) {
-      for (size_t j = 0; j < mean.size(); ++j) mean[j] += h[j] / static_cast<float>(heads.size());
+    std::vector<float> mean(static_cast<size_t>(layer.candidates[0]), 0.0f);
+    for (int64_t g = 0; g < heads; ++g) {
+      const float* h = layer.prompt_attention[static_cast<size_t>(g)].data();
+      for (size_t j = 0; j < mean.size(); ++j) mean[j] += h[j] / static_cast<float>(heads);
     }
-    return std::vector<std::vector<float>>(heads.size(), mean);
+    return std::vector<std::vector<float>>(static_cast<size_t>(heads), mean);
   }
 
  private:

@@ -127,6 +127,31 @@ TEST(Vec, FirstNotAboveFindsTheFirstValueAtOrBelowTheCutOrNaN) {
   }
 }
 
+TEST(Vec, ExpShiftIntoAnotherRowOrOnlyItsSumIsTheInPlaceOne) {
+  for (int64_t n : kLengths) {
+    const std::vector<float> x = random_normal(n, 13, 3.0f);
+    for_each_simd_target([&](const char*) {
+      std::vector<float> in_place = x, out(static_cast<size_t>(n));
+      const float sum = exp_shift_f32(in_place.data(), 2.5f, n);
+      EXPECT_EQ(exp_shift_to_f32(x.data(), 2.5f, n, out.data()), sum) << n;
+      EXPECT_EQ(out, in_place) << n;
+      EXPECT_EQ(exp_shift_to_f32(x.data(), 2.5f, n, nullptr), sum) << n;
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(in_place[i], std::exp(double(x[i]) - 2.5), 2e-6 * in_place[i]);
+    });
+  }
+}
+
+TEST(Vec, DivideRoundsAsScalarDivision) {
+  for (int64_t n : kLengths) {
+    const std::vector<float> x = random_normal(n, 14, 3.0f);
+    for_each_simd_target([&](const char*) {
+      std::vector<float> y = x;
+      divide_f32(y.data(), 3.0f, n);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(y[i], x[i] / 3.0f) << n << " " << i;
+    });
+  }
+}
+
 TEST(Vec, Swiglu) {
   for (int64_t n : kLengths) {
     std::vector<float> gate0 = random_normal(n, 9, 4.0f);

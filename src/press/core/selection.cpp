@@ -57,14 +57,20 @@ namespace {
 
 // Drops this few or fewer: top_k finds the dropped instead of ordering every index.
 constexpr int64_t kFewDropped = 16;
-// The `count` worst indices (count <= size) under `better`: higher score, then lower
-// index, a strict total order; ascending. One pass in index order holds the worst seen so
-// far, best first. A new index ties below every index held, so it enters exactly when its
-// score is not above the best one held (the cut), and the scores above it are passed over
-// by a vector scan. For a per-step press that drops one entry of a long head this
-// is a scan for the minimum, not a selection over every index.
-template <typename Better>
-std::vector<int32_t> worst_few(std::span<const float> scores, int64_t count, const Better& better) {
+
+// The selection's order: the higher score first, then the lower index. A strict total
+// order, so the k best are one set whatever the algorithm.
+auto better_in(std::span<const float> scores) {
+  return [scores](int32_t a, int32_t b) { return scores[a] != scores[b] ? scores[a] > scores[b] : a < b; };
+}
+
+// The `count` worst indices (count <= size) under better_in, ascending. One pass in index
+// order holds the worst seen so far, best first. A new index ties below every index held,
+// so it enters exactly when its score is not above the best one held (the cut), and the
+// scores above it are passed over by a vector scan. For a per-step press that drops one
+// entry of a long head this is a scan for the minimum, not a selection over every index.
+std::vector<int32_t> worst_few(std::span<const float> scores, int64_t count) {
+  const auto better = better_in(scores);
   const auto n = static_cast<int64_t>(scores.size());
   std::vector<int32_t> worst;
   if (count == 0) return worst;
@@ -88,23 +94,16 @@ std::vector<int32_t> worst_few(std::span<const float> scores, int64_t count, con
 std::vector<int32_t> outside_top_k(std::span<const float> scores, int64_t k) {
   const auto n = static_cast<int64_t>(scores.size());
   k = std::clamp<int64_t>(k, 0, n);
-  auto better = [&](int32_t a, int32_t b) {
-    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-  };
-  if (n - k <= kFewDropped) return worst_few(scores, n - k, better);
+  if (n - k <= kFewDropped) return worst_few(scores, n - k);
   return complement(top_k(scores, k), n);
 }
 
 std::vector<int32_t> top_k(std::span<const float> scores, int64_t k) {
   const auto n = static_cast<int64_t>(scores.size());
   k = std::clamp<int64_t>(k, 0, n);
-  auto better = [&](int32_t a, int32_t b) {
-    return scores[a] != scores[b] ? scores[a] > scores[b] : a < b;
-  };
-  // `better` is a strict total order, so the k best are one set whatever the algorithm.
-  if (n - k <= kFewDropped) return complement(worst_few(scores, n - k, better), n);
+  if (n - k <= kFewDropped) return complement(worst_few(scores, n - k), n);
   std::vector<int32_t> order = index_range(0, n);
-  std::nth_element(order.begin(), order.begin() + k, order.end(), better);
+  std::nth_element(order.begin(), order.begin() + k, order.end(), better_in(scores));
   // Ascending by a sweep over the marked indices, not a sort.
   std::vector<char> kept(static_cast<size_t>(n), 0);
   for (int64_t i = 0; i < k; ++i) kept[static_cast<size_t>(order[static_cast<size_t>(i)])] = 1;

@@ -25,16 +25,16 @@ void softmax_row(float* row, int64_t visible, int64_t width, float scale) {
 }
 
 // Decode: the query heads [h0, h0 + heads) that share one KV head, all at the newest
-// position, as one block, so each key and value is read once for the whole group. With
-// `kept`, the scaled scores are copied there first (row r at kept + r * length).
+// position, as one block, so each key and value is read once for the whole group. The
+// probabilities are computed in `probs` ([heads x length]: the thread's scratch, or the
+// caller's buffer when it keeps them).
 void attend_group(const float* queries, int64_t heads, const KvHeadView& kv, int64_t head_dim,
-                  float scale, float* scores, float* tile, float* out, float* kept) {
+                  float scale, float* probs, float* tile, float* out) {
   const int64_t len = kv.length;
-  kv_key_scores(queries, head_dim, heads, kv.keys, 0, len, scores, len, tile);
-  scale_f32(scale, scores, heads * len);
-  if (kept != nullptr) std::copy(scores, scores + heads * len, kept);
-  for (int64_t r = 0; r < heads; ++r) softmax_f32(scores + r * len, len);
-  kv_weighted_values(scores, len, heads, kv.values, len, out, head_dim, tile);
+  kv_key_scores(queries, head_dim, heads, kv.keys, 0, len, probs, len, tile);
+  scale_f32(scale, probs, heads * len);
+  for (int64_t r = 0; r < heads; ++r) softmax_f32(probs + r * len, len);
+  kv_weighted_values(probs, len, heads, kv.values, len, out, head_dim, tile);
 }
 
 // Prefill: a block of query rows [r0, r1) of one head, causal over its batch.
@@ -67,10 +67,11 @@ void attention(const float* queries, int64_t n, const AttentionShape& shape,
     // One item per (KV head, chunk of its query heads); a chunk fits the score scratch.
     const int64_t chunks = (group + kQueryBlock - 1) / kQueryBlock;
     const int64_t item_work = std::min(group, kQueryBlock) * kv_heads[0].length * shape.head_dim;
-    if (scratch.keep_decode_scores) {
-      scratch.decode_scores.resize(static_cast<size_t>(shape.n_head_kv));
+    if (scratch.keep_decode_probabilities) {
+      scratch.decode_probabilities.resize(static_cast<size_t>(shape.n_head_kv));
       for (int64_t g = 0; g < shape.n_head_kv; ++g) {
-        scratch.decode_scores[static_cast<size_t>(g)].resize(static_cast<size_t>(group * kv_heads[static_cast<size_t>(g)].length));
+        scratch.decode_probabilities[static_cast<size_t>(g)].resize(
+            static_cast<size_t>(group * kv_heads[static_cast<size_t>(g)].length));
       }
     }
     pool.parallel_for(shape.n_head_kv * chunks, grain_for(item_work), [&](int64_t begin, int64_t end, int thread) {
@@ -81,11 +82,11 @@ void attention(const float* queries, int64_t n, const AttentionShape& shape,
         const int64_t h0 = g * group + item % chunks * kQueryBlock;
         const int64_t heads = std::min(kQueryBlock, (g + 1) * group - h0);
         const KvHeadView& kv = kv_heads[static_cast<size_t>(g)];
-        float* kept = scratch.keep_decode_scores
-                          ? scratch.decode_scores[static_cast<size_t>(g)].data() + (h0 - g * group) * kv.length
-                          : nullptr;
-        attend_group(queries + h0 * shape.head_dim, heads, kv, shape.head_dim, shape.scale, scores, tile,
-                     out + h0 * shape.head_dim, kept);
+        float* probs = scratch.keep_decode_probabilities
+                           ? scratch.decode_probabilities[static_cast<size_t>(g)].data() + (h0 - g * group) * kv.length
+                           : scores;
+        attend_group(queries + h0 * shape.head_dim, heads, kv, shape.head_dim, shape.scale, probs, tile,
+                     out + h0 * shape.head_dim);
       }
     });
     return;

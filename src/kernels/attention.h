@@ -17,6 +17,10 @@ struct KvHeadView {
   KvRows values;
   const int32_t* positions;
   int64_t length;
+  // Changes, to a value no head of any cache has had, whenever the head loses entries;
+  // appends keep it. A reader that saw the first k entries under one version sees the same
+  // first k entries while the version holds (0: unknown, never equal to a head's).
+  uint64_t version = 0;
 };
 
 struct AttentionShape {
@@ -30,11 +34,13 @@ struct AttentionShape {
 struct AttentionScratch {
   std::vector<std::vector<float>> scores;  // one [block_rows x capacity] buffer per thread
   std::vector<std::vector<float>> tiles;   // one kKvTileFloats buffer per thread (kv_rows.h)
-  // Set by the caller: a decode step (n == 1) also keeps its scaled scores here, per KV
-  // head g [group x length of g]: query head g * group + a's scale * q . k_j at a * length
-  // + j, for observers that would otherwise compute them again (AttentionEvent::scores).
-  bool keep_decode_scores = false;
-  std::vector<std::vector<float>> decode_scores;
+  // Set by the caller: a decode step (n == 1) also keeps its attention probabilities
+  // here, per KV head g [group x length of g]: query head g * group + a's softmax over j of
+  // scale * q . k_j at a * length + j, for observers that would otherwise compute them
+  // again (AttentionEvent::probabilities). The attention computes them in that buffer, so
+  // keeping them costs no copy.
+  bool keep_decode_probabilities = false;
+  std::vector<std::vector<float>> decode_probabilities;
   void reserve(int n_threads, int64_t capacity);
 };
 

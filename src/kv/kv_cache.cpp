@@ -1,6 +1,7 @@
 #include "kv/kv_cache.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "deferkv/error.h"
@@ -18,6 +19,11 @@ const int32_t* as_positions(const ReservedBuffer& b) {
 
 }  // namespace
 
+void KvCache::renew_version(HeadStore& h) {
+  static std::atomic<uint64_t> next{1};  // shared by every cache, so versions never repeat
+  h.version = next.fetch_add(1, std::memory_order_relaxed);
+}
+
 KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvCacheTypes types)
     : n_layer_(n_layer), n_head_kv_(n_head_kv), head_dim_(head_dim), capacity_(capacity), types_(types),
       layer_peak_bytes_(static_cast<size_t>(n_layer), 0) {
@@ -31,6 +37,7 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t c
     h.keys = ReservedBuffer(slots * static_cast<size_t>(key_row_bytes_));
     h.values = ReservedBuffer(slots * static_cast<size_t>(value_row_bytes_));
     h.positions = ReservedBuffer(slots * sizeof(int32_t));
+    renew_version(h);
   }
 }
 
@@ -47,7 +54,8 @@ const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
   return as_positions(h.positions) + h.start;
 }
 KvHeadView KvCache::view(int64_t layer, int64_t kv_head) const {
-  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), length(layer, kv_head)};
+  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), length(layer, kv_head),
+          version(layer, kv_head)};
 }
 
 int64_t KvCache::entries(int64_t layer) const {
@@ -176,6 +184,7 @@ void KvCache::erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& 
 void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped) {
   const auto n = static_cast<int64_t>(dropped.size());
   if (n == 0) return;
+  renew_version(h);
   const auto at = [&](int64_t k) { return static_cast<int64_t>(dropped[static_cast<size_t>(k)]); };
   const int64_t after_first = h.length - at(0) - n;  // kept entries after the first dropped
   const int64_t before_last = at(n - 1) - (n - 1);   // kept entries before the last dropped
@@ -205,7 +214,9 @@ void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped) {
 void KvCache::truncate(int32_t position) {
   for (auto& h : heads_) {
     const int32_t* positions = as_positions(h.positions) + h.start;
-    shrink(h, std::lower_bound(positions, positions + h.length, position) - positions);
+    const int64_t kept = std::lower_bound(positions, positions + h.length, position) - positions;
+    if (kept < h.length) renew_version(h);
+    shrink(h, kept);
   }
   recount();
 }
@@ -245,6 +256,7 @@ void KvCache::restore(const Snapshot& s) {
     HeadStore& h = heads_[i];
     h.start = 0;  // the slots before the old window become the tail, released below
     h.unused_from = 0;
+    renew_version(h);
     std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size());
     std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size());
     std::memcpy(h.positions.data(), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));

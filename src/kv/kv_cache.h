@@ -60,8 +60,10 @@ class KvCache {
   KvRows values(int64_t layer, int64_t kv_head) const;
   // Original positions, ascending within each head.
   const int32_t* positions(int64_t layer, int64_t kv_head) const;
-  // Keys, values, positions and length of one head, as the attention kernels take it.
+  // Keys, values, positions, length and version of one head, as the attention kernels take it.
   KvHeadView view(int64_t layer, int64_t kv_head) const;
+  // See KvHeadView::version.
+  uint64_t version(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).version; }
 
   // Keeps only the entries at `indices` (strictly increasing, each < length) of one
   // head, in order; the rest are freed.
@@ -109,6 +111,7 @@ class KvCache {
     int64_t length = 0;
     int64_t touched = 0;     // the highest slot end held since the tail's pages were last released
     int64_t unused_from = 0;  // slots below it before the window were released already
+    uint64_t version = 0;     // KvHeadView::version
   };
   HeadStore& head(int64_t layer, int64_t kv_head) {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
@@ -118,6 +121,8 @@ class KvCache {
   }
   // Sets a head's length; returns the pages past it to the OS once they are a batch.
   void shrink(HeadStore& h, int64_t length);
+  // Gives a head that lost or replaced entries a new version.
+  static void renew_version(HeadStore& h);
   // Drops entries (strictly increasing indices), moving the shorter side of them.
   void drop_entries(HeadStore& h, const std::vector<int32_t>& dropped);
   // Returns the pages before the window to the OS once they are a batch.

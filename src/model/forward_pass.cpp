@@ -190,11 +190,11 @@ void ForwardPass::attend(int64_t layer, const ForwardSegment& segment, int64_t f
                              1.0f / std::sqrt(static_cast<float>(c.head_dim))};
   const float* queries = q_.data() + first * c.q_dim();
   const bool tapped = segment.attention_tap != nullptr && *segment.attention_tap;
-  attention_scratch_.keep_decode_scores = tapped;  // the observers' scores, computed once
+  attention_scratch_.keep_decode_probabilities = tapped;  // the observers' probabilities, computed once
   attention(queries, segment.n, shape, kv_views_, attn_out_.data() + first * c.q_dim(), attention_scratch_, pool_);
   if (tapped) {
     (*segment.attention_tap)(AttentionEvent{layer, segment.n, segment.positions, queries, shape, kv_views_, rotary_, pool_,
-                                            segment.n == 1 ? &attention_scratch_.decode_scores : nullptr});
+                                            segment.n == 1 ? &attention_scratch_.decode_probabilities : nullptr});
   }
 }
 

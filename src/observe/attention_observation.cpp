@@ -33,45 +33,38 @@ int64_t visible_entries(const KvHeadView& kv, int32_t position) {
   return std::upper_bound(kv.positions, kv.positions + kv.length, position) - kv.positions;
 }
 
-// A block of scaled scores: row r, column c (= scale * q_r . k_{c0 + c}) at
-// rows[r * stride + c].
-struct ScoreBlock {
-  const float* rows;
-  int64_t stride;
-};
-
-// The block's scores: float32 products against the stored keys (dequantised into `tile`
-// unless f32) written to `scores`, or read in place from the attention's `kept` scores of
-// this head (row r at kept + r * length).
-ScoreBlock score_block(const GroupRows& g, int64_t rows, const KvHeadView& kv, int64_t head_dim, float scale,
-                       int64_t c0, int64_t width, float* scores, float* tile, const float* kept) {
-  if (kept != nullptr) return {kept + c0, kv.length};
+// The block's scaled scores, float32 products against the stored keys (dequantised into
+// `tile` unless f32): row r, column c (= scale * q_r . k_{c0 + c}) at scores[r * width + c].
+void score_block(const GroupRows& g, int64_t rows, const KvHeadView& kv, int64_t head_dim, float scale, int64_t c0,
+                 int64_t width, float* scores, float* tile) {
   kv_key_scores(g.queries.data(), head_dim, rows, kv.keys, c0, width, scores, width, tile);
   scale_f32(scale, scores, rows * width);
-  return {scores, width};
 }
 
-// The attention's kept scores of each KV head when they serve these queries, else nullptr.
-std::vector<const float*> kept_scores(const ObservedQueries& q, int64_t group, const std::vector<KvHeadView>& kv) {
+// The attention's kept probabilities of each KV head when they serve this one query (it
+// sees every entry, and they were kept for these heads' lengths), else nullptr.
+std::vector<const float*> kept_probabilities(const ObservedQueries& q, int64_t group, const std::vector<KvHeadView>& kv) {
   std::vector<const float*> out(kv.size(), nullptr);
-  if (q.scores == nullptr || q.m != 1 || q.scores->size() != kv.size()) return out;
+  if (q.probabilities == nullptr || q.probabilities->size() != kv.size()) return out;
   for (size_t g = 0; g < kv.size(); ++g) {
-    const std::vector<float>& s = (*q.scores)[g];
-    if (static_cast<int64_t>(s.size()) != group * kv[g].length) return std::vector<const float*>(kv.size(), nullptr);
-    out[g] = s.data();
+    const std::vector<float>& p = (*q.probabilities)[g];
+    if (static_cast<int64_t>(p.size()) != group * kv[g].length || visible_entries(kv[g], q.positions[0]) != kv[g].length) {
+      return std::vector<const float*>(kv.size(), nullptr);
+    }
+    out[g] = p.data();
   }
   return out;
 }
 
-// dst[c] = row-reduce(dst[c], group-reduce over a of head_acc[a * width + c] * head weight a)
+// dst[c] = row-reduce(dst[c], group-reduce over a of head_acc[a * ld + c] * head weight a)
 // for c < width; probabilities are >= 0, so 0 also starts a max. `reduced`: width floats
 // of scratch. Without head weights a sum or mean runs as vector passes over the columns,
 // adding the heads in the same order, so it rounds as the column-by-column loop does.
-void reduce_group(const float* head_acc, int64_t group, int64_t width, const float* head_weights,
+void reduce_group(const float* head_acc, int64_t ld, int64_t group, int64_t width, const float* head_weights,
                   GroupReduction group_reduction, RowReduction row_reduction, float* reduced, float* dst) {
   if (head_weights == nullptr && group_reduction != GroupReduction::kMax) {
     std::copy(head_acc, head_acc + width, reduced);  // 0 + x, exactly x
-    for (int64_t a = 1; a < group; ++a) add_f32(head_acc + a * width, reduced, width);
+    for (int64_t a = 1; a < group; ++a) add_f32(head_acc + a * ld, reduced, width);
     if (group_reduction == GroupReduction::kMean) divide_f32(reduced, static_cast<float>(group), width);
     if (row_reduction == RowReduction::kWeightedSum) {
       add_f32(reduced, dst, width);
@@ -83,7 +76,7 @@ void reduce_group(const float* head_acc, int64_t group, int64_t width, const flo
   for (int64_t c = 0; c < width; ++c) {
     float v = 0.0f;
     for (int64_t a = 0; a < group; ++a) {
-      const float x = head_acc[a * width + c] * (head_weights != nullptr ? head_weights[a] : 1.0f);
+      const float x = head_acc[a * ld + c] * (head_weights != nullptr ? head_weights[a] : 1.0f);
       v = group_reduction == GroupReduction::kMax ? std::max(v, x) : v + x;
     }
     if (group_reduction == GroupReduction::kMean) v /= static_cast<float>(group);
@@ -91,12 +84,61 @@ void reduce_group(const float* head_acc, int64_t group, int64_t width, const flo
   }
 }
 
+// One query (a decode step, or the last prompt query): each query head's whole row of
+// probabilities at once, computed as the decode attention computes them (scores, scale,
+// softmax_f32 over the visible entries), so the attention's kept probabilities serve as
+// they are and the two give the same floats.
+void observe_one_query(const ObservedQueries& q, const AttentionShape& shape, const std::vector<KvHeadView>& kv,
+                       RowReduction row_reduction, GroupReduction group_reduction,
+                       std::vector<std::vector<float>>& out, ThreadPool& pool) {
+  const int64_t n_kv = shape.n_head_kv;
+  const int64_t group = shape.n_head / n_kv;
+  const int64_t d = shape.head_dim;
+  const std::vector<const float*> kept = kept_probabilities(q, group, kv);
+  // A row's weight scales a sum (w * p: 0 + w * p exactly); a max of one row is the row.
+  const float weight = q.weights != nullptr && row_reduction == RowReduction::kWeightedSum ? q.weights[0] : 1.0f;
+  int64_t longest = 0;
+  for (const KvHeadView& head : kv) longest = std::max(longest, head.length);
+  const int64_t item_work = group * longest * (kept[0] != nullptr ? 1 : d);
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
+  pool.parallel_for(n_kv, grain, [&](int64_t begin, int64_t end, int) {
+    float* rows = thread_scratch(group * longest + kKvTileFloats + longest);
+    float* tile = rows + group * longest;
+    float* reduced = tile + kKvTileFloats;
+    for (int64_t g = begin; g < end; ++g) {
+      const KvHeadView& head = kv[static_cast<size_t>(g)];
+      const int64_t len = head.length;
+      const int64_t from = q.from != nullptr ? std::clamp<int64_t>(q.from[g], 0, len) : 0;
+      if (from == len) continue;
+      const float* probs = kept[static_cast<size_t>(g)];
+      if (probs == nullptr) {
+        const int64_t visible = visible_entries(head, q.positions[0]);
+        kv_key_scores(q.queries + g * group * d, d, group, head.keys, 0, len, rows, len, tile);
+        scale_f32(shape.scale, rows, group * len);
+        for (int64_t a = 0; a < group; ++a) {
+          float* row = rows + a * len;
+          softmax_f32(row, visible);
+          std::fill(row + visible, row + len, 0.0f);
+        }
+        probs = rows;
+      }
+      if (weight != 1.0f) {
+        if (probs != rows) std::copy(probs, probs + group * len, rows);
+        scale_f32(weight, rows, group * len);
+        probs = rows;
+      }
+      reduce_group(probs + from, len, group, len - from, q.head_weights != nullptr ? q.head_weights + g * group : nullptr,
+                   group_reduction, row_reduction, reduced, out[static_cast<size_t>(g)].data() + from);
+    }
+  });
+}
+
 }  // namespace
 
 ObservedQueries observed_rows(const AttentionEvent& event, int64_t skip, const float* weights) {
   const int64_t stride = event.shape.n_head * event.shape.head_dim;
   ObservedQueries q{event.queries + skip * stride, stride, event.positions + skip, weights, event.n - skip};
-  if (event.n == 1 && skip == 0) q.scores = event.scores;
+  if (event.n == 1 && skip == 0) q.probabilities = event.probabilities;
   return q;
 }
 
@@ -104,6 +146,10 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
                        const std::vector<KvHeadView>& kv, RowReduction row_reduction,
                        GroupReduction group_reduction, std::vector<std::vector<float>>& out,
                        ThreadPool& pool) {
+  if (q.m == 1) {
+    observe_one_query(q, shape, kv, row_reduction, group_reduction, out, pool);
+    return;
+  }
   const int64_t n_kv = shape.n_head_kv;
   const int64_t group = shape.n_head / n_kv;
   const int64_t d = shape.head_dim;
@@ -126,11 +172,9 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
     max_blocks = std::max(max_blocks, (kv[static_cast<size_t>(g)].length + kColumnBlock - 1) / kColumnBlock);
   }
   if (max_blocks == 0) return;
-  const std::vector<const float*> kept = kept_scores(q, group, kv);
 
-  // Items too small to repay waking a worker are grouped (about 64K multiply-adds each; a
-  // block of kept scores costs an exp per score, counted as 8).
-  const int64_t item_work = rows * kColumnBlock * (kept[0] != nullptr ? 8 : d);
+  // Items too small to repay waking a worker are grouped (about 64K multiply-adds each).
+  const int64_t item_work = rows * kColumnBlock * d;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / std::max<int64_t>(1, item_work));
   // Calls fn(g, b, c0, width, block, extra) for every (KV head g, column block b) in
   // parallel (with wanted_only, the blocks holding a wanted entry): `block` holds the
@@ -145,9 +189,8 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
         const int64_t c0 = b * kColumnBlock;
         const int64_t width = std::min(kColumnBlock, head.length - c0);
         if (width <= 0 || (wanted_only && q.from != nullptr && c0 + width <= q.from[g])) continue;
-        const ScoreBlock block = score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width,
-                                             scores, tile, kept[static_cast<size_t>(g)]);
-        fn(g, b, c0, width, block, tile + kKvTileFloats);
+        score_block(groups[static_cast<size_t>(g)], rows, head, d, shape.scale, c0, width, scores, tile);
+        fn(g, b, c0, width, scores, tile + kKvTileFloats);
       }
     });
   };
@@ -156,12 +199,12 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
   // columns of the block; then combined into the row's log-sum-exp.
   std::vector<float> block_max(static_cast<size_t>(n_kv * max_blocks * rows), kNegInf);
   std::vector<float> block_sum(block_max.size(), 0.0f);
-  for_each_block(0, false, [&](int64_t g, int64_t b, int64_t c0, int64_t width, const ScoreBlock& block, float*) {
+  for_each_block(0, false, [&](int64_t g, int64_t b, int64_t c0, int64_t width, const float* block, float*) {
     const GroupRows& gr = groups[static_cast<size_t>(g)];
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t n = std::min(width, gr.visible[static_cast<size_t>(r)] - c0);
       if (n <= 0) continue;
-      const float* row = block.rows + r * block.stride;
+      const float* row = block + r * width;
       const float max = max_f32(row, n);
       const size_t at = static_cast<size_t>((g * max_blocks + b) * rows + r);
       block_max[at] = max;
@@ -183,29 +226,20 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
     }
   }
 
-  // Pass 2: probabilities per column block, reduced over rows then over the group. With
-  // one query and no row weights a head's probabilities are its row-reduced values, so
-  // they are written there directly.
-  const bool one_unweighted_row = q.m == 1 && q.weights == nullptr && row_reduction == RowReduction::kWeightedSum;
+  // Pass 2: probabilities per column block, reduced over rows then over the group.
   for_each_block((group + 2) * kColumnBlock, true, [&](int64_t g, int64_t, int64_t c0, int64_t width,
-                                                       const ScoreBlock& block, float* head_acc) {
+                                                       const float* block, float* head_acc) {
     const GroupRows& gr = groups[static_cast<size_t>(g)];
     float* probs = head_acc + group * kColumnBlock;  // one row's probabilities
     float* reduced = probs + kColumnBlock;           // the group's reduction
-    if (!one_unweighted_row) std::fill(head_acc, head_acc + group * width, 0.0f);
+    std::fill(head_acc, head_acc + group * width, 0.0f);
     for (int64_t a = 0; a < group; ++a) {
       float* acc = head_acc + a * width;
       for (int64_t i = 0; i < q.m; ++i) {
         const int64_t r = a * q.m + i;
         const int64_t n = std::clamp<int64_t>(gr.visible[static_cast<size_t>(r)] - c0, 0, width);
-        const float* row = block.rows + r * block.stride;
-        if (one_unweighted_row) {  // acc = 0 + 1 * p, exactly p
-          exp_shift_to_f32(row, gr.lse[static_cast<size_t>(r)], n, acc);
-          std::fill(acc + n, acc + width, 0.0f);
-          continue;
-        }
         if (n == 0) continue;
-        exp_shift_to_f32(row, gr.lse[static_cast<size_t>(r)], n, probs);
+        exp_shift_to_f32(block + r * width, gr.lse[static_cast<size_t>(r)], n, probs);
         if (row_reduction == RowReduction::kMax) {
           for (int64_t c = 0; c < n; ++c) acc[c] = std::max(acc[c], probs[c]);
         } else {
@@ -213,7 +247,7 @@ void observe_attention(const ObservedQueries& q, const AttentionShape& shape,
         }
       }
     }
-    reduce_group(head_acc, group, width, q.head_weights != nullptr ? q.head_weights + g * group : nullptr,
+    reduce_group(head_acc, width, group, width, q.head_weights != nullptr ? q.head_weights + g * group : nullptr,
                  group_reduction, row_reduction, reduced, out[static_cast<size_t>(g)].data() + c0);
   });
 }

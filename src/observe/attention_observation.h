@@ -3,10 +3,14 @@
 // group, for every entry of every KV head: what the eviction methods score with.
 //
 // P_i^h(j) = exp(scale q_i^h . k_j - LSE_i^h), the softmax over every entry query i can
-// see (position <= its own). The probabilities are streamed in column blocks (a first
-// pass finds each row's log-sum-exp, a second accumulates exp(s - LSE) per column), so
-// no [queries x entries] matrix is held. Work is split over (KV head, column block):
-// every output element is written by one thread, in a fixed order (deterministic).
+// see (position <= its own). For several queries the probabilities are streamed in column
+// blocks (a first pass finds each row's log-sum-exp, a second accumulates exp(s - LSE)
+// per column), so no [queries x entries] matrix is held; work is split over (KV head,
+// column block). One query (a decode step, the last prompt query) takes each head's
+// whole row at once, as the decode attention does (softmax_f32 of the scaled scores), so
+// the attention's own probabilities can serve instead; work is split over KV heads.
+// Either way every output element is written by one thread, in a fixed order
+// (deterministic).
 #include <cstdint>
 #include <vector>
 
@@ -28,10 +32,11 @@ struct ObservedQueries {
   int64_t m;
   const float* head_weights = nullptr;  // [n_head] weight of each query head in the group
                                         // reduction (0 leaves a head out); nullptr: all 1
-  // For one query (m == 1) whose scaled scores the attention kept (AttentionEvent::scores):
-  // read instead of computed again. They are the same floats the products here would give
-  // (same kernel, same key tiles, same scaling), so the result is identical, only cheaper.
-  const std::vector<std::vector<float>>* scores = nullptr;
+  // For one query (m == 1) whose probabilities the attention kept
+  // (AttentionEvent::probabilities): read instead of computed again. They are the same
+  // floats the one-query path computes (same kernels, same key tiles, same scaling, same
+  // softmax), so the result is identical, only cheaper.
+  const std::vector<std::vector<float>>* probabilities = nullptr;
   // [n_head_kv] or nullptr: only the entries j >= from[g] of head g are wanted; out[g][j]
   // below may be left as it was or accumulated into. The probabilities are still normalised
   // over every visible entry, but the second pass skips the column blocks before from[g].
@@ -39,7 +44,7 @@ struct ObservedQueries {
 };
 
 // The event's rows from `skip` on, with `weights` (see ObservedQueries), and the attention's
-// kept scores when those rows are the decode step's one query.
+// kept probabilities when those rows are the decode step's one query.
 ObservedQueries observed_rows(const AttentionEvent& event, int64_t skip, const float* weights);
 
 // out[g] must hold at least kv[g].length values. Accumulates, for each entry j of KV

@@ -23,9 +23,10 @@ struct AttentionEvent {
   const std::vector<KvHeadView>& kv;     // the layer's cache, this batch included
   const Rotary& rotary;                  // the model's RoPE (queries and keys carry it)
   ThreadPool& pool;
-  // A decode step's (n == 1) scaled scores as the attention computed them, per KV head
-  // (AttentionScratch::decode_scores); nullptr when not kept. observed_rows passes them on.
-  const std::vector<std::vector<float>>* scores = nullptr;
+  // A decode step's (n == 1) attention probabilities as the attention computed them, per
+  // KV head (AttentionScratch::decode_probabilities); nullptr when not kept. observed_rows
+  // passes them on.
+  const std::vector<std::vector<float>>* probabilities = nullptr;
 };
 
 using AttentionTap = std::function<void(const AttentionEvent&)>;

@@ -1,4 +1,4 @@
-// Per-step presses on the decode step's kept attention scores (AttentionEvent::scores)
+// Per-step presses on the decode step's kept attention probabilities (AttentionEvent::probabilities)
 // against the same presses computing every score themselves (the event passed on without
 // them): the kept sets and the logits of every step must be the same, bit for bit, on
 // every cache type. (The kept sets themselves are checked against the f64 reference in
@@ -17,7 +17,7 @@
 namespace deferkv {
 namespace {
 
-// Forwards every hook to `inner`, but hides the attention's kept scores from it.
+// Forwards every hook to `inner`, but hides the attention's kept probabilities from it.
 class WithoutKeptScores final : public Press {
  public:
   explicit WithoutKeptScores(std::unique_ptr<Press> inner) : inner_(std::move(inner)) {}
@@ -25,7 +25,7 @@ class WithoutKeptScores final : public Press {
   void on_prefill_begin(int64_t first, int64_t n) override { inner_->on_prefill_begin(first, n); }
   void on_attention(const AttentionEvent& event) override {
     AttentionEvent hidden = event;
-    hidden.scores = nullptr;
+    hidden.probabilities = nullptr;
     inner_->on_attention(hidden);
   }
   void on_prefill_end(KvCache& cache) override { inner_->on_prefill_end(cache); }
@@ -75,7 +75,7 @@ Trace run(const std::string& spec, const std::string& cache_type, bool hide_scor
   return trace;
 }
 
-TEST(PerStepCapture, KeptScoresChangeNeitherKeptSetsNorLogits) {
+TEST(PerStepCapture, KeptProbabilitiesChangeNeitherKeptSetsNorLogits) {
   for (const std::string spec : {"moment_kv:decode_budget=8", "tova", "h2o:per_step=true", "snapkv:window=8,every=3",
                                  "streaming_llm:per_step=true", "snapkv:window=8+moment_kv:decode_budget=8"}) {
     for (const std::string& type : testing::press_test_cache_types()) {

@@ -105,26 +105,31 @@ void erase_indices(std::vector<T>& v, const std::vector<int32_t>& indices) {
   v.erase(out, v.end());
 }
 
-bool same_entries(const std::vector<int32_t>& captured, const int32_t* positions, int64_t n) {
-  return static_cast<int64_t>(captured.size()) <= n && std::equal(captured.begin(), captured.end(), positions);
-}
-
 }  // namespace
+
+void ScoredPress::Captured::fit(size_t g, const KvHeadView& head) {
+  if (values.size() <= g) {
+    values.resize(g + 1);
+    positions.resize(g + 1);
+  }
+  versions.resize(values.size(), 0);
+  std::vector<float>& v = values[g];
+  std::vector<int32_t>& p = positions[g];
+  const auto n = static_cast<size_t>(head.length);
+  if (versions[g] == head.version && p.size() <= n) {
+    p.insert(p.end(), head.positions + p.size(), head.positions + n);
+  } else {
+    v.resize(p.size(), 0.0f);  // forgotten values score 0
+    v = by_position(v, p, head.positions, head.length);
+    p.assign(head.positions, head.positions + n);
+  }
+  v.resize(n, 0.0f);
+  versions[g] = head.version;
+}
 
 void ScoredPress::capture_rows(const AttentionEvent& event, int64_t skip, const float* weights,
                                Captured& into) const {
-  // Fit the capture to the heads' entries: new ones start at 0; if another press evicted
-  // since the last capture, the values follow their entries by position.
-  into.values.resize(event.kv.size());
-  into.positions.resize(event.kv.size());
-  for (size_t g = 0; g < event.kv.size(); ++g) {
-    const KvHeadView& kv = event.kv[g];
-    std::vector<float>& values = into.values[g];
-    std::vector<int32_t>& positions = into.positions[g];
-    if (!same_entries(positions, kv.positions, kv.length)) values = by_position(values, positions, kv.positions, kv.length);
-    values.resize(static_cast<size_t>(kv.length), 0.0f);
-    positions.assign(kv.positions, kv.positions + kv.length);
-  }
+  for (size_t g = 0; g < event.kv.size(); ++g) into.fit(g, event.kv[g]);
   observe_attention(observed_rows(event, skip, weights), event.shape, event.kv, parts_.capture.rows,
                     parts_.capture.group, into.values, event.pool);
 }
@@ -187,18 +192,8 @@ void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
 }
 
 void ScoredPress::match_to_cache(Captured& captured, const KvCache& cache, int64_t l) const {
-  captured.values.resize(static_cast<size_t>(cache.n_head_kv()));  // a head never observed scores 0
-  captured.positions.resize(captured.values.size());
-  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-    const int32_t* positions = cache.positions(l, g);
-    const int64_t len = cache.length(l, g);
-    std::vector<float>& values = captured.values[g];
-    if (!same_entries(captured.positions[g], positions, len)) {
-      values = by_position(values, captured.positions[g], positions, len);
-    }
-    values.resize(static_cast<size_t>(len), 0.0f);
-    captured.positions[g].assign(positions, positions + len);
-  }
+  // A head never observed scores 0.
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) captured.fit(static_cast<size_t>(g), cache.view(l, g));
 }
 
 std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t l, int64_t window) const {
@@ -277,27 +272,29 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
     if (!dropped[g].empty()) cache.erase(l, g, dropped[g]);
   }
-  keep_captured(l, dropped);
+  keep_captured(cache, l, dropped);
   ++evicted_layers_;
 }
 
-void ScoredPress::keep_captured(int64_t l, const std::vector<std::vector<int32_t>>& dropped) {
+void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& dropped) {
   for (auto& s : decode_attention_) s[static_cast<size_t>(l)] = {};
   Captured& c = prompt_attention_[static_cast<size_t>(l)];
   if (!parts_.trigger.per_step()) {
     c = {};  // once: done with
     return;
   }
-  if (parts_.capture.trigger_queries) {
-    c.forget();  // scored afresh by the next step's query
-    return;
-  }
   if (!parts_.capture.captures_anything()) return;
-  // The scores follow the entries kept, to be added to (H2O) or reused at the next step:
-  // the capture was matched to the cache's entries, so it drops the same indices.
+  // The capture was matched to the cache's entries, so it drops the same indices and stays
+  // matched to the head's new version. The scores follow the entries kept, to be added to
+  // (H2O) or reused at the next step, or are scored afresh by the next step's query.
   for (size_t g = 0; g < dropped.size(); ++g) {
-    erase_indices(c.values[g], dropped[g]);
     erase_indices(c.positions[g], dropped[g]);
+    c.versions[g] = cache.version(l, static_cast<int64_t>(g));
+    if (parts_.capture.trigger_queries) {
+      c.values[g].clear();
+    } else {
+      erase_indices(c.values[g], dropped[g]);
+    }
   }
 }
 

@@ -112,12 +112,18 @@ class ScoredPress : public Press {
   struct Captured {
     std::vector<std::vector<float>> values;       // [g][entry]
     std::vector<std::vector<int32_t>> positions;  // [g][entry]
-    // Empties every head's capture but keeps its memory, for a per-step press whose next
-    // step captures as many entries again (freeing and growing ~2 x 16 KB per head and
-    // layer every step at 4K entries made the allocator hand pages back and fault them in).
+    std::vector<uint64_t> versions;               // [g]: the head's version (KvHeadView) when fitted
+    // Fits head g to the head's entries, in place: one value per entry, in the head's order
+    // (a new entry scores 0; after another press's eviction the values follow their entries
+    // by position). Under the version it was last fitted to the head has only appended, so
+    // only the new entries' positions are copied.
+    void fit(size_t g, const KvHeadView& head);
+    // Zeroes every head's values but keeps their memory and the entries' positions, for a
+    // per-step press whose next step captures as many entries again (freeing and growing
+    // ~2 x 16 KB per head and layer every step at 4K entries made the allocator hand pages
+    // back and fault them in).
     void forget() {
       for (auto& v : values) v.clear();
-      for (auto& p : positions) p.clear();
     }
   };
   void capture_prompt(const AttentionEvent& event);
@@ -138,7 +144,7 @@ class ScoredPress : public Press {
   void match_to_cache(Captured& captured, const KvCache& cache, int64_t l) const;
   // What the captures of layer l become once it has dropped `dropped` (per head): freed,
   // or (per step) kept for the next eviction, following the entries kept.
-  void keep_captured(int64_t l, const std::vector<std::vector<int32_t>>& dropped);
+  void keep_captured(const KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& dropped);
 
   std::string description_;
   KvBudget budget_;

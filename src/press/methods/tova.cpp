@@ -6,6 +6,8 @@
 // step drops n entries, by that step's query). No window or sinks.
 #include "press/core/scored_press.h"
 
+#include "kernels/vec.h"
+
 namespace deferkv {
 namespace {
 
@@ -22,12 +24,13 @@ class TovaPress final : public ScoredPress {
       if (layer.candidates[g] != layer.candidates[0]) return layer.candidate_attention();
     }
     // Every KV head serves the same number of query heads, so the mean of the group
-    // means is the mean over all query heads: one ranking for every KV head.
-    std::vector<float> mean(static_cast<size_t>(layer.candidates[0]), 0.0f);
-    for (int64_t g = 0; g < heads; ++g) {
-      const float* h = layer.prompt_attention[static_cast<size_t>(g)].data();
-      for (size_t j = 0; j < mean.size(); ++j) mean[j] += h[j] / static_cast<float>(heads);
-    }
+    // means is the mean over all query heads: one ranking for every KV head (summed, then
+    // divided once, by vector passes: this runs at every decode step).
+    const int64_t c = layer.candidates[0];
+    const std::vector<float>& first = layer.prompt_attention[0];
+    std::vector<float> mean(first.begin(), first.begin() + c);
+    for (int64_t g = 1; g < heads; ++g) add_f32(layer.prompt_attention[static_cast<size_t>(g)].data(), mean.data(), c);
+    divide_f32(mean.data(), static_cast<float>(heads), c);
     return std::vector<std::vector<float>>(static_cast<size_t>(heads), mean);
   }
 

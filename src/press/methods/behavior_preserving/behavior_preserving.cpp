@@ -124,7 +124,7 @@ class BehaviorPreservingPress final : public Press {
     readout_->attention_output(l, attention_output_.data());
     std::vector<KvHeadView> kv;
     for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-      kv.push_back({cache.keys(l, g), cache.values(l, g), cache.positions(l, g), cache.length(l, g)});
+      kv.push_back(cache.view(l, g));
     }
     model_.build(std::move(references), attention_output_, readout_->n_embd(), shape_, kv, quota.candidates, *pool_);
     return choose_deletions(model_, quota.over_budget, settings_.greedy, *pool_);

@@ -2,6 +2,8 @@
 // Causal multi-head attention over a ragged per-KV-head cache (GQA: query head h
 // reads KV head h / group).
 #include <cstdint>
+#include <limits>
+#include <span>
 #include <vector>
 
 #include "kernels/kv_rows.h"
@@ -10,6 +12,13 @@ namespace deferkv {
 
 class ThreadPool;
 
+// A rollback of a KV head (KvCache::truncate, restore): from `version` on, its entries at
+// `position` or later may be other tokens than the ones held there before.
+struct KvRollback {
+  uint64_t version;
+  int32_t position;
+};
+
 // One KV head's stored entries: length rows of head_dim keys and values in their
 // storage types, and the original position of each (ascending).
 struct KvHeadView {
@@ -17,10 +26,22 @@ struct KvHeadView {
   KvRows values;
   const int32_t* positions;
   int64_t length;
-  // Changes, to a value no head of any cache has had, whenever the head loses entries;
-  // appends keep it. A reader that saw the first k entries under one version sees the same
-  // first k entries while the version holds (0: unknown, never equal to a head's).
+  // Changes, to a value larger than any head of any cache has had, whenever the head loses
+  // entries; appends keep it. A reader that saw the first k entries under one version sees
+  // the same first k entries while the version holds (0: unknown, never equal to a head's).
   uint64_t version = 0;
+  // The head's rollbacks, versions and positions both increasing (a later rollback to an
+  // earlier position replaces those after it).
+  std::span<const KvRollback> rollbacks;
+
+  // The first position whose entry may be another token than under version `since`
+  // (INT32_MAX: none): entries below it that both versions hold are the same tokens.
+  int32_t refilled_from(uint64_t since) const {
+    for (const KvRollback& r : rollbacks) {
+      if (r.version > since) return r.position;
+    }
+    return std::numeric_limits<int32_t>::max();
+  }
 };
 
 struct AttentionShape {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <limits>
 
 #include "deferkv/error.h"
 #include "kernels/quant.h"
@@ -22,6 +23,12 @@ const int32_t* as_positions(const ReservedBuffer& b) {
 void KvCache::renew_version(HeadStore& h) {
   static std::atomic<uint64_t> next{1};  // shared by every cache, so versions never repeat
   h.version = next.fetch_add(1, std::memory_order_relaxed);
+}
+
+void KvCache::roll_back(HeadStore& h, int32_t position) {
+  renew_version(h);
+  while (!h.rollbacks.empty() && h.rollbacks.back().position >= position) h.rollbacks.pop_back();
+  h.rollbacks.push_back({h.version, position});
 }
 
 KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t capacity, KvCacheTypes types)
@@ -54,8 +61,8 @@ const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
   return as_positions(h.positions) + h.start;
 }
 KvHeadView KvCache::view(int64_t layer, int64_t kv_head) const {
-  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), length(layer, kv_head),
-          version(layer, kv_head)};
+  const HeadStore& h = head(layer, kv_head);
+  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), h.length, h.version, h.rollbacks};
 }
 
 int64_t KvCache::entries(int64_t layer) const {
@@ -214,9 +221,10 @@ void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped) {
 void KvCache::truncate(int32_t position) {
   for (auto& h : heads_) {
     const int32_t* positions = as_positions(h.positions) + h.start;
-    const int64_t kept = std::lower_bound(positions, positions + h.length, position) - positions;
-    if (kept < h.length) renew_version(h);
-    shrink(h, kept);
+    // Even with nothing dropped: entries another eviction removed at these positions may
+    // come back as other tokens.
+    roll_back(h, position);
+    shrink(h, std::lower_bound(positions, positions + h.length, position) - positions);
   }
   recount();
 }
@@ -256,7 +264,7 @@ void KvCache::restore(const Snapshot& s) {
     HeadStore& h = heads_[i];
     h.start = 0;  // the slots before the old window become the tail, released below
     h.unused_from = 0;
-    renew_version(h);
+    roll_back(h, std::numeric_limits<int32_t>::min());  // every entry may be another token
     std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size());
     std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size());
     std::memcpy(h.positions.data(), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));

@@ -19,6 +19,11 @@
 // run. Attention reads the same entries in the same order either way, so its results do
 // not depend on where the window starts.
 //
+// Each head has a version (KvHeadView::version), renewed whenever it loses entries, and a
+// record of its rollbacks (truncate, restore), so what a reader saw of a head (a press's
+// captured attention) can be matched to it again cheaply: under the same version only
+// appends happened.
+//
 // Each head's storage is reserved up front and committed by the OS page by page as
 // entries arrive; retain(), erase() and truncate() hand the freed pages back, so evicting
 // entries lowers real memory, not only the byte counters. Pages go back in batches: a
@@ -112,6 +117,7 @@ class KvCache {
     int64_t touched = 0;     // the highest slot end held since the tail's pages were last released
     int64_t unused_from = 0;  // slots below it before the window were released already
     uint64_t version = 0;     // KvHeadView::version
+    std::vector<KvRollback> rollbacks;  // KvHeadView::rollbacks
   };
   HeadStore& head(int64_t layer, int64_t kv_head) {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
@@ -123,6 +129,9 @@ class KvCache {
   void shrink(HeadStore& h, int64_t length);
   // Gives a head that lost or replaced entries a new version.
   static void renew_version(HeadStore& h);
+  // Gives a head a new version from which its entries at `position` or later may be other
+  // tokens (a rollback).
+  static void roll_back(HeadStore& h, int32_t position);
   // Drops entries (strictly increasing indices), moving the shorter side of them.
   void drop_entries(HeadStore& h, const std::vector<int32_t>& dropped);
   // Returns the pages before the window to the OS once they are a batch.

@@ -80,55 +80,10 @@ auto& layer_of(Store& store, const AttentionEvent& event) {
   return store[static_cast<size_t>(event.layer)];
 }
 
-// values[g][i] for the entries at `positions` (ascending) from a capture of other entries
-// (ascending): an entry the capture did not see scores 0.
-std::vector<float> by_position(const std::vector<float>& values, const std::vector<int32_t>& captured,
-                               const int32_t* positions, int64_t n) {
-  std::vector<float> out(static_cast<size_t>(n), 0.0f);
-  size_t i = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    while (i < captured.size() && captured[i] < positions[j]) ++i;
-    if (i < captured.size() && captured[i] == positions[j]) out[j] = values[i];
-  }
-  return out;
-}
-
-// Removes the elements at `indices` (strictly increasing, each < v.size()), in place.
-template <typename T>
-void erase_indices(std::vector<T>& v, const std::vector<int32_t>& indices) {
-  if (indices.empty()) return;
-  auto out = v.begin() + indices[0];
-  for (size_t i = 0; i < indices.size(); ++i) {
-    const auto next = i + 1 < indices.size() ? v.begin() + indices[i + 1] : v.end();
-    out = std::move(v.begin() + indices[i] + 1, next, out);
-  }
-  v.erase(out, v.end());
-}
-
 }  // namespace
 
-void ScoredPress::Captured::fit(size_t g, const KvHeadView& head) {
-  if (values.size() <= g) {
-    values.resize(g + 1);
-    positions.resize(g + 1);
-  }
-  versions.resize(values.size(), 0);
-  std::vector<float>& v = values[g];
-  std::vector<int32_t>& p = positions[g];
-  const auto n = static_cast<size_t>(head.length);
-  if (versions[g] == head.version && p.size() <= n) {
-    p.insert(p.end(), head.positions + p.size(), head.positions + n);
-  } else {
-    v.resize(p.size(), 0.0f);  // forgotten values score 0
-    v = by_position(v, p, head.positions, head.length);
-    p.assign(head.positions, head.positions + n);
-  }
-  v.resize(n, 0.0f);
-  versions[g] = head.version;
-}
-
 void ScoredPress::capture_rows(const AttentionEvent& event, int64_t skip, const float* weights,
-                               Captured& into) const {
+                               CapturedAttention& into) const {
   for (size_t g = 0; g < event.kv.size(); ++g) into.fit(g, event.kv[g]);
   observe_attention(observed_rows(event, skip, weights), event.shape, event.kv, parts_.capture.rows,
                     parts_.capture.group, into.values, event.pool);
@@ -147,7 +102,7 @@ void ScoredPress::on_attention(const AttentionEvent& event) {
   if (step <= c.decode_steps) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
   if (c.all_decode_queries) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
   if (c.trigger_queries && parts_.trigger.fires_after(step)) {
-    Captured& layer = layer_of(prompt_attention_, event);
+    CapturedAttention& layer = layer_of(prompt_attention_, event);
     layer.forget();
     capture_rows(event, event.n - 1, nullptr, layer);
   }
@@ -191,7 +146,7 @@ void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
   if (parts_.trigger.fires_after(step)) evict(cache, step);
 }
 
-void ScoredPress::match_to_cache(Captured& captured, const KvCache& cache, int64_t l) const {
+void ScoredPress::match_to_cache(CapturedAttention& captured, const KvCache& cache, int64_t l) const {
   // A head never observed scores 0.
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) captured.fit(static_cast<size_t>(g), cache.view(l, g));
 }
@@ -259,7 +214,7 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   }
   const int64_t b = resolved_budget_;
   const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
-  Captured& prompt = prompt_attention_[l];
+  CapturedAttention& prompt = prompt_attention_[l];
   if (parts_.capture.captures_anything()) match_to_cache(prompt, cache, l);
   std::vector<std::vector<std::vector<float>>> decode;
   for (auto& s : decode_attention_) {
@@ -278,7 +233,7 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
 
 void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& dropped) {
   for (auto& s : decode_attention_) s[static_cast<size_t>(l)] = {};
-  Captured& c = prompt_attention_[static_cast<size_t>(l)];
+  CapturedAttention& c = prompt_attention_[static_cast<size_t>(l)];
   if (!parts_.trigger.per_step()) {
     c = {};  // once: done with
     return;
@@ -288,13 +243,7 @@ void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vect
   // matched to the head's new version. The scores follow the entries kept, to be added to
   // (H2O) or reused at the next step, or are scored afresh by the next step's query.
   for (size_t g = 0; g < dropped.size(); ++g) {
-    erase_indices(c.positions[g], dropped[g]);
-    c.versions[g] = cache.version(l, static_cast<int64_t>(g));
-    if (parts_.capture.trigger_queries) {
-      c.values[g].clear();
-    } else {
-      erase_indices(c.values[g], dropped[g]);
-    }
+    c.follow_erase(g, dropped[g], cache.version(l, static_cast<int64_t>(g)), !parts_.capture.trigger_queries);
   }
 }
 

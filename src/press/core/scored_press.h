@@ -24,6 +24,7 @@
 
 #include "deferkv/press.h"
 #include "observe/attention_observation.h"
+#include "press/core/captured_attention.h"
 #include "press/core/allocation.h"
 #include "press/core/press_params.h"
 #include "press/core/selection.h"
@@ -108,26 +109,8 @@ class ScoredPress : public Press {
   bool will_evict() const;
 
  private:
-  // Attention captured per entry of each KV head, with the entries' positions.
-  struct Captured {
-    std::vector<std::vector<float>> values;       // [g][entry]
-    std::vector<std::vector<int32_t>> positions;  // [g][entry]
-    std::vector<uint64_t> versions;               // [g]: the head's version (KvHeadView) when fitted
-    // Fits head g to the head's entries, in place: one value per entry, in the head's order
-    // (a new entry scores 0; after another press's eviction the values follow their entries
-    // by position). Under the version it was last fitted to the head has only appended, so
-    // only the new entries' positions are copied.
-    void fit(size_t g, const KvHeadView& head);
-    // Zeroes every head's values but keeps their memory and the entries' positions, for a
-    // per-step press whose next step captures as many entries again (freeing and growing
-    // ~2 x 16 KB per head and layer every step at 4K entries made the allocator hand pages
-    // back and fault them in).
-    void forget() {
-      for (auto& v : values) v.clear();
-    }
-  };
   void capture_prompt(const AttentionEvent& event);
-  void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, Captured& into) const;
+  void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, CapturedAttention& into) const;
   // Evicts every layer not evicted yet at this trigger, then ends the eviction.
   void evict(KvCache& cache, int64_t step);
   // Evicts layer l (the next one: evicted_layers_) at this trigger.
@@ -141,7 +124,7 @@ class ScoredPress : public Press {
   // Fits a capture to layer l's entries, in place: one value per entry, in the cache's
   // order (an entry it did not see scores 0; after another press's eviction the values
   // follow their entries by position).
-  void match_to_cache(Captured& captured, const KvCache& cache, int64_t l) const;
+  void match_to_cache(CapturedAttention& captured, const KvCache& cache, int64_t l) const;
   // What the captures of layer l become once it has dropped `dropped` (per head): freed,
   // or (per step) kept for the next eviction, following the entries kept.
   void keep_captured(const KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& dropped);
@@ -157,8 +140,8 @@ class ScoredPress : public Press {
   int64_t decode_origin_ = 0;
   int64_t resolved_budget_ = 0;
   bool pending_ = false;  // a prefill ran and its (first) eviction has not fired yet
-  std::vector<Captured> prompt_attention_;               // [layer]
-  std::vector<std::vector<Captured>> decode_attention_;  // [step][layer]
+  std::vector<CapturedAttention> prompt_attention_;               // [layer]
+  std::vector<std::vector<CapturedAttention>> decode_attention_;  // [step][layer]
   // The eviction under way: layers [0, evicted_layers_) are done; the selector carries the
   // chunk choice from layer to layer.
   int64_t evicted_layers_ = 0;

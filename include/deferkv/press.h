@@ -150,6 +150,14 @@ class Press {
   // scores nor evicts the question's entries, and decode step 1 is the first token fed
   // after the question. What each family does: docs/compression.md.
   virtual void on_question(int64_t first_position, int64_t n_tokens) {}
+  // Decode step `step`'s layer `layer` is done with its entries: its attention has run and
+  // been observed, and nothing later in the step reads them. A press whose work on the
+  // layer at this step needs nothing more may do it now, evicting while the layer's
+  // entries are still in the processor's caches (they were just read), and returns true:
+  // its on_decode_step leaves the layer alone. It must answer the same for every layer of
+  // a step; false (the default) leaves every layer to on_decode_step. Not every driver
+  // calls it, so on_decode_step must still do the work of any layer it was not given.
+  virtual bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) { return false; }
   // After decode step `step` (1 for the first token fed after the prefill); may evict.
   virtual void on_decode_step(KvCache& cache, int64_t step) {}
 

@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
@@ -74,6 +75,7 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
 }
 
 void Session::begin_prefill(const std::vector<int32_t>& tokens) {
+  decode_layers_ = {};  // a decode step that failed in a batch left its mark
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
@@ -233,7 +235,12 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
 void Session::decode(int32_t token) {
   const auto start = std::chrono::steady_clock::now();
   const ForwardSegment segment = decode_segment(token);
-  forward_->run(std::span(&segment, 1));
+  try {
+    forward_->run(std::span(&segment, 1));
+  } catch (...) {
+    decode_layers_ = {};
+    throw;
+  }
   end_decode(seconds_since(start));
 }
 
@@ -242,16 +249,18 @@ ForwardSegment Session::decode_segment(const int32_t& token) {
   check_token(token);
   decode_position_ = static_cast<int32_t>(n_past_);
   logits_.resize(static_cast<size_t>(model_->config().n_vocab));
+  decode_layers_ = {.step = decode_step_ + 1};
   return {&token, &decode_position_, 1, cache_.get(), &forward_->attention_tap(), &forward_->residual_tap(),
           logits_.data()};
 }
 
 void Session::end_decode(double seconds) {
+  const DecodeLayers layers = std::exchange(decode_layers_, {});
   ++n_past_;
-  timings_.decode_seconds += seconds;
+  timings_.decode_seconds += seconds - layers.eviction_seconds;  // timed as eviction
   ++timings_.decode_tokens;
   ++decode_step_;
-  if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); });
+  if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); }, layers.evicted);
 }
 
 template <typename Hook>
@@ -294,7 +303,17 @@ void Session::set_press(std::unique_ptr<Press> press) {
       return;
     }
     press_->on_attention(event);
-    if (!in_capability_) timings_.capture_seconds += seconds_since(start);
+    if (in_capability_) return;
+    timings_.capture_seconds += seconds_since(start);
+    if (decode_layers_.step > 0 && event.n == 1 && event.positions[0] == decode_position_) {
+      const int64_t before = cache_->bytes_held();
+      const auto evict_start = std::chrono::steady_clock::now();
+      press_->on_decode_layer_end(*cache_, event.layer, decode_layers_.step);
+      const double seconds = seconds_since(evict_start);
+      timings_.eviction_seconds += seconds;
+      decode_layers_.eviction_seconds += seconds;
+      decode_layers_.evicted = decode_layers_.evicted || cache_->bytes_held() < before;
+    }
   });
   if (needs_.residual_observers.empty()) {
     forward_->set_residual_tap({});

@@ -1,7 +1,9 @@
 // Per-step presses on the decode step's kept attention probabilities (AttentionEvent::probabilities)
 // against the same presses computing every score themselves (the event passed on without
 // them): the kept sets and the logits of every step must be the same, bit for bit, on
-// every cache type. (The kept sets themselves are checked against the f64 reference in
+// every cache type. The wrapper also hides Press::on_decode_layer_end, so the one run
+// evicts each layer right after its attention and the other every layer at the end of
+// the step: that must not change anything either. (The kept sets themselves are checked against the f64 reference in
 // kept_set_reference_test.cpp.)
 #include <gtest/gtest.h>
 
@@ -77,7 +79,8 @@ Trace run(const std::string& spec, const std::string& cache_type, bool hide_scor
 
 TEST(PerStepCapture, KeptProbabilitiesChangeNeitherKeptSetsNorLogits) {
   for (const std::string spec : {"moment_kv:decode_budget=8", "tova", "h2o:per_step=true", "snapkv:window=8,every=3",
-                                 "streaming_llm:per_step=true", "snapkv:window=8+moment_kv:decode_budget=8"}) {
+                                 "streaming_llm:per_step=true", "snapkv:window=8+moment_kv:decode_budget=8",
+                                 "deferkv:window=8,d=2"}) {
     for (const std::string& type : testing::press_test_cache_types()) {
       const Trace kept = run(spec, type, false), computed = run(spec, type, true);
       ASSERT_EQ(kept.kept.size(), computed.kept.size());

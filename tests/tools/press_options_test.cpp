@@ -38,8 +38,10 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
     EXPECT_EQ(layer["entries"], heads * 25);
     EXPECT_EQ(layer["bytes"], heads * 25 * per_entry);
   }
+  // The peak: the prompt in every layer and step 1's token in the first; each layer is
+  // evicted right after its attention at step 1, before the next layer takes its token.
   EXPECT_EQ(stats["kv"]["peak_bytes"].get<int64_t>(),
-            stats["kv"]["n_layer"].get<int64_t>() * heads * (prompt + 1) * per_entry);
+            (stats["kv"]["n_layer"].get<int64_t>() * prompt + 1) * heads * per_entry);
   EXPECT_GT(stats["seconds"]["capture"].get<double>(), 0.0);
   EXPECT_TRUE(stats["press"].get<std::string>().rfind("deferkv:d=1,eta=0.7", 0) == 0);
   EXPECT_EQ(stats["kv"]["cache_type_k"], "f16");  // the default

@@ -43,6 +43,14 @@ class ComposedPress final : public Press {
   void on_prefill_end(KvCache& cache) override {
     for (auto& p : parts_) p->on_prefill_end(cache);
   }
+  // As on_prefill_layer_end: a part acts on the layer now only if every part before it
+  // has, so each layer still meets the parts in the composition's order.
+  bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override {
+    for (auto& p : parts_) {
+      if (!p->on_decode_layer_end(cache, layer, step)) return false;
+    }
+    return true;
+  }
   void on_decode_step(KvCache& cache, int64_t step) override {
     for (auto& p : parts_) p->on_decode_step(cache, step);
   }

@@ -142,6 +142,11 @@ void ScoredPress::on_prefill_end(KvCache& cache) {
   if (parts_.trigger.fires_at_prefill_end()) evict(cache, 0);
 }
 
+bool ScoredPress::on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) {
+  if (parts_.trigger.fires_after(step) && will_evict()) evict_layer(cache, step, layer);
+  return true;
+}
+
 void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
   if (parts_.trigger.fires_after(step)) evict(cache, step);
 }

@@ -98,6 +98,10 @@ class ScoredPress : public Press {
   PrefillLayerEnd prefill_layer_end() const override;
   // Evicts the layers not evicted yet.
   void on_prefill_end(KvCache& cache) override;
+  // Evicts the layer now when the trigger fires after this step (per step, or DeferKV's
+  // step d): the layer's scores need only its own captures, complete once its attention
+  // was observed.
+  bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override;
   void on_decode_step(KvCache& cache, int64_t step) override;
   void on_question(int64_t first_position, int64_t n_tokens) override;
   std::string describe() const override { return description_; }

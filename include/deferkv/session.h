@@ -160,11 +160,9 @@ class Session {
   int32_t decode_position_ = 0;  // of the token being decoded
   int64_t n_past_ = 0;
   int64_t decode_step_ = 0;  // decode steps since the last prefill
-  // The decode step whose forward pass is running (decode_segment to end_decode; 0 when
-  // none), whose layers go to the press as they finish (Press::on_decode_layer_end), and
-  // the time and evictions those took.
+  // What the press did with the running decode step's layers as they finished
+  // (Press::on_decode_layer_end), from decode_segment to end_decode.
   struct DecodeLayers {
-    int64_t step = 0;
     double eviction_seconds = 0;
     bool evicted = false;
   };

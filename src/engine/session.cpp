@@ -75,7 +75,6 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
 }
 
 void Session::begin_prefill(const std::vector<int32_t>& tokens) {
-  decode_layers_ = {};  // a decode step that failed in a batch left its mark
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
@@ -235,12 +234,7 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
 void Session::decode(int32_t token) {
   const auto start = std::chrono::steady_clock::now();
   const ForwardSegment segment = decode_segment(token);
-  try {
-    forward_->run(std::span(&segment, 1));
-  } catch (...) {
-    decode_layers_ = {};
-    throw;
-  }
+  forward_->run(std::span(&segment, 1));
   end_decode(seconds_since(start));
 }
 
@@ -249,7 +243,7 @@ ForwardSegment Session::decode_segment(const int32_t& token) {
   check_token(token);
   decode_position_ = static_cast<int32_t>(n_past_);
   logits_.resize(static_cast<size_t>(model_->config().n_vocab));
-  decode_layers_ = {.step = decode_step_ + 1};
+  decode_layers_ = {};
   return {&token, &decode_position_, 1, cache_.get(), &forward_->attention_tap(), &forward_->residual_tap(),
           logits_.data()};
 }
@@ -305,10 +299,12 @@ void Session::set_press(std::unique_ptr<Press> press) {
     press_->on_attention(event);
     if (in_capability_) return;
     timings_.capture_seconds += seconds_since(start);
-    if (decode_layers_.step > 0 && event.n == 1 && event.positions[0] == decode_position_) {
+    // A decode segment's rows are its own decode_position_ (decode_segment); a prompt's or a
+    // question's are not.
+    if (event.positions == &decode_position_) {
       const int64_t before = cache_->bytes_held();
       const auto evict_start = std::chrono::steady_clock::now();
-      press_->on_decode_layer_end(*cache_, event.layer, decode_layers_.step);
+      press_->on_decode_layer_end(*cache_, event.layer, decode_step_ + 1);  // end_decode counts the step
       const double seconds = seconds_since(evict_start);
       timings_.eviction_seconds += seconds;
       decode_layers_.eviction_seconds += seconds;

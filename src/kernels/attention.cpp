@@ -30,11 +30,8 @@ void softmax_row(float* row, int64_t visible, int64_t width, float scale) {
 // caller's buffer when it keeps them).
 void attend_group(const float* queries, int64_t heads, const KvHeadView& kv, int64_t head_dim,
                   float scale, float* probs, float* tile, float* out) {
-  const int64_t len = kv.length;
-  kv_key_scores(queries, head_dim, heads, kv.keys, 0, len, probs, len, tile);
-  scale_f32(scale, probs, heads * len);
-  for (int64_t r = 0; r < heads; ++r) softmax_f32(probs + r * len, len);
-  kv_weighted_values(probs, len, heads, kv.values, len, out, head_dim, tile);
+  attention_probabilities(queries, heads, kv, head_dim, scale, kv.length, probs, tile);
+  kv_weighted_values(probs, kv.length, heads, kv.values, kv.length, out, head_dim, tile);
 }
 
 // Prefill: a block of query rows [r0, r1) of one head, causal over its batch.
@@ -50,6 +47,13 @@ void attend_block(const float* queries, int64_t q_stride, int64_t r0, int64_t r1
 }
 
 }  // namespace
+
+void attention_probabilities(const float* queries, int64_t heads, const KvHeadView& kv, int64_t head_dim,
+                             float scale, int64_t visible, float* probs, float* tile) {
+  const int64_t len = kv.length;
+  kv_key_scores(queries, head_dim, heads, kv.keys, 0, len, probs, len, tile);
+  for (int64_t r = 0; r < heads; ++r) softmax_row(probs + r * len, visible, len, scale);
+}
 
 void AttentionScratch::reserve(int n_threads, int64_t capacity) {
   scores.resize(static_cast<size_t>(n_threads));

@@ -65,6 +65,13 @@ struct AttentionScratch {
   void reserve(int n_threads, int64_t capacity);
 };
 
+// The decode attention's probabilities of `heads` query rows (queries: [heads x head_dim])
+// over one KV head: probs[r * length + j] = softmax over the first `visible` entries of
+// scale * q_r . k_j, 0 past them. The attention computes its decode step with this, so an
+// observer that computes them again gets the same floats. tile: kKvTileFloats floats.
+void attention_probabilities(const float* queries, int64_t heads, const KvHeadView& kv, int64_t head_dim,
+                             float scale, int64_t visible, float* probs, float* tile);
+
 // queries/out: [n, n_head * head_dim]. Products in float32 against the stored rows
 // (dequantised a tile at a time unless f32). The batch's own n tokens are the last n entries
 // of every KV head; query i sees the entries before them and batch tokens 0..i.

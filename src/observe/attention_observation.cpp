@@ -85,9 +85,8 @@ void reduce_group(const float* head_acc, int64_t ld, int64_t group, int64_t widt
 }
 
 // One query (a decode step, or the last prompt query): each query head's whole row of
-// probabilities at once, computed as the decode attention computes them (scores, scale,
-// softmax_f32 over the visible entries), so the attention's kept probabilities serve as
-// they are and the two give the same floats.
+// probabilities at once, by the decode attention's own attention_probabilities, so the
+// attention's kept probabilities serve as they are and the two give the same floats.
 void observe_one_query(const ObservedQueries& q, const AttentionShape& shape, const std::vector<KvHeadView>& kv,
                        RowReduction row_reduction, GroupReduction group_reduction,
                        std::vector<std::vector<float>>& out, ThreadPool& pool) {
@@ -112,14 +111,8 @@ void observe_one_query(const ObservedQueries& q, const AttentionShape& shape, co
       if (from == len) continue;
       const float* probs = kept[static_cast<size_t>(g)];
       if (probs == nullptr) {
-        const int64_t visible = visible_entries(head, q.positions[0]);
-        kv_key_scores(q.queries + g * group * d, d, group, head.keys, 0, len, rows, len, tile);
-        scale_f32(shape.scale, rows, group * len);
-        for (int64_t a = 0; a < group; ++a) {
-          float* row = rows + a * len;
-          softmax_f32(row, visible);
-          std::fill(row + visible, row + len, 0.0f);
-        }
+        attention_probabilities(q.queries + g * group * d, group, head, d, shape.scale,
+                                visible_entries(head, q.positions[0]), rows, tile);
         probs = rows;
       }
       if (weight != 1.0f) {

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
 #include "tensor/dtype.h"
@@ -107,6 +108,28 @@ void BM_Matmul(benchmark::State& state, DType type) {
                                                 benchmark::Counter::kIsRate);
 }
 
+// The integer GEMM that prefill takes for the types it serves (gemm_int16.h), the
+// tokens' quantisation and panels included, as matmul includes its dequantisation.
+void BM_GemmInt16(benchmark::State& state, DType type) {
+  const int64_t m = state.range(0);
+  const auto& w = weights(type);
+  const std::vector<float> x = random_values(static_cast<size_t>(m * kCols), 3);
+  std::vector<float> y(static_cast<size_t>(m * kRows));
+  std::vector<unsigned char> tokens(gemm_int16_tokens_bytes(type, kCols, m));
+  std::vector<unsigned char> scratch(gemm_int16_scratch_bytes(type, kCols));
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(type, kCols));
+  const int64_t panel = gemm_int16_panel_tokens();
+  for (auto _ : state) {
+    gemm_int16_pack_tokens(type, x.data(), kCols, kCols, m, 0, (m + panel - 1) / panel, tokens.data());
+    gemm_int16(type, w.data(), row_bytes, kCols, kRows, tokens.data(), m, y.data(), kRows, scratch.data());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * kRows * kCols) * 1e-9 *
+                                                    static_cast<double>(state.iterations()),
+                                                benchmark::Counter::kIsRate);
+}
+
 const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0,
                         DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
@@ -138,6 +161,12 @@ const bool kRegistered = [] {
     benchmark::RegisterBenchmark((std::string("matmul_small_m/") + dtype_name(type)).c_str(), BM_Matmul, type)
         ->RangeMultiplier(2)
         ->Range(4, 128)
+        ->Unit(benchmark::kMillisecond);
+  }
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    benchmark::RegisterBenchmark((std::string("gemm_int16/") + dtype_name(type)).c_str(), BM_GemmInt16, type)
+        ->RangeMultiplier(2)
+        ->Range(8, 512)
         ->Unit(benchmark::kMillisecond);
   }
   return true;

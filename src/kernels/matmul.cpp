@@ -1,7 +1,9 @@
 // matmul (prefill): weights are dequantised a tile of rows at a time into `scratch`, packed
 // into panels (F32 weights straight from the model) and multiplied with gemm_f32_packed.
 // Below a per-type token count the matvec kernels run on each token instead, which is
-// cheaper than dequantising.
+// cheaper than dequantising. The forward pass sends quantised weights to gemm_int16
+// instead wherever it serves them (gemm_int16.h: x86 with AVX2 or better); this path
+// remains theirs on other CPUs.
 #include <cblas.h>
 
 #include <algorithm>

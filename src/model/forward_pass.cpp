@@ -5,6 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
 #include "kernels/vec.h"
@@ -78,6 +79,7 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
   for (const WeightMatrix* m : all_matrices(weights)) {
     packed_bytes = std::max(packed_bytes, packed_activation_bytes(m->type, m->cols));
     scratch_floats = std::max(scratch_floats, scratch_floats_for_matmul(m->rows, m->cols));
+    scratch_floats = std::max(scratch_floats, (gemm_int16_scratch_bytes(m->type, m->cols) + 3) / sizeof(float));
   }
   packed_.resize(packed_bytes);
   if (max_batch > 1) {
@@ -90,9 +92,13 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
   attention_scratch_.reserve(pool.size(), kv_capacity);
 }
 
-void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input) {
   if (n == 1 || rows_by_matvec_) {
     linear_by_matvec(w, x, n, y);
+    return;
+  }
+  if (gemm_int16_serves(w.type, n)) {
+    linear_by_int16_gemm(w, x, n, y, input);
     return;
   }
   pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
@@ -104,6 +110,7 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
 void ForwardPass::linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   const size_t stride = packed_activation_stride(w.type, w.cols);
   if (packed_.size() < stride * static_cast<size_t>(n)) packed_.resize(stride * static_cast<size_t>(n));
+  packed_tokens_ = {};
   for (int64_t i = 0; i < n; ++i) pack_activation(w.type, x + i * w.cols, w.cols, packed_.data() + i * stride);
   pool_.parallel_for(w.rows, grain_for(kMatvecGrain, w.cols * n), [&](int64_t begin, int64_t end, int) {
     // Each weight block is read from memory once and decoded once per group of rows
@@ -113,9 +120,26 @@ void ForwardPass::linear_by_matvec(const WeightMatrix& w, const float* x, int64_
   });
 }
 
+void ForwardPass::linear_by_int16_gemm(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input) {
+  const PackedTokens tokens{x, n, w.cols, dtype_block_elems(w.type)};
+  if (input != Input::kSameAsLast || !(tokens == packed_tokens_)) {
+    const size_t bytes = gemm_int16_tokens_bytes(w.type, w.cols, n);
+    if (packed_.size() < bytes) packed_.resize(bytes);
+    const int64_t panel_tokens = gemm_int16_panel_tokens();
+    pool_.parallel_for((n + panel_tokens - 1) / panel_tokens, 1, [&](int64_t begin, int64_t end, int) {
+      gemm_int16_pack_tokens(w.type, x, w.cols, w.cols, n, begin, end - begin, packed_.data());
+    });
+    packed_tokens_ = tokens;
+  }
+  pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
+    gemm_int16(w.type, w.row(begin), w.row_stride, w.cols, end - begin, packed_.data(), n, y + begin, w.rows,
+               matmul_scratch_[static_cast<size_t>(thread)].data());
+  });
+}
+
 void ForwardPass::project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x,
-                          int64_t n, float* y) {
-  linear(w, x, n, y);
+                          int64_t n, float* y, Input input) {
+  linear(w, x, n, y, input);
   if (deltas != nullptr) add_low_rank_delta((*deltas)[static_cast<size_t>(p)], x, n, y, delta_scratch_);
 }
 
@@ -147,8 +171,8 @@ void ForwardPass::attention_block(int64_t layer, int64_t n, std::span<const Forw
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   normalize(w.attn_norm, 0, n, norm_.data());
   project(w.wq, deltas, Projection::kQ, norm_.data(), n, q_.data());
-  project(w.wk, deltas, Projection::kK, norm_.data(), n, k_.data());
-  project(w.wv, deltas, Projection::kV, norm_.data(), n, v_.data());
+  project(w.wk, deltas, Projection::kK, norm_.data(), n, k_.data(), Input::kSameAsLast);
+  project(w.wv, deltas, Projection::kV, norm_.data(), n, v_.data(), Input::kSameAsLast);
   add_bias(w.bq, q_.data(), n, c.q_dim());
   add_bias(w.bk, k_.data(), n, c.kv_dim());
   add_bias(w.bv, v_.data(), n, c.kv_dim());
@@ -203,7 +227,7 @@ void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   normalize(w.ffn_norm, 0, n, norm_.data());
   project(w.w_gate, deltas, Projection::kGate, norm_.data(), n, gate_.data());
-  project(w.w_up, deltas, Projection::kUp, norm_.data(), n, up_.data());
+  project(w.w_up, deltas, Projection::kUp, norm_.data(), n, up_.data(), Input::kSameAsLast);
   swiglu_f32(gate_.data(), up_.data(), n * c.n_ff);
   project(w.w_down, deltas, Projection::kDown, gate_.data(), n, norm_.data());
   add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual

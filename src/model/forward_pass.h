@@ -94,13 +94,20 @@ class ForwardPass {
   const ResidualTap& residual_tap() const { return residual_tap_; }
 
  private:
-  void linear(const WeightMatrix& w, const float* x, int64_t n, float* y);
+  // Whether a projection's input is the one the previous projection took, unchanged since
+  // (q, k and v of the same normalised rows; gate and up): gemm_int16 then reuses the
+  // tokens it packed for that one.
+  enum class Input { kNew, kSameAsLast };
+  void linear(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input = Input::kNew);
   // y = x W^T for n rows through the multi-row matvec kernels: each row bit for bit as
   // the single-token matvec gives it.
   void linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y);
+  // y = x W^T for n rows through the integer GEMM (gemm_int16.h), the quantised
+  // activations packed once for every thread.
+  void linear_by_int16_gemm(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input);
   // linear(), plus the delta of projection p when deltas are given.
   void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,
-               float* y);
+               float* y, Input input = Input::kNew);
   // x_ rows [first, first + n) = the tokens' embeddings.
   void embed(const int32_t* tokens, int64_t n, int64_t first);
   // out rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
@@ -142,7 +149,14 @@ class ForwardPass {
   std::vector<float> stream_;  // the prompt's residual stream between layers
   RopeTable prompt_rope_;      // every prompt row's rotation
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
-  std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec)
+  std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec) or gemm_int16
+  // What packed_ holds for gemm_int16: the tokens' rows, count, width and block (none: x null).
+  struct PackedTokens {
+    const float* x = nullptr;
+    int64_t n = 0, cols = 0, block = 0;
+    bool operator==(const PackedTokens&) const = default;
+  };
+  PackedTokens packed_tokens_;
   std::vector<int32_t> positions_;                 // the segments' positions, concatenated
   std::vector<float> logits_scratch_;              // logits of several segments' rows
   bool rows_by_matvec_ = false;                    // during a pass whose segments are one token each

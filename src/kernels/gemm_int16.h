@@ -1,0 +1,44 @@
+#pragma once
+// The prefill product for quantised weights in integers (gemm_int16.cpp):
+// y[i * ldy + r] = dot(weight row r, x_i) for m tokens x_i, with the weights decoded to
+// int16 a tile of rows at a time (int16_rows.h) and the activations quantised to int16
+// blocks exactly as pack_activation does for the matvec kernels (packed_activation.h).
+// Each block of a row's dot product is an exact int32 sum, scaled once in float32; the
+// blocks are summed in order, so a result does not depend on m, on the other tokens or
+// rows, or on how rows are split between threads. Against matmul's float32 GEMM it skips
+// the dequantisation to float, and it runs on AVX-512 VNNI's vpdpwssd where the CPU has
+// it: 32 multiply-adds per instruction against 16 for float32 FMA.
+//
+// The activations go first into token panels (gemm_int16_pack_tokens), once per product
+// and shared by every thread: panel p holds tokens [p * T, p * T + T) with
+// T = gemm_int16_panel_tokens() (two vectors of int32 lanes), value pairs of all T
+// tokens side by side, so that one vector load gives the same pair of every token.
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace deferkv {
+
+// Whether the prefill of m tokens against `weight_type` weights goes through gemm_int16
+// on this CPU (its type has integer rows, the CPU has AVX2 or better, and m reaches the
+// type's threshold).
+bool gemm_int16_serves(DType weight_type, int64_t m);
+
+int64_t gemm_int16_panel_tokens();
+// Bytes the token panels of m tokens of n values take.
+size_t gemm_int16_tokens_bytes(DType weight_type, int64_t n, int64_t m);
+// Quantises tokens and writes panels [first_panel, first_panel + panels) of the m tokens
+// (rows of x, ldx floats apart) into `out` (all panels, gemm_int16_tokens_bytes); tokens
+// past m are zeros.
+void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int64_t n, int64_t m,
+                            int64_t first_panel, int64_t panels, void* out);
+
+// Bytes of the per-thread scratch that gemm_int16 decodes weight tiles into.
+size_t gemm_int16_scratch_bytes(DType weight_type, int64_t n);
+// y[i * ldy + r] = dot(row r, x_i) for i < m and r < rows (rows row_stride bytes apart),
+// the tokens as gemm_int16_pack_tokens left them. Single-threaded; split rows across threads.
+void gemm_int16(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
+                const void* tokens, int64_t m, float* y, int64_t ldy, void* scratch);
+
+}  // namespace deferkv

@@ -1,0 +1,42 @@
+#pragma once
+// Quantised weight rows decoded to integers for gemm_int16 (gemm_int16.h): a tile of
+// `count` rows of n values, value k of row r being
+//   q[r * n + k] * scale[r * nb + b]  -  min_scale[r * nb + b] * mins[(r * nb + b) * 8 + s]
+// with b = k / block the value's block (nb = n / block blocks a row) and s = (k % 256) / 32
+// its sub-block; the min term only for the types that have one (Q4_K, Q5_K). q folds in
+// what is integer per sub-block (the six-bit scale of a K-quant), so one int32 sum per
+// block and row, times one float, gives the block's share of a dot product. Each type's
+// decoder lives in its own file (int16_rows_<type>.cpp).
+#include <cstddef>
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace deferkv {
+
+struct Int16Rows {
+  int64_t n = 0;
+  int block = 0;               // values per float scale: 256 (K-quants) or 32
+  int16_t* q = nullptr;        // [count][n]
+  float* scale = nullptr;      // [count][nb]
+  int16_t* mins = nullptr;     // [count][nb][8], nullptr for types without mins
+  float* min_scale = nullptr;  // [count][nb]
+};
+
+// The layout of `count` decoded rows in `scratch` (64-byte aligned arrays), and its size.
+Int16Rows int16_rows_in(void* scratch, DType weight_type, int64_t count, int64_t n);
+size_t int16_rows_bytes(DType weight_type, int64_t count, int64_t n);
+
+// Whether a decoder exists for the type.
+bool has_int16_rows(DType weight_type);
+// Decodes `count` rows, row_stride bytes apart, into `out` (from int16_rows_in).
+void decode_int16_rows(DType weight_type, const void* rows, size_t row_stride, int64_t count, const Int16Rows& out);
+
+// One decoder per type, each in int16_rows_<type>.cpp.
+void decode_int16_rows_q8_0(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out);
+void decode_int16_rows_q4_0(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out);
+void decode_int16_rows_q4_k(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out);
+void decode_int16_rows_q5_k(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out);
+void decode_int16_rows_q6_k(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out);
+
+}  // namespace deferkv

@@ -1,0 +1,52 @@
+// Q4_0 rows as integers for gemm_int16 (int16_rows.h): q = nibble - 8, scale = d.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/int16_rows_q4_0.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include "kernels/int16_rows.h"
+#include "kernels/kernel_helpers-inl.h"
+#include "kernels/quant_blocks.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+
+void DecodeQ40(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out) {
+  const hn::CappedTag<int16_t, 16> d16;
+  const hn::Rebind<uint8_t, decltype(d16)> d8;
+  constexpr size_t L = hn::MaxLanes(d16);
+  const auto mask = hn::Set(d16, 15);
+  const auto eight = hn::Set(d16, 8);
+  const int64_t nb = out.n / kQ32;
+  for (int64_t r = 0; r < count; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(rows) + r * row_stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      out.scale[r * nb + b] = F16ToF32(blocks[b].d);
+      int16_t* q = out.q + r * out.n + b * kQ32;
+      // Values 0-15 are the low nibbles of the 16 bytes, values 16-31 the high ones.
+      for (size_t k = 0; k < 16; k += L) {
+        const auto v = hn::PromoteTo(d16, hn::LoadU(d8, blocks[b].qs + k));
+        hn::StoreU(hn::Sub(hn::And(v, mask), eight), d16, q + k);
+        hn::StoreU(hn::Sub(hn::ShiftRight<4>(v), eight), d16, q + 16 + k);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(DecodeQ40);
+}  // namespace
+
+void decode_int16_rows_q4_0(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out) {
+  HWY_DYNAMIC_DISPATCH(DecodeQ40)(rows, row_stride, count, out);
+}
+}  // namespace deferkv
+#endif

@@ -1,0 +1,130 @@
+// gemm_int16 against float64 dot products of what it multiplies: the dequantised weights
+// and the tokens as pack_activation quantises them. Its int32 block sums are exact, so the
+// only rounding left is the float32 scaling and summing of blocks. Run on every target it
+// is built for (AVX-512 with and without VNNI, AVX2).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernel_test_util.h"
+#include "kernels/gemm_int16.h"
+#include "kernels/matvec.h"
+#include "kernels/packed_activation.h"
+
+namespace deferkv {
+namespace {
+
+using testing::quantise_matrix;
+using testing::random_normal;
+using testing::reference_dots;
+using testing::WeightMatrix;
+
+constexpr DType kIntegerTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+// Token i as gemm_int16 multiplies it: quantised to int16 blocks, then read back.
+std::vector<float> as_packed(DType type, const float* x, int64_t n) {
+  std::vector<unsigned char> packed(packed_activation_bytes(type, n));
+  pack_activation(type, x, n, packed.data());
+  const int block = static_cast<int>(dtype_block_elems(type));
+  const PackedActivation view = packed_view(packed.data(), n, block);
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(view.q[k]) * view.d[k / block];
+  return out;
+}
+
+// y = gemm_int16 of rows [r0, r1) of w with tokens [0, m) of x, into y[i * ldy + r].
+void run(const WeightMatrix& w, const std::vector<float>& x, int64_t m, int64_t r0, int64_t r1, float* y,
+         int64_t ldy) {
+  std::vector<unsigned char> tokens(gemm_int16_tokens_bytes(w.type, w.n, m));
+  const int64_t t = gemm_int16_panel_tokens();
+  gemm_int16_pack_tokens(w.type, x.data(), w.n, w.n, m, 0, (m + t - 1) / t, tokens.data());
+  std::vector<unsigned char> scratch(gemm_int16_scratch_bytes(w.type, w.n));
+  gemm_int16(w.type, w.row(r0), w.stride, w.n, r1 - r0, tokens.data(), m, y + r0, ldy, scratch.data());
+}
+
+// The targets gemm_int16 is built for that this CPU has, each forced in turn.
+template <class Check>
+void for_each_integer_target(const Check& check) {
+  const int64_t supported = hwy::SupportedTargets();
+  std::string ran;
+  for (int64_t target : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}}) {
+    if ((supported & target) == 0) continue;
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    check();
+    ran += std::string(ran.empty() ? "" : " ") + hwy::TargetName(target);
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  ::testing::Test::RecordProperty("simd_targets", ran);
+}
+
+struct Shape {
+  int64_t rows, n, m;
+};
+
+TEST(GemmInt16, MatchesFloat64OfTheQuantisedOperands) {
+  // Partial row tiles, partial token panels, several weight tiles (768 columns: 84 rows),
+  // and enough tokens that the values are taken in chunks (600 tokens: 3 blocks of 256).
+  const Shape shapes[] = {{1, 256, 1}, {7, 256, 33}, {45, 768, 70}, {200, 512, 19}, {13, 1024, 600}};
+  for (DType type : kIntegerTypes) {
+    for (const Shape& s : shapes) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " rows " << s.rows << " n " << s.n << " m " << s.m);
+      // Offsets per row so that the mins are far from zero.
+      std::vector<float> values = random_normal(static_cast<size_t>(s.rows * s.n), 11);
+      for (int64_t r = 0; r < s.rows; ++r) {
+        for (int64_t k = 0; k < s.n; ++k) values[r * s.n + k] += 0.5f * static_cast<float>(r % 5) - 1.0f;
+      }
+      const WeightMatrix w = quantise_matrix(type, values, s.rows, s.n);
+      const std::vector<float> x = random_normal(static_cast<size_t>(s.m * s.n), 12, 3.0f);
+      for_each_integer_target([&] {
+        std::vector<float> y(static_cast<size_t>(s.m * s.rows), NAN);
+        run(w, x, s.m, 0, s.rows, y.data(), s.rows);
+        for (int64_t i = 0; i < s.m; ++i) {
+          const std::vector<float> xi = as_packed(type, x.data() + i * s.n, s.n);
+          const auto ref = reference_dots(w, xi.data());
+          for (int64_t r = 0; r < s.rows; ++r) {
+            ASSERT_NEAR(y[i * s.rows + r], ref.dot[r], 1e-5 * ref.magnitude[r]) << "token " << i << " row " << r;
+          }
+        }
+      });
+    }
+  }
+}
+
+TEST(GemmInt16, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {
+  // 600 tokens of 1024 values are taken in chunks of values; one token alone is not.
+  const int64_t rows = 50, n = 1024, m = 600;
+  for (DType type : kIntegerTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const WeightMatrix w = quantise_matrix(type, random_normal(static_cast<size_t>(rows * n), 21), rows, n);
+    const std::vector<float> x = random_normal(static_cast<size_t>(m * n), 22);
+    for_each_integer_target([&] {
+      std::vector<float> all(static_cast<size_t>(m * rows));
+      run(w, x, m, 0, rows, all.data(), rows);
+      // Rows in two uneven parts, as threads split them.
+      std::vector<float> split(all.size(), NAN);
+      run(w, x, m, 0, 17, split.data(), rows);
+      run(w, x, m, 17, rows, split.data(), rows);
+      EXPECT_EQ(0, std::memcmp(all.data(), split.data(), all.size() * sizeof(float)));
+      // Each token alone.
+      for (int64_t i = 0; i < m; i += 37) {
+        const std::vector<float> xi(x.begin() + i * n, x.begin() + (i + 1) * n);
+        std::vector<float> alone(static_cast<size_t>(rows));
+        run(w, xi, 1, 0, rows, alone.data(), rows);
+        EXPECT_EQ(0, std::memcmp(alone.data(), all.data() + i * rows, alone.size() * sizeof(float))) << "token " << i;
+      }
+    });
+  }
+}
+
+TEST(GemmInt16, ServesItsTypesFromItsThreshold) {
+  EXPECT_FALSE(gemm_int16_serves(DType::Q4_K, 1));
+  EXPECT_TRUE(gemm_int16_serves(DType::Q4_K, 512));
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) EXPECT_FALSE(gemm_int16_serves(type, 512));
+}
+
+}  // namespace
+}  // namespace deferkv

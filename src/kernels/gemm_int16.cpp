@@ -1,7 +1,7 @@
 // gemm_int16 (gemm_int16.h): quantised weights times quantised activations in int16, summed
 // exactly in int32 per block.
 //
-// The micro-kernel keeps R weight rows x T tokens of outputs in registers: for each pair
+// The micro-kernel keeps R weight rows x T tokens of int32 sums in registers: for each pair
 // of values k, k + 1 it loads the pair of every token of a panel (two vectors) and, for
 // each of the R rows, broadcasts the row's pair and multiply-adds it against them
 // (vpmaddwd, or AVX-512 VNNI's vpdpwssd, which also adds). Each (row, token) has an int32
@@ -60,7 +60,7 @@ PanelLayout panel_layout(int64_t n, int block, int64_t tokens) {
 }
 
 // Weight rows decoded at a time: about 128 KiB of int16 values, a multiple of every
-// target's rows per micro-kernel (3 and 6).
+// target's rows per micro-kernel (6 and 12).
 constexpr int64_t kRowMultiple = 12;
 int64_t tile_rows(int64_t n) {
   return std::max<int64_t>(kRowMultiple, (128 << 10) / 2 / n / kRowMultiple * kRowMultiple);
@@ -91,14 +91,17 @@ using D16 = hn::Repartition<int16_t, D32>;
 using DF = hn::Repartition<float, D32>;
 using V32 = hn::Vec<D32>;
 
-// Rows per micro-kernel: R x 2 int32 and R x 2 float accumulators, two token vectors and
-// a broadcast pair fit the register file (32 vectors with AVX-512, 16 with AVX2).
+// Rows per micro-kernel: R x 2 int32 accumulators, two token vectors and a broadcast pair
+// fit the register file (32 vectors with AVX-512, 16 with AVX2); the float sums wait in L1.
+// With AVX-512, 12 rows ran pp512 of the 500M Q4_K model 10-15% faster than 6 rows with
+// the float sums in registers too, and 4 rows slower again.
 #if HWY_TARGET <= HWY_AVX3
-constexpr size_t kTileR = 6;
+constexpr size_t kTileR = 12;
 #else
-constexpr size_t kTileR = 3;
+constexpr size_t kTileR = 6;
 #endif
 static_assert(kRowMultiple % kTileR == 0);
+constexpr int64_t kRunPairs = Int16Rows::kRunValues / 2;
 
 // sum + the products of a's and b's int16 lanes, pairwise added into int32 lanes.
 HWY_INLINE V32 DotPairs(V32 a, V32 b, V32 sum) {
@@ -121,7 +124,7 @@ int64_t PanelTokens() { return 2 * static_cast<int64_t>(hn::Lanes(D32())); }
 // out[j * T + t] = row r + j's dot product with token t of the panel over blocks
 // [b0, b1), for j < R, added to what out holds if `accumulate`.
 template <size_t R, bool kMins>
-HWY_INLINE void MicroTile(const Int16Rows& w, const int32_t* pairs, int64_t r, const uint8_t* panel,
+HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
                           const PanelLayout& layout, int64_t b0, int64_t b1, bool accumulate, float* out) {
   const D32 d32;
   const DF df;
@@ -130,30 +133,35 @@ HWY_INLINE void MicroTile(const Int16Rows& w, const int32_t* pairs, int64_t r, c
   const auto* xq = reinterpret_cast<const int32_t*>(panel);
   const auto* xd = reinterpret_cast<const float*>(panel + layout.d);
   const auto* xs = reinterpret_cast<const int32_t*>(panel + layout.sums);
-  hn::Vec<DF> f[R][2];
-  Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-    f[j][0] = accumulate ? hn::LoadU(df, out + j * T) : hn::Zero(df);
-    f[j][1] = accumulate ? hn::LoadU(df, out + j * T + L) : hn::Zero(df);
-  });
+  // The float sums live in `out` (L1) between blocks, leaving the registers to the int32 ones.
+  if (!accumulate) {
+    for (int64_t i = 0; i < static_cast<int64_t>(R) * T; i += L) hn::StoreU(hn::Zero(df), df, out + i);
+  }
   for (int64_t b = b0; b < b1; ++b) {
     V32 acc[R][2];
     Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA { acc[j][0] = acc[j][1] = hn::Zero(d32); });
-    const int64_t k0 = b * block;
-    for (int64_t k = k0; k < k0 + block; k += 2) {
-      const V32 x0 = hn::LoadU(d32, xq + k / 2 * T);
-      const V32 x1 = hn::LoadU(d32, xq + k / 2 * T + L);
-      Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-        const V32 pair = hn::Set(d32, pairs[k / 2 * static_cast<int64_t>(kTileR) + j]);
-        acc[j][0] = DotPairs(x0, pair, acc[j][0]);
-        acc[j][1] = DotPairs(x1, pair, acc[j][1]);
-      });
+    // A run of kRunValues values of the group's rows at a time: pair p of row r + j lies
+    // at run[j * kRunPairs + p].
+    for (int64_t k0 = b * block; k0 < (b + 1) * block; k0 += Int16Rows::kRunValues) {
+      const auto* run = reinterpret_cast<const int32_t*>(w.at(r, k0));
+      const int32_t* x = xq + k0 / 2 * T;
+      for (int64_t p = 0; p < kRunPairs; ++p) {
+        const V32 x0 = hn::LoadU(d32, x + p * T);
+        const V32 x1 = hn::LoadU(d32, x + p * T + L);
+        Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+          const V32 pair = hn::Set(d32, run[static_cast<int64_t>(j) * kRunPairs + p]);
+          acc[j][0] = DotPairs(x0, pair, acc[j][0]);
+          acc[j][1] = DotPairs(x1, pair, acc[j][1]);
+        });
+      }
     }
     const auto dx0 = hn::LoadU(df, xd + b * T);
     const auto dx1 = hn::LoadU(df, xd + b * T + L);
     Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
       const auto scale = hn::Set(df, w.scale[(r + j) * nb + b]);
-      f[j][0] = hn::MulAdd(hn::ConvertTo(df, acc[j][0]), hn::Mul(scale, dx0), f[j][0]);
-      f[j][1] = hn::MulAdd(hn::ConvertTo(df, acc[j][1]), hn::Mul(scale, dx1), f[j][1]);
+      float* o = out + j * T;
+      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][0]), hn::Mul(scale, dx0), hn::LoadU(df, o)), df, o);
+      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][1]), hn::Mul(scale, dx1), hn::LoadU(df, o + L)), df, o + L);
     });
     if constexpr (kMins) {
       // - min_scale * sum_s mins[s] * (the token's sum over sub-block s), times the token's d.
@@ -166,26 +174,22 @@ HWY_INLINE void MicroTile(const Int16Rows& w, const int32_t* pairs, int64_t r, c
           m1 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T + L), pair, m1);
         }
         const auto min_scale = hn::Set(df, w.min_scale[(r + j) * nb + b]);
-        f[j][0] = hn::NegMulAdd(hn::ConvertTo(df, m0), hn::Mul(min_scale, dx0), f[j][0]);
-        f[j][1] = hn::NegMulAdd(hn::ConvertTo(df, m1), hn::Mul(min_scale, dx1), f[j][1]);
+        float* o = out + j * T;
+        hn::StoreU(hn::NegMulAdd(hn::ConvertTo(df, m0), hn::Mul(min_scale, dx0), hn::LoadU(df, o)), df, o);
+        hn::StoreU(hn::NegMulAdd(hn::ConvertTo(df, m1), hn::Mul(min_scale, dx1), hn::LoadU(df, o + L)), df, o + L);
       });
     }
   }
-  Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-    hn::StoreU(f[j][0], df, out + j * T);
-    hn::StoreU(f[j][1], df, out + j * T + L);
-  });
 }
 
 // MicroTile for `rows` <= kTileR rows: one instantiation per count.
 template <bool kMins>
-HWY_INLINE void MicroTileRows(int64_t rows, const Int16Rows& w, const int32_t* pairs, int64_t r,
-                              const uint8_t* panel, const PanelLayout& layout, int64_t b0, int64_t b1,
+HWY_INLINE void MicroTileRows(int64_t rows, const Int16Rows& w, int64_t r, const uint8_t* panel, const PanelLayout& layout, int64_t b0, int64_t b1,
                               bool accumulate, float* out) {
   Unroll<kTileR + 1>([&](auto count) DEFERKV_INLINE_LAMBDA {
     if constexpr (count != 0) {
       if (rows == static_cast<int64_t>(count)) {
-        MicroTile<count, kMins>(w, pairs, r, panel, layout, b0, b1, accumulate, out);
+        MicroTile<count, kMins>(w, r, panel, layout, b0, b1, accumulate, out);
       }
     }
   });
@@ -196,7 +200,7 @@ HWY_INLINE void MicroTileRows(int64_t rows, const Int16Rows& w, const int32_t* p
 // streaming from L3 when m x n is large. The float sums of a chunk continue those of the
 // chunks before it (through y, exactly), so chunking does not change a result.
 template <bool kMins>
-void RunTile(const Int16Rows& w, const int32_t* pairs, int64_t count, const uint8_t* tokens,
+void RunTile(const Int16Rows& w, int64_t count, const uint8_t* tokens,
              const PanelLayout& layout, int64_t m, float* y, int64_t ldy) {
   const int64_t T = PanelTokens(), panels = (m + T - 1) / T, block = w.block, nb = w.n / block;
   const int64_t chunk_blocks = std::max<int64_t>(1, kTokenChunkBytes / (panels * T * 2 * block));
@@ -214,32 +218,12 @@ void RunTile(const Int16Rows& w, const int32_t* pairs, int64_t count, const uint
             for (int64_t j = 0; j < rows; ++j) out[j * T + t] = t < valid ? y[(p * T + t) * ldy + j0 + j] : 0.0f;
           }
         }
-        MicroTileRows<kMins>(rows, w, pairs + j0 * w.n / 2, j0, panel, layout, b0, b1, accumulate, out);
+        MicroTileRows<kMins>(rows, w, j0, panel, layout, b0, b1, accumulate, out);
         for (int64_t t = 0; t < valid; ++t) {
           float* yt = y + (p * T + t) * ldy + j0;
           for (int64_t j = 0; j < rows; ++j) yt[j] = out[j * T + t];
         }
       }
-    }
-  }
-}
-
-// The decoded rows' values again, as the micro-kernel reads them: for each group of kTileR
-// rows, the pairs of values 2p, 2p + 1 of its rows side by side ([p][j], one int32 each),
-// so that one pointer and fixed offsets reach every row's pair (row-major rows took a
-// register per row, which the micro-kernel's loop then reloaded from the stack).
-void InterleaveRows(const Int16Rows& w, int64_t count, int32_t* pairs) {
-  const int64_t R = static_cast<int64_t>(kTileR), half = w.n / 2;
-  for (int64_t g = 0; g * R < count; ++g) {
-    int32_t* group = pairs + g * R * half;
-    for (int64_t j = 0; j < R; ++j) {
-      const int64_t r = g * R + j;
-      if (r >= count) {
-        for (int64_t p = 0; p < half; ++p) group[p * R + j] = 0;
-        continue;
-      }
-      const int16_t* row = w.q + r * w.n;
-      for (int64_t p = 0; p < half; ++p) group[p * R + j] = load_pair(row + 2 * p);
     }
   }
 }
@@ -251,16 +235,14 @@ void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_
   const int64_t tile = tile_rows(n);
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* panels = static_cast<const uint8_t*>(tokens);
-  auto* pairs = reinterpret_cast<int32_t*>(static_cast<uint8_t*>(scratch) + int16_rows_bytes(weight_type, tile, n));
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
-    const Int16Rows decoded = int16_rows_in(scratch, weight_type, count, n);
+    const Int16Rows decoded = int16_rows_in(scratch, weight_type, count, n, static_cast<int64_t>(kTileR));
     decode_int16_rows(weight_type, w + r0 * row_stride, row_stride, count, decoded);
-    InterleaveRows(decoded, count, pairs);
     if (decoded.mins != nullptr) {
-      RunTile<true>(decoded, pairs, count, panels, layout, m, y + r0, ldy);
+      RunTile<true>(decoded, count, panels, layout, m, y + r0, ldy);
     } else {
-      RunTile<false>(decoded, pairs, count, panels, layout, m, y + r0, ldy);
+      RunTile<false>(decoded, count, panels, layout, m, y + r0, ldy);
     }
   }
 }
@@ -333,9 +315,8 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
 }
 
 size_t gemm_int16_scratch_bytes(DType weight_type, int64_t n) {
-  // The decoded tile, then its rows interleaved (a multiple of every target's kTileR rows).
-  if (!has_int16_rows(weight_type)) return 0;
-  return int16_rows_bytes(weight_type, tile_rows(n), n) + static_cast<size_t>(tile_rows(n) * n) * sizeof(int16_t);
+  // A tile is a multiple of every target's kTileR rows, so its groups are whole.
+  return has_int16_rows(weight_type) ? int16_rows_bytes(weight_type, tile_rows(n), n, 1) : 0;
 }
 
 void gemm_int16(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,

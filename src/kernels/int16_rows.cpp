@@ -27,17 +27,17 @@ bool has_int16_rows(DType weight_type) {
   return false;
 }
 
-size_t int16_rows_bytes(DType weight_type, int64_t count, int64_t n) {
-  const auto values = static_cast<size_t>(count * n);
+size_t int16_rows_bytes(DType weight_type, int64_t count, int64_t n, int64_t group_rows) {
+  const auto values = static_cast<size_t>((count + group_rows - 1) / group_rows * group_rows * n);
   const auto blocks = static_cast<size_t>(count * (n / dtype_block_elems(weight_type)));
   size_t bytes = round_up(values * sizeof(int16_t)) + round_up(blocks * sizeof(float));
   if (has_mins(weight_type)) bytes += round_up(blocks * 8 * sizeof(int16_t)) + round_up(blocks * sizeof(float));
   return bytes;
 }
 
-Int16Rows int16_rows_in(void* scratch, DType weight_type, int64_t count, int64_t n) {
+Int16Rows int16_rows_in(void* scratch, DType weight_type, int64_t count, int64_t n, int64_t group_rows) {
   const int64_t block = dtype_block_elems(weight_type);
-  const auto values = static_cast<size_t>(count * n);
+  const auto values = static_cast<size_t>((count + group_rows - 1) / group_rows * group_rows * n);
   const auto blocks = static_cast<size_t>(count * (n / block));
   auto* at = static_cast<unsigned char*>(scratch);
   const auto take = [&at](size_t bytes) {
@@ -48,6 +48,7 @@ Int16Rows int16_rows_in(void* scratch, DType weight_type, int64_t count, int64_t
   Int16Rows rows;
   rows.n = n;
   rows.block = static_cast<int>(block);
+  rows.group_rows = group_rows;
   rows.q = reinterpret_cast<int16_t*>(take(values * sizeof(int16_t)));
   rows.scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
   if (has_mins(weight_type)) {

@@ -24,12 +24,12 @@ void DecodeQ40(const void* rows, size_t row_stride, int64_t count, const Int16Ro
     const auto* blocks = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(rows) + r * row_stride);
     for (int64_t b = 0; b < nb; ++b) {
       out.scale[r * nb + b] = F16ToF32(blocks[b].d);
-      int16_t* q = out.q + r * out.n + b * kQ32;
+      const int64_t k0 = b * kQ32;
       // Values 0-15 are the low nibbles of the 16 bytes, values 16-31 the high ones.
       for (size_t k = 0; k < 16; k += L) {
         const auto v = hn::PromoteTo(d16, hn::LoadU(d8, blocks[b].qs + k));
-        hn::StoreU(hn::Sub(hn::And(v, mask), eight), d16, q + k);
-        hn::StoreU(hn::Sub(hn::ShiftRight<4>(v), eight), d16, q + 16 + k);
+        hn::StoreU(hn::Sub(hn::And(v, mask), eight), d16, out.at(r, k0 + k));
+        hn::StoreU(hn::Sub(hn::ShiftRight<4>(v), eight), d16, out.at(r, k0 + 16 + k));
       }
     }
   }

@@ -29,15 +29,15 @@ void DecodeQ4K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
       out.scale[at] = F16ToF32(block.d);
       out.min_scale[at] = F16ToF32(block.dmin);
       for (int j = 0; j < 8; ++j) out.mins[at * 8 + j] = s.m[j];
-      int16_t* q = out.q + r * out.n + b * kQK;
+      const int64_t k0 = b * kQK;
       // Chunk c: sub-blocks 2c (low nibbles of qs[32c..]) and 2c+1 (their high nibbles).
       for (int c = 0; c < 4; ++c) {
         const auto lo_scale = hn::Set(d16, s.sc[2 * c]);
         const auto hi_scale = hn::Set(d16, s.sc[2 * c + 1]);
         for (size_t k = 0; k < 32; k += L) {
           const auto v = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + 32 * c + k));
-          hn::StoreU(hn::Mul(hn::And(v, mask), lo_scale), d16, q + 64 * c + k);
-          hn::StoreU(hn::Mul(hn::ShiftRight<4>(v), hi_scale), d16, q + 64 * c + 32 + k);
+          hn::StoreU(hn::Mul(hn::And(v, mask), lo_scale), d16, out.at(r, k0 + 64 * c + k));
+          hn::StoreU(hn::Mul(hn::ShiftRight<4>(v), hi_scale), d16, out.at(r, k0 + 64 * c + 32 + k));
         }
       }
     }

@@ -29,7 +29,7 @@ void DecodeQ5K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
       out.scale[at] = F16ToF32(block.d);
       out.min_scale[at] = F16ToF32(block.dmin);
       for (int j = 0; j < 8; ++j) out.mins[at * 8 + j] = s.m[j];
-      int16_t* q = out.q + r * out.n + b * kQK;
+      const int64_t k0 = b * kQK;
       for (size_t k = 0; k < 32; k += L) {
         // Chunk c (sub-blocks 2c and 2c+1) takes bits 2c and 2c+1 of qh; shifting h right
         // by 2 per chunk keeps them at bits 0 and 1.
@@ -38,8 +38,8 @@ void DecodeQ5K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
           const auto v = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + 32 * c + k));
           const auto lo = hn::Or(hn::And(v, mask), hn::And(hn::ShiftLeft<4>(h), bit4));
           const auto hi = hn::Or(hn::ShiftRight<4>(v), hn::And(hn::ShiftLeft<3>(h), bit4));
-          hn::StoreU(hn::Mul(lo, hn::Set(d16, s.sc[2 * c])), d16, q + 64 * c + k);
-          hn::StoreU(hn::Mul(hi, hn::Set(d16, s.sc[2 * c + 1])), d16, q + 64 * c + 32 + k);
+          hn::StoreU(hn::Mul(lo, hn::Set(d16, s.sc[2 * c])), d16, out.at(r, k0 + 64 * c + k));
+          hn::StoreU(hn::Mul(hi, hn::Set(d16, s.sc[2 * c + 1])), d16, out.at(r, k0 + 64 * c + 32 + k));
           h = hn::ShiftRight<2>(h);
         }
       }

@@ -26,7 +26,7 @@ void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ6_K& block = blocks[b];
       out.scale[r * nb + b] = F16ToF32(block.d);
-      int16_t* q = out.q + r * out.n + b * kQK;
+      const int64_t k0 = b * kQK;
       for (int half = 0; half < 2; ++half) {
         const uint8_t* ql = block.ql + 64 * half;
         const uint8_t* qh = block.qh + 32 * half;
@@ -44,7 +44,7 @@ void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
           for (int g = 0; g < 4; ++g) {
             // Lanes k .. k + L - 1 of the group lie within one 16-value run of a scale.
             const auto scale = hn::Set(d16, block.scales[8 * half + 2 * g + static_cast<int>(k / 16)]);
-            hn::StoreU(hn::Mul(hn::Sub(groups[g], offset), scale), d16, q + 128 * half + 32 * g + k);
+            hn::StoreU(hn::Mul(hn::Sub(groups[g], offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
           }
         }
       }

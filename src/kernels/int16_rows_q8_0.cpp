@@ -22,8 +22,8 @@ void DecodeQ80(const void* rows, size_t row_stride, int64_t count, const Int16Ro
     const auto* blocks = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(rows) + r * row_stride);
     for (int64_t b = 0; b < nb; ++b) {
       out.scale[r * nb + b] = F16ToF32(blocks[b].d);
-      int16_t* q = out.q + r * out.n + b * kQ32;
-      for (size_t k = 0; k < kQ32; k += L) hn::StoreU(hn::PromoteTo(d16, hn::LoadU(d8, blocks[b].qs + k)), d16, q + k);
+      const int64_t k0 = b * kQ32;
+      for (size_t k = 0; k < kQ32; k += L) hn::StoreU(hn::PromoteTo(d16, hn::LoadU(d8, blocks[b].qs + k)), d16, out.at(r, k0 + k));
     }
   }
 }

@@ -84,7 +84,9 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-#if HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
+// x86 only: elsewhere ReorderWidenMulAccumulate also adds into its second sum, which
+// DotPairs leaves out, and no such CPU has been tested.
+#if HWY_ARCH_X86 && HWY_TARGET != HWY_SCALAR && HWY_TARGET != HWY_EMU128
 
 using D32 = hn::ScalableTag<int32_t>;
 using D16 = hn::Repartition<int16_t, D32>;
@@ -93,8 +95,8 @@ using V32 = hn::Vec<D32>;
 
 // Rows per micro-kernel: R x 2 int32 accumulators, two token vectors and a broadcast pair
 // fit the register file (32 vectors with AVX-512, 16 with AVX2); the float sums wait in L1.
-// With AVX-512, 12 rows ran pp512 of the 500M Q4_K model 10-15% faster than 6 rows with
-// the float sums in registers too, and 4 rows slower again.
+// With AVX-512, 12 rows ran pp512 of the 500M Q4_K model 8-21% faster than 6 rows with
+// the float sums in registers too, and 4 rows slower again (bench/README.md).
 #if HWY_TARGET <= HWY_AVX3
 constexpr size_t kTileR = 12;
 #else
@@ -107,7 +109,8 @@ constexpr int64_t kRunPairs = Int16Rows::kRunValues / 2;
 HWY_INLINE V32 DotPairs(V32 a, V32 b, V32 sum) {
 #if HWY_TARGET == HWY_AVX3_DL
   // Highway 1.0 has no VNNI op and does not compile this target with avx512vnni, which
-  // AVX3_DL's run-time check does require; so the instruction is written out.
+  // AVX3_DL's run-time check does require; so the instruction is written out. (Its
+  // intrinsic, with the option added by pragma, made GCC spill the accumulators.)
   __m512i raw = sum.raw;
   asm("vpdpwssd %[b], %[a], %[sum]" : [sum] "+v"(raw) : [a] "v"(a.raw), [b] "v"(b.raw));
   return V32{raw};
@@ -249,7 +252,7 @@ void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_
 
 bool Supported() { return true; }
 
-#else  // one-lane targets: no pairs of int16 in an int32 lane; matmul's float path serves.
+#else  // other CPUs: matmul's float path serves the quantised types.
 
 int64_t PanelTokens() { return 2; }
 void GemmInt16(DType, const void*, size_t, int64_t, int64_t, const void*, int64_t, float*, int64_t, void*) {

@@ -21,8 +21,8 @@
 namespace deferkv {
 
 // Whether the prefill of m tokens against `weight_type` weights goes through gemm_int16
-// on this CPU (its type has integer rows, the CPU has AVX2 or better, and m reaches the
-// type's threshold).
+// on this CPU (its type has integer rows, the CPU is x86 with AVX2 or better, and m
+// reaches the threshold).
 bool gemm_int16_serves(DType weight_type, int64_t m);
 
 int64_t gemm_int16_panel_tokens();

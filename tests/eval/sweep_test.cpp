@@ -9,6 +9,7 @@
 #include <map>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -163,6 +164,36 @@ TEST(Sweep, ResultsFolderIsNamedFromTheRowContextAndNeverTakenOver) {
   }
   EXPECT_THROW(prepare_results_dir(parent, "latest", "ruler-m", a), Error);
   EXPECT_THROW(prepare_results_dir(parent, "a/b", "ruler-m", a), Error);
+}
+
+// Shards of one sweep start at the same time and prepare the same folder: each must find
+// it absent or holding its config.json, never made but still empty. (Before the folder was
+// made with its config in one rename, the second shard of CI's Slurm test failed so.)
+TEST(Sweep, ShardsPreparingTheSameFolderAtOnceAllSucceed) {
+  gguf_test::TempDir dir;
+  const ordered_json config = {{"seed", 1}, {"sweep", {{"samples", 2}}}};
+  for (int round = 0; round < 50; ++round) {
+    const std::string parent = (dir.path() / std::to_string(round)).string();
+    std::vector<std::string> made(4), errors(4);
+    std::vector<std::thread> shards;
+    for (size_t i = 0; i < made.size(); ++i) {
+      shards.emplace_back([&, i] {
+        try {
+          made[i] = prepare_results_dir(parent, "", "ruler-m", config);
+        } catch (const Error& e) {
+          errors[i] = e.what();
+        }
+      });
+    }
+    for (auto& shard : shards) shard.join();
+    for (size_t i = 0; i < made.size(); ++i) {
+      ASSERT_EQ(errors[i], "") << "round " << round << ", shard " << i;
+      EXPECT_EQ(made[i], made[0]);
+    }
+    EXPECT_EQ(nlohmann::json::parse(read(made[0] + "/config.json"))["seed"], 1);
+    // Only the folder and `latest` are left: no temporary beside them.
+    EXPECT_EQ(std::distance(std::filesystem::directory_iterator(parent), std::filesystem::directory_iterator()), 2);
+  }
 }
 
 // The rows of `dir`, by key, as (prediction, score).

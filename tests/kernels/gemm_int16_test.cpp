@@ -121,8 +121,9 @@ TEST(GemmInt16, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {
 }
 
 TEST(GemmInt16, ServesItsTypesFromItsThreshold) {
-  EXPECT_FALSE(gemm_int16_serves(DType::Q4_K, 1));
-  EXPECT_TRUE(gemm_int16_serves(DType::Q4_K, 512));
+  const bool x86_simd = (hwy::SupportedTargets() & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
+  EXPECT_FALSE(gemm_int16_serves(DType::Q4_K, 15));
+  for (DType type : kIntegerTypes) EXPECT_EQ(x86_simd, gemm_int16_serves(type, 16)) << dtype_name(type);
   for (DType type : {DType::F32, DType::F16, DType::BF16}) EXPECT_FALSE(gemm_int16_serves(type, 512));
 }
 

@@ -2,6 +2,7 @@
 // another context; `latest` beside it points at the last run's folder.
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -18,10 +19,16 @@ namespace {
 
 using nlohmann::ordered_json;
 
+// A name beside `path` that no other process or thread uses at the same time.
+std::filesystem::path temporary_beside(const std::filesystem::path& path) {
+  static std::atomic<uint64_t> count{0};
+  return fmt::format("{}.tmp.{}.{}", path.string(), ::getpid(), count++);
+}
+
 // Written beside `path` and renamed over it, so a reader (or a shard starting at the same
 // time) sees the old file or the new one, never half of one.
 void write_atomically(const std::filesystem::path& path, const std::string& text) {
-  const std::filesystem::path temporary = fmt::format("{}.tmp.{}", path.string(), ::getpid());
+  const std::filesystem::path temporary = temporary_beside(path);
   {
     std::ofstream out(temporary, std::ios::binary);
     out << text;
@@ -33,10 +40,23 @@ void write_atomically(const std::filesystem::path& path, const std::string& text
 void link_latest(const std::filesystem::path& parent, const std::filesystem::path& dir) {
   const std::filesystem::path link = parent / "latest";
   if (std::filesystem::exists(link) && !std::filesystem::is_symlink(link)) return;  // the user's own "latest"
-  const std::filesystem::path temporary = fmt::format("{}.tmp.{}", link.string(), ::getpid());
-  std::filesystem::remove(temporary);
+  const std::filesystem::path temporary = temporary_beside(link);
   std::filesystem::create_directory_symlink(dir.filename(), temporary);
   std::filesystem::rename(temporary, link);
+}
+
+// Makes `dir` with its config.json in one step: a folder made beside it, config written,
+// is renamed into place, so a shard starting at the same time finds no folder or one with
+// its config.json, never an empty one. False when another process made `dir` first.
+bool create_with_config(const std::filesystem::path& dir, const std::string& text) {
+  const std::filesystem::path temporary = temporary_beside(dir);
+  std::filesystem::create_directories(temporary);
+  write_atomically(temporary / "config.json", text);
+  std::error_code error;
+  std::filesystem::rename(temporary, dir, error);
+  if (!error) return true;
+  std::filesystem::remove_all(temporary);
+  return false;
 }
 
 std::vector<std::string> differing_fields(const ordered_json& a, const ordered_json& b) {
@@ -71,7 +91,12 @@ std::string prepare_results_dir(const std::string& parent, const std::string& na
   const std::filesystem::path dir =
       std::filesystem::path(parent) / (name.empty() ? stem + "-" + sha256_hex(context.dump()).substr(0, 8) : name);
   const std::filesystem::path config_path = dir / "config.json";
-  if (std::filesystem::exists(dir)) {
+  const std::string text = config.dump(2) + "\n";
+  if (!std::filesystem::exists(dir) && create_with_config(dir, text)) {
+    link_latest(parent, dir);
+    return dir.string();
+  }
+  {  // The folder was there, or another shard made it just now: it must hold this context.
     std::ifstream in(config_path, std::ios::binary);
     const ordered_json existing = ordered_json::parse(in, nullptr, false);
     if (existing.is_discarded()) {
@@ -84,8 +109,7 @@ std::string prepare_results_dir(const std::string& parent, const std::string& na
            dir.string(), fmt::join(fields, ", "));
     }
   }
-  std::filesystem::create_directories(dir);
-  write_atomically(config_path, config.dump(2) + "\n");
+  write_atomically(config_path, text);
   link_latest(parent, dir);
   return dir.string();
 }

@@ -7,6 +7,7 @@
 
 #include "kernels/int16_rows.h"
 #include "kernels/kernel_helpers-inl.h"
+#include "kernels/q6_k_values-inl.h"
 #include "kernels/quant_blocks.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -15,10 +16,7 @@ namespace {
 
 void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out) {
   const hn::CappedTag<int16_t, 16> d16;  // 16 values share a scale
-  const hn::Rebind<uint8_t, decltype(d16)> d8;
   constexpr size_t L = hn::MaxLanes(d16);
-  const auto low4 = hn::Set(d16, 15);
-  const auto bits45 = hn::Set(d16, 48);
   const auto offset = hn::Set(d16, 32);
   const int64_t nb = out.n / kQK;
   for (int64_t r = 0; r < count; ++r) {
@@ -28,23 +26,12 @@ void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
       out.scale[r * nb + b] = F16ToF32(block.d);
       const int64_t k0 = b * kQK;
       for (int half = 0; half < 2; ++half) {
-        const uint8_t* ql = block.ql + 64 * half;
-        const uint8_t* qh = block.qh + 32 * half;
         for (size_t k = 0; k < 32; k += L) {
-          const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + k));
-          const auto c = hn::PromoteTo(d16, hn::LoadU(d8, ql + 32 + k));
-          const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + k));
-          // Group g holds values [32g, 32g + 32) of this half (layout in quant_blocks.h).
-          const hn::Vec<decltype(d16)> groups[4] = {
-              hn::Or(hn::And(a, low4), hn::And(hn::ShiftLeft<4>(h), bits45)),
-              hn::Or(hn::And(c, low4), hn::And(hn::ShiftLeft<2>(h), bits45)),
-              hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45)),
-              hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45)),
-          };
+          const Q6Groups values(d16, block, half, k);
           for (int g = 0; g < 4; ++g) {
             // Lanes k .. k + L - 1 of the group lie within one 16-value run of a scale.
             const auto scale = hn::Set(d16, block.scales[8 * half + 2 * g + static_cast<int>(k / 16)]);
-            hn::StoreU(hn::Mul(hn::Sub(groups[g], offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
+            hn::StoreU(hn::Mul(hn::Sub(values.group[g], offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
           }
         }
       }

@@ -11,6 +11,7 @@
 #include <array>
 
 #include "kernels/kernel_helpers-inl.h"
+#include "kernels/q6_k_values-inl.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
 #include "kernels/quant_blocks.h"
@@ -70,10 +71,7 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size
   const hn::CappedTag<int16_t, 32> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
-  const hn::Rebind<uint8_t, decltype(d16)> d8;
   constexpr size_t L = hn::MaxLanes(d16);
-  const auto low4 = hn::Set(d16, 15);
-  const auto bits45 = hn::Set(d16, 48);
   const auto offset = hn::Set(d16, 32);
   const auto* base = static_cast<const uint8_t*>(w);
   ForTilesAndGroups<kMatvecGroup>(m, rows, [&](auto group, int64_t first, int64_t r0, int64_t count) {
@@ -85,21 +83,10 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size
       hn::Vec<decltype(d32)> sum0[M], sum1[M];
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum0[i] = sum1[i] = hn::Zero(d32); });
       for (int half = 0; half < 2; ++half) {
-        const uint8_t* ql = block.ql + 64 * half;
-        const uint8_t* qh = block.qh + 32 * half;
         for (size_t k = 0; k < 32; k += L) {
-          const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + k));
-          const auto c = hn::PromoteTo(d16, hn::LoadU(d8, ql + 32 + k));
-          const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + k));
-          // Group g holds values [32g, 32g + 32) of this half (layout in quant_blocks.h).
-          const hn::Vec<decltype(d16)> groups[4] = {
-              hn::Or(hn::And(a, low4), hn::And(hn::ShiftLeft<4>(h), bits45)),
-              hn::Or(hn::And(c, low4), hn::And(hn::ShiftLeft<2>(h), bits45)),
-              hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45)),
-              hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45)),
-          };
+          const Q6Groups values(d16, block, half, k);
           Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
-            const auto v = hn::Mul(hn::Sub(groups[g], offset), scales.ForGroup(half, g, k));
+            const auto v = hn::Mul(hn::Sub(values.group[g], offset), scales.ForGroup(half, g, k));
             Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
               const int16_t* xq = x[i].q + b * kQK + 128 * half + 32 * g + k;
               sum0[i] = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq), sum0[i], sum1[i]);

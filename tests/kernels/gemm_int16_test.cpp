@@ -48,17 +48,8 @@ void run(const WeightMatrix& w, const std::vector<float>& x, int64_t m, int64_t 
 // The targets gemm_int16 is built for that this CPU has, each forced in turn.
 template <class Check>
 void for_each_integer_target(const Check& check) {
-  const int64_t supported = hwy::SupportedTargets();
-  std::string ran;
-  for (int64_t target : {int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}}) {
-    if ((supported & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    check();
-    ran += std::string(ran.empty() ? "" : " ") + hwy::TargetName(target);
-  }
-  hwy::SetSupportedTargetsForTest(0);
-  ::testing::Test::RecordProperty("simd_targets", ran);
+  testing::for_each_simd_target({int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}},
+                                [&](const char*) { check(); });
 }
 
 struct Shape {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -83,11 +84,12 @@ inline double relative_error(const float* y, const std::vector<double>& ref) {
 // (hwy_targets.h) that this CPU supports, with dynamic dispatch forced to it. Which ones ran
 // is the test's property "simd_targets" (in ctest's XML output), since a CPU without AVX-512
 // skips that one: a green run on such a machine says nothing of it.
+// `targets` names them for a kernel built for others (gemm_int16.cpp adds AVX3_DL).
 template <class Check>
-void for_each_simd_target(const Check& check) {
+void for_each_simd_target(std::initializer_list<int64_t> targets, const Check& check) {
   const int64_t supported = hwy::SupportedTargets();
   std::string ran;
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}) {
+  for (int64_t target : targets) {
     if ((supported & target) == 0) continue;
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
@@ -96,6 +98,11 @@ void for_each_simd_target(const Check& check) {
   }
   hwy::SetSupportedTargetsForTest(0);
   ::testing::Test::RecordProperty("simd_targets", ran);
+}
+
+template <class Check>
+void for_each_simd_target(const Check& check) {
+  for_each_simd_target({int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}, check);
 }
 
 }  // namespace deferkv::testing

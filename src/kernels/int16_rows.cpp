@@ -2,6 +2,7 @@
 #include "kernels/int16_rows.h"
 
 #include "deferkv/error.h"
+#include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 
 namespace deferkv {
@@ -12,6 +13,14 @@ size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
 bool has_mins(DType weight_type) { return weight_type == DType::Q4_K || weight_type == DType::Q5_K; }
 
 }  // namespace
+
+ScalesK4 Int16Rows::set_k4_scales(int64_t at, uint16_t d, uint16_t dmin, const uint8_t* scale_bytes) const {
+  const ScalesK4 s = unpack_scales_k4(scale_bytes);
+  scale[at] = fp16_to_fp32(d);
+  min_scale[at] = fp16_to_fp32(dmin);
+  for (int j = 0; j < 8; ++j) mins[at * 8 + j] = s.m[j];
+  return s;
+}
 
 bool has_int16_rows(DType weight_type) {
   switch (weight_type) {

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/quant_blocks.h"
 #include "tensor/dtype.h"
 
 namespace deferkv {
@@ -28,6 +29,10 @@ struct Int16Rows {
   float* scale = nullptr;      // [count][nb]
   int16_t* mins = nullptr;     // [count][nb][8], nullptr for types without mins
   float* min_scale = nullptr;  // [count][nb]
+
+  // Sets a Q4_K/Q5_K block's scale, min_scale and mins (at: row * nb + block) from its
+  // fp16 d and dmin and its 12 scale bytes; returns the bytes decoded.
+  ScalesK4 set_k4_scales(int64_t at, uint16_t d, uint16_t dmin, const uint8_t* scale_bytes) const;
 
   // Where values k .. k + 15 of row r lie (k a multiple of 16; also k .. k + 31 when k is
   // a multiple of 32).

@@ -24,11 +24,7 @@ void DecodeQ5K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
     const auto* blocks = reinterpret_cast<const BlockQ5_K*>(static_cast<const uint8_t*>(rows) + r * row_stride);
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ5_K& block = blocks[b];
-      const ScalesK4 s = unpack_scales_k4(block.scales);
-      const int64_t at = r * nb + b;
-      out.scale[at] = F16ToF32(block.d);
-      out.min_scale[at] = F16ToF32(block.dmin);
-      for (int j = 0; j < 8; ++j) out.mins[at * 8 + j] = s.m[j];
+      const ScalesK4 s = out.set_k4_scales(r * nb + b, block.d, block.dmin, block.scales);
       const int64_t k0 = b * kQK;
       for (size_t k = 0; k < 32; k += L) {
         // Chunk c (sub-blocks 2c and 2c+1) takes bits 2c and 2c+1 of qh; shifting h right

@@ -19,8 +19,9 @@ struct KvRollback {
   int32_t position;
 };
 
-// One KV head's stored entries: length rows of head_dim keys and values in their
-// storage types, and the original position of each (ascending).
+// One KV head's stored entries: length keys and values of head_dim in their storage
+// types (rows that may have holes between them, KvRows::holes), and the original
+// position of each (ascending).
 struct KvHeadView {
   KvRows keys;
   KvRows values;

@@ -26,22 +26,41 @@ bool fused(const KvRows& rows, int64_t query_rows) {
   return (rows.type == DType::F16 || rows.type == DType::BF16) && query_rows <= kFusedKvRows;
 }
 
-const uint16_t* half_rows(const KvRows& rows, int64_t begin) {
-  return reinterpret_cast<const uint16_t*>(rows.data) + begin * rows.head_dim;
-}
+const uint16_t* as_halves(const uint8_t* row) { return reinterpret_cast<const uint16_t*>(row); }
 
 }  // namespace
+
+int64_t KvRows::physical_row(int64_t j) const {
+  // Hole k has holes[k] - k entries before it: entry j lies past the holes with
+  // holes[k] - k <= j.
+  size_t lo = 0, hi = holes.size();
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (holes[mid] - static_cast<int64_t>(mid) <= j) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return j + static_cast<int64_t>(lo);
+}
 
 void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const KvRows& keys, int64_t c0,
                    int64_t width, float* scores, int64_t ld_scores, float* tile) {
   const int64_t d = keys.head_dim;
-  if (const float* f = keys.f32()) {
-    gemm_f32_nt(queries, ld_queries, rows, f + c0 * d, d, width, d, scores, ld_scores);
+  // Each score is one key's own dot product, so the runs between holes score alone.
+  if (keys.type == DType::F32) {
+    keys.for_each_run(c0, width, [&](int64_t first, const uint8_t* run, int64_t n) {
+      gemm_f32_nt(queries, ld_queries, rows, reinterpret_cast<const float*>(run), d, n, d, scores + (first - c0),
+                  ld_scores);
+    });
     return;
   }
   if (fused(keys, rows)) {
-    half_kv_key_scores(queries, ld_queries, rows, half_rows(keys, c0), keys.type == DType::BF16, d, width, scores,
-                       ld_scores);
+    keys.for_each_run(c0, width, [&](int64_t first, const uint8_t* run, int64_t n) {
+      half_kv_key_scores(queries, ld_queries, rows, as_halves(run), keys.type == DType::BF16, d, n,
+                         scores + (first - c0), ld_scores);
+    });
     return;
   }
   const int64_t step = tile_rows(d);
@@ -60,8 +79,12 @@ void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, cons
     return;
   }
   if (fused(values, rows)) {
-    half_kv_weighted_values(probs, ld_probs, rows, half_rows(values, 0), values.type == DType::BF16, d, width, out,
-                            ld_out);
+    // Each run continues the sums where the one before stopped: the same additions, in
+    // the same order, as over contiguous rows.
+    values.for_each_run(0, width, [&](int64_t first, const uint8_t* run, int64_t n) {
+      half_kv_weighted_values(probs + first, ld_probs, rows, as_halves(run), values.type == DType::BF16, d, n, out,
+                              ld_out, first > 0);
+    });
     return;
   }
   const int64_t step = tile_rows(d);
@@ -73,12 +96,14 @@ void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, cons
 }
 
 void KvRows::to_f32(int64_t begin, int64_t count, float* out) const {
-  // One call over the contiguous rows: the block layouts run row after row without gaps.
-  dequantize_row(type, row(begin), out, count * head_dim);
+  // One call per run of rows: the block layouts run row after row without gaps.
+  for_each_run(begin, count, [&](int64_t first, const uint8_t* run, int64_t n) {
+    dequantize_row(type, run, out + (first - begin) * head_dim, n * head_dim);
+  });
 }
 
 const float* KvRowReader::operator()(int64_t j) {
-  if (const float* f = rows_.f32()) return f + j * rows_.head_dim;
+  if (rows_.type == DType::F32) return reinterpret_cast<const float*>(rows_.row(j));
   scratch_.resize(static_cast<size_t>(rows_.head_dim));
   rows_.to_f32(j, 1, scratch_.data());
   return scratch_.data();

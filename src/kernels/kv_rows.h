@@ -12,24 +12,55 @@
 // projections: KNorm and Expected Attention score the stored keys; Expected Attention's
 // value norms, behavior_preserving's deletion model and CompressKV's calibration read
 // the stored values.
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tensor/dtype.h"
 
 namespace deferkv {
 
+// Entry j is row j of `data`, unless the head has holes: rows an eviction erased but left
+// in place until enough of them are worth one compaction (KvCache::erase_lazily). Then
+// entry j is the j-th row that is not a hole. Every reader below walks the runs of rows
+// between the holes, so a reader sees the entries in order whatever the layout, and the
+// products give the same floats as over the compacted rows (each score is one row's dot
+// product; each weighted sum adds its rows in entry order), except f32 values: with
+// holes they are summed a tile at a time, not by one GEMM over the rows in place.
 struct KvRows {
   const uint8_t* data = nullptr;
   DType type = DType::F32;
   int64_t head_dim = 0;
+  std::span<const int32_t> holes = {};  // rows of `data` that are not entries, ascending
 
   int64_t row_bytes() const { return dtype_row_bytes(type, head_dim); }
-  const uint8_t* row(int64_t j) const { return data + j * row_bytes(); }
-  // The rows themselves when stored as f32 (kernels then read them in place), else nullptr.
-  const float* f32() const { return type == DType::F32 ? reinterpret_cast<const float*>(data) : nullptr; }
-  // Rows [begin, begin + count) as float32 into out ([count x head_dim]).
+  // The row of `data` that holds entry j.
+  int64_t physical_row(int64_t j) const;
+  const uint8_t* row(int64_t j) const { return data + physical_row(j) * row_bytes(); }
+  // The rows themselves when stored as f32 without holes (kernels then read them in
+  // place), else nullptr.
+  const float* f32() const {
+    return type == DType::F32 && holes.empty() ? reinterpret_cast<const float*>(data) : nullptr;
+  }
+  // Entries [begin, begin + count) as float32 into out ([count x head_dim]).
   void to_f32(int64_t begin, int64_t count, float* out) const;
+  // Calls fn(first entry, its row, entries) for each run of consecutive rows that holds
+  // entries [begin, begin + count), in order.
+  template <class Fn>
+  void for_each_run(int64_t begin, int64_t count, const Fn& fn) const {
+    int64_t row = physical_row(begin);
+    auto hole = static_cast<size_t>(row - begin);  // the holes before `row`
+    while (count > 0) {
+      const int64_t next_hole = hole < holes.size() ? holes[hole] : row + count;
+      const int64_t n = std::min(count, next_hole - row);
+      fn(begin, data + row * row_bytes(), n);
+      begin += n;
+      count -= n;
+      row += n;
+      while (hole < holes.size() && holes[hole] == row) ++hole, ++row;
+    }
+  }
 };
 
 // Rows of head_dim float32 values at `data`, as an f32 cache stores them.
@@ -55,8 +86,9 @@ void kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, cons
 // stored contiguously, each row converted in registers as it is read (kv_rows_half.cpp).
 void half_kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const uint16_t* keys, bool bf16,
                         int64_t head_dim, int64_t width, float* scores, int64_t ld_scores);
+// The weighted values are added to out when accumulate (continuing its sums in order).
 void half_kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const uint16_t* values, bool bf16,
-                             int64_t head_dim, int64_t width, float* out, int64_t ld_out);
+                             int64_t head_dim, int64_t width, float* out, int64_t ld_out, bool accumulate = false);
 
 // Single rows as float32: f32 rows in place, others dequantised into the reader's
 // own one-row scratch (valid until the next call). Use one reader per row held at once.

@@ -56,15 +56,19 @@ void ScoresRows(const float* q, int64_t ldq, const T* keys, int64_t d, int64_t w
   for (; j < width; ++j) ScoreKeys<R, 1>(q, ldq, keys + j * d, d, s + j, lds);
 }
 
-// Columns [i0, i0 + C lanes) of R output rows = probabilities x values: R x C accumulators
-// live across every value row.
+// Columns [i0, i0 + C lanes) of R output rows = probabilities x values (added to out's
+// when accumulate): R x C accumulators live across every value row.
 template <size_t R, size_t C, class T>
 HWY_INLINE void WeighColumns(const float* p, int64_t ldp, const T* values, int64_t d, int64_t width, int64_t i0,
-                             float* out, int64_t ldo) {
+                             float* out, int64_t ldo, bool accumulate) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   hn::Vec<decltype(df)> acc[R][C];
-  Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::Zero(df); }); });
+  Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
+    Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA {
+      acc[r][c] = accumulate ? hn::LoadU(df, out + r * ldo + i0 + c * L) : hn::Zero(df);
+    });
+  });
   for (int64_t j = 0; j < width; ++j) {
     hn::Vec<decltype(df)> v[C];
     Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { v[c] = LoadF32(df, values + j * d + i0 + c * L); });
@@ -81,18 +85,19 @@ HWY_INLINE void WeighColumns(const float* p, int64_t ldp, const T* values, int64
 // C = 8 / R vectors of columns a pass (the values read once per pass), the whole vectors
 // left over one at a time, then the tail past them.
 template <size_t R, class T>
-void ValuesRows(const float* p, int64_t ldp, const T* values, int64_t d, int64_t width, float* out, int64_t ldo) {
+void ValuesRows(const float* p, int64_t ldp, const T* values, int64_t d, int64_t width, float* out, int64_t ldo,
+                bool accumulate) {
   constexpr size_t C = R >= 8 ? 1 : 8 / R;
   const auto L = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
   const int64_t whole = d / L * L;
   int64_t i0 = 0;
   for (; i0 + static_cast<int64_t>(C) * L <= whole; i0 += static_cast<int64_t>(C) * L) {
-    WeighColumns<R, C>(p, ldp, values, d, width, i0, out, ldo);
+    WeighColumns<R, C>(p, ldp, values, d, width, i0, out, ldo, accumulate);
   }
-  for (; i0 < whole; i0 += L) WeighColumns<R, 1>(p, ldp, values, d, width, i0, out, ldo);
+  for (; i0 < whole; i0 += L) WeighColumns<R, 1>(p, ldp, values, d, width, i0, out, ldo, accumulate);
   for (int64_t i = whole; i < d; ++i) {
     for (size_t r = 0; r < R; ++r) {
-      float sum = 0;
+      float sum = accumulate ? out[r * ldo + i] : 0.0f;
       for (int64_t j = 0; j < width; ++j) sum += p[r * ldp + j] * ToF32(values[j * d + i]);
       out[r * ldo + i] = sum;
     }
@@ -137,9 +142,9 @@ void HalfKeyScores(const float* q, int64_t ldq, int64_t rows, const uint16_t* ke
 }
 
 void HalfWeightedValues(const float* p, int64_t ldp, int64_t rows, const uint16_t* values, bool bf16, int64_t d,
-                        int64_t width, float* out, int64_t ldo) {
+                        int64_t width, float* out, int64_t ldo, bool accumulate) {
   ForRowCountAndType(rows, bf16, [&](auto r, auto type) {
-    ValuesRows<decltype(r)::value>(p, ldp, reinterpret_cast<decltype(type)>(values), d, width, out, ldo);
+    ValuesRows<decltype(r)::value>(p, ldp, reinterpret_cast<decltype(type)>(values), d, width, out, ldo, accumulate);
   });
 }
 
@@ -160,8 +165,9 @@ void half_kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, 
 }
 
 void half_kv_weighted_values(const float* probs, int64_t ld_probs, int64_t rows, const uint16_t* values, bool bf16,
-                             int64_t head_dim, int64_t width, float* out, int64_t ld_out) {
-  HWY_DYNAMIC_DISPATCH(HalfWeightedValues)(probs, ld_probs, rows, values, bf16, head_dim, width, out, ld_out);
+                             int64_t head_dim, int64_t width, float* out, int64_t ld_out, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(HalfWeightedValues)(probs, ld_probs, rows, values, bf16, head_dim, width, out, ld_out,
+                                           accumulate);
 }
 }  // namespace deferkv
 #endif

@@ -9,16 +9,6 @@
 #include "kernels/quant.h"
 
 namespace deferkv {
-namespace {
-
-uint8_t* as_bytes(ReservedBuffer& b) { return reinterpret_cast<uint8_t*>(b.data()); }
-const uint8_t* as_bytes(const ReservedBuffer& b) { return reinterpret_cast<const uint8_t*>(b.data()); }
-int32_t* as_positions(ReservedBuffer& b) { return reinterpret_cast<int32_t*>(b.data()); }
-const int32_t* as_positions(const ReservedBuffer& b) {
-  return reinterpret_cast<const int32_t*>(b.data());
-}
-
-}  // namespace
 
 void KvCache::renew_version(HeadStore& h) {
   static std::atomic<uint64_t> next{1};  // shared by every cache, so versions never repeat
@@ -39,30 +29,27 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t c
   key_row_bytes_ = dtype_row_bytes(types.keys, head_dim);
   value_row_bytes_ = dtype_row_bytes(types.values, head_dim);
   heads_.resize(static_cast<size_t>(n_layer * n_head_kv));
-  const auto slots = static_cast<size_t>(2 * capacity);
   for (auto& h : heads_) {
-    h.keys = ReservedBuffer(slots * static_cast<size_t>(key_row_bytes_));
-    h.values = ReservedBuffer(slots * static_cast<size_t>(value_row_bytes_));
-    h.positions = ReservedBuffer(slots * sizeof(int32_t));
+    h.rows = SlotWindow({key_row_bytes_, value_row_bytes_}, 2 * capacity);
+    h.positions = SlotWindow({int64_t{sizeof(int32_t)}}, 2 * capacity);
     renew_version(h);
   }
 }
 
 KvRows KvCache::keys(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  return {as_bytes(h.keys) + h.start * key_row_bytes_, types_.keys, head_dim_};
+  return {h.rows.at(0, 0), types_.keys, head_dim_, h.holes};
 }
 KvRows KvCache::values(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  return {as_bytes(h.values) + h.start * value_row_bytes_, types_.values, head_dim_};
+  return {h.rows.at(1, 0), types_.values, head_dim_, h.holes};
 }
 const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
-  const HeadStore& h = head(layer, kv_head);
-  return as_positions(h.positions) + h.start;
+  return reinterpret_cast<const int32_t*>(head(layer, kv_head).positions.at(0, 0));
 }
 KvHeadView KvCache::view(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), h.length, h.version, h.rollbacks};
+  return {keys(layer, kv_head), values(layer, kv_head), positions(layer, kv_head), h.length(), h.version, h.rollbacks};
 }
 
 int64_t KvCache::entries(int64_t layer) const {
@@ -75,10 +62,7 @@ int64_t KvCache::layer_bytes(int64_t layer) const { return entries(layer) * byte
 
 int64_t KvCache::resident_bytes() const {
   int64_t total = 0;
-  for (const auto& h : heads_) {
-    total += static_cast<int64_t>(h.keys.resident_bytes() + h.values.resident_bytes() +
-                                  h.positions.resident_bytes());
-  }
+  for (const auto& h : heads_) total += h.rows.resident_bytes() + h.positions.resident_bytes();
   return total;
 }
 
@@ -88,24 +72,25 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   // Check every head before touching any, so a failed append changes nothing.
   for (int64_t g = 0; g < n_head_kv_; ++g) {
     const HeadStore& h = head(layer, g);
-    if (h.length + n > capacity_) {
+    if (h.length() + n > capacity_) {
       fail("KV cache is full: layer {} head {} holds {} entries, {} more do not fit in the "
-           "context of {}", layer, g, h.length, n, capacity_);
+           "context of {}", layer, g, h.length(), n, capacity_);
     }
   }
   for (int64_t g = 0; g < n_head_kv_; ++g) {
     HeadStore& h = head(layer, g);
-    if (h.start + h.length + n > 2 * capacity_) move_to_front(h);
-    const int64_t end = h.start + h.length;
-    uint8_t* keys = as_bytes(h.keys) + end * key_row_bytes_;
-    uint8_t* values = as_bytes(h.values) + end * value_row_bytes_;
+    // Rows stay within the context too, so the window always finds room in its 2 x capacity slots.
+    if (h.rows.count() + n > capacity_) close_holes(h);
+    h.rows.make_room(n);
+    h.positions.make_room(n);
+    const int64_t end = h.rows.count();
     for (int64_t i = 0; i < n; ++i) {
-      quantize_row(types_.keys, k + i * row + g * head_dim_, keys + i * key_row_bytes_, head_dim_);
-      quantize_row(types_.values, v + i * row + g * head_dim_, values + i * value_row_bytes_, head_dim_);
+      quantize_row(types_.keys, k + i * row + g * head_dim_, h.rows.at(0, end + i), head_dim_);
+      quantize_row(types_.values, v + i * row + g * head_dim_, h.rows.at(1, end + i), head_dim_);
     }
-    std::memcpy(as_positions(h.positions) + end, positions, n * sizeof(int32_t));
-    h.length += n;
-    h.touched = std::max(h.touched, end + n);
+    std::memcpy(h.positions.at(0, h.length()), positions, n * sizeof(int32_t));
+    h.rows.grow(n);
+    h.positions.grow(n);
   }
   bytes_held_ += n * n_head_kv_ * bytes_per_entry();
   peak_bytes_ = std::max(peak_bytes_, bytes_held_);
@@ -113,59 +98,19 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   layer_peak = std::max(layer_peak, layer_bytes(layer));
 }
 
-void KvCache::shrink(HeadStore& h, int64_t length) {
-  h.length = length;
-  const int64_t end = h.start + length;
-  if ((h.touched - end) * (key_row_bytes_ + value_row_bytes_) < kReleaseBatchBytes) return;
-  const auto before = static_cast<size_t>(h.touched), after = static_cast<size_t>(end);
-  const auto key_bytes = static_cast<size_t>(key_row_bytes_), value_bytes = static_cast<size_t>(value_row_bytes_);
-  h.keys.release_after(after * key_bytes, before * key_bytes);
-  h.values.release_after(after * value_bytes, before * value_bytes);
-  h.positions.release_after(after * sizeof(int32_t), before * sizeof(int32_t));
-  h.touched = end;
-}
-
-void KvCache::release_before_window(HeadStore& h) {
-  if ((h.start - h.unused_from) * (key_row_bytes_ + value_row_bytes_) < kReleaseBatchBytes) return;
-  const auto from = static_cast<size_t>(h.unused_from), to = static_cast<size_t>(h.start);
-  const auto key_bytes = static_cast<size_t>(key_row_bytes_), value_bytes = static_cast<size_t>(value_row_bytes_);
-  h.keys.release_before(from * key_bytes, to * key_bytes);
-  h.values.release_before(from * value_bytes, to * value_bytes);
-  h.positions.release_before(from * sizeof(int32_t), to * sizeof(int32_t));
-  h.unused_from = h.start;
-}
-
-void KvCache::move_to_front(HeadStore& h) {
-  move_entries(h, 0, -h.start, h.length);
-  h.start = 0;
-  h.unused_from = 0;
-  shrink(h, h.length);  // the slots the window left behind
-}
-
 void KvCache::recount() {
   bytes_held_ = 0;
-  for (const auto& h : heads_) bytes_held_ += h.length * bytes_per_entry();
+  for (const auto& h : heads_) bytes_held_ += h.length() * bytes_per_entry();
 }
 
 void KvCache::check_indices(const HeadStore& h, int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices,
                             const char* what) const {
   for (size_t i = 0; i < indices.size(); ++i) {
-    if (indices[i] < 0 || indices[i] >= h.length || (i > 0 && indices[i] <= indices[i - 1])) {
+    if (indices[i] < 0 || indices[i] >= h.length() || (i > 0 && indices[i] <= indices[i - 1])) {
       fail("internal: {} on layer {} head {} needs increasing indices below {}, got {} at {}", what, layer, kv_head,
-           h.length, indices[i], i);
+           h.length(), indices[i], i);
     }
   }
-}
-
-void KvCache::move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count) {
-  if (from == to || count == 0) return;
-  uint8_t* keys = as_bytes(h.keys) + h.start * key_row_bytes_;
-  uint8_t* values = as_bytes(h.values) + h.start * value_row_bytes_;
-  int32_t* positions = as_positions(h.positions) + h.start;
-  std::memmove(keys + to * key_row_bytes_, keys + from * key_row_bytes_, static_cast<size_t>(count * key_row_bytes_));
-  std::memmove(values + to * value_row_bytes_, values + from * value_row_bytes_,
-               static_cast<size_t>(count * value_row_bytes_));
-  std::memmove(positions + to, positions + from, static_cast<size_t>(count) * sizeof(int32_t));
 }
 
 void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices) {
@@ -174,57 +119,63 @@ void KvCache::retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>&
   std::vector<int32_t> dropped;
   int32_t next = 0;  // the first index not yet kept or dropped
   for (int32_t kept : indices) {
-    if (kept < next || kept >= h.length) check_indices(h, layer, kv_head, indices, "retain");  // fails
+    if (kept < next || kept >= h.length()) check_indices(h, layer, kv_head, indices, "retain");  // fails
     for (; next < kept; ++next) dropped.push_back(next);
     next = kept + 1;
   }
-  for (; next < h.length; ++next) dropped.push_back(next);
-  drop_entries(h, dropped);
+  for (; next < h.length(); ++next) dropped.push_back(next);
+  drop_entries(h, dropped, false);
 }
 
 void KvCache::erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped) {
   HeadStore& h = head(layer, kv_head);
   check_indices(h, layer, kv_head, dropped, "erase");
-  drop_entries(h, dropped);
+  drop_entries(h, dropped, false);
 }
 
-void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped) {
-  const auto n = static_cast<int64_t>(dropped.size());
-  if (n == 0) return;
+void KvCache::erase_lazily(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped) {
+  HeadStore& h = head(layer, kv_head);
+  check_indices(h, layer, kv_head, dropped, "erase");
+  drop_entries(h, dropped, true);
+}
+
+void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped, bool lazily) {
+  if (dropped.empty()) return;
   renew_version(h);
-  const auto at = [&](int64_t k) { return static_cast<int64_t>(dropped[static_cast<size_t>(k)]); };
-  const int64_t after_first = h.length - at(0) - n;  // kept entries after the first dropped
-  const int64_t before_last = at(n - 1) - (n - 1);   // kept entries before the last dropped
-  if (after_first <= before_last) {
-    // The entries between dropped k and dropped k + 1 move forward by k + 1, in order, so
-    // none overwrites an entry still to be moved.
-    for (int64_t k = 0; k < n; ++k) {
-      const int64_t from = at(k) + 1;
-      const int64_t end = k + 1 < n ? at(k + 1) : h.length;
-      move_entries(h, from, from - (k + 1), end - from);
-    }
-    shrink(h, h.length - n);
-  } else {
-    // The entries between dropped k - 1 and dropped k move back by n - k, the last run
-    // first; then the window starts n slots later.
-    for (int64_t k = n - 1; k >= 0; --k) {
-      const int64_t from = k > 0 ? at(k - 1) + 1 : 0;
-      move_entries(h, from, from + (n - k), at(k) - from);
-    }
-    h.start += n;
-    h.length -= n;
-    release_before_window(h);
+  // The dropped entries' rows (KvRows::physical_row), merged with the holes: entry j lies
+  // past the holes k with holes[k] - k <= j.
+  std::vector<int32_t> holes;
+  holes.reserve(h.holes.size() + dropped.size());
+  size_t k = 0;
+  for (int32_t j : dropped) {
+    for (; k < h.holes.size() && h.holes[k] - static_cast<int32_t>(k) <= j; ++k) holes.push_back(h.holes[k]);
+    holes.push_back(j + static_cast<int32_t>(k));
   }
-  bytes_held_ -= n * bytes_per_entry();
+  holes.insert(holes.end(), h.holes.begin() + static_cast<std::ptrdiff_t>(k), h.holes.end());
+  h.holes = std::move(holes);
+  h.positions.drop(dropped);
+  if (!lazily || h.holes.size() > kMaxHoles) close_holes(h);
+  bytes_held_ -= static_cast<int64_t>(dropped.size()) * bytes_per_entry();
+}
+
+void KvCache::close_holes(HeadStore& h) {
+  h.rows.drop(h.holes);
+  h.holes.clear();
 }
 
 void KvCache::truncate(int32_t position) {
   for (auto& h : heads_) {
-    const int32_t* positions = as_positions(h.positions) + h.start;
+    const auto* positions = reinterpret_cast<const int32_t*>(h.positions.at(0, 0));
     // Even with nothing dropped: entries another eviction removed at these positions may
     // come back as other tokens.
     roll_back(h, position);
-    shrink(h, std::lower_bound(positions, positions + h.length, position) - positions);
+    const int64_t kept = std::lower_bound(positions, positions + h.length(), position) - positions;
+    // The rows up to the first kept entry's successor, and the holes among them.
+    const KvRows rows{nullptr, types_.keys, head_dim_, h.holes};
+    const int64_t kept_rows = kept < h.length() ? rows.physical_row(kept) : h.rows.count();
+    h.holes.erase(std::lower_bound(h.holes.begin(), h.holes.end(), kept_rows), h.holes.end());
+    h.rows.shrink(kept_rows);
+    h.positions.shrink(kept);
   }
   recount();
 }
@@ -233,12 +184,20 @@ KvCache::Snapshot KvCache::snapshot() const {
   Snapshot s;
   s.types = types_;
   s.head_dim = head_dim_;
+  const auto bytes_of = [](const KvRows& rows, int64_t n) {
+    std::vector<uint8_t> out;
+    out.reserve(static_cast<size_t>(n * rows.row_bytes()));
+    rows.for_each_run(0, n, [&](int64_t, const uint8_t* run, int64_t count) {
+      out.insert(out.end(), run, run + count * rows.row_bytes());
+    });
+    return out;
+  };
   for (int64_t l = 0; l < n_layer_; ++l) {  // in heads_'s order
     for (int64_t g = 0; g < n_head_kv_; ++g) {
       const KvHeadView v = view(l, g);
       s.lengths.push_back(v.length);
-      s.keys.emplace_back(v.keys.data, v.keys.row(v.length));
-      s.values.emplace_back(v.values.data, v.values.row(v.length));
+      s.keys.push_back(bytes_of(v.keys, v.length));
+      s.values.push_back(bytes_of(v.values, v.length));
       s.positions.emplace_back(v.positions, v.positions + v.length);
     }
   }
@@ -262,14 +221,18 @@ void KvCache::restore(const Snapshot& s) {
   }
   for (size_t i = 0; i < heads_.size(); ++i) {
     HeadStore& h = heads_[i];
-    h.start = 0;  // the slots before the old window become the tail, released below
-    h.unused_from = 0;
+    const int64_t n = s.lengths[i];
     roll_back(h, std::numeric_limits<int32_t>::min());  // every entry may be another token
-    std::memcpy(h.keys.data(), s.keys[i].data(), s.keys[i].size());
-    std::memcpy(h.values.data(), s.values[i].data(), s.values[i].size());
-    std::memcpy(h.positions.data(), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));
-    h.touched = std::max(h.touched, s.lengths[i]);
-    shrink(h, s.lengths[i]);
+    h.holes.clear();
+    h.rows.reset();
+    h.positions.reset();
+    std::memcpy(h.rows.at(0, 0), s.keys[i].data(), s.keys[i].size());
+    std::memcpy(h.rows.at(1, 0), s.values[i].data(), s.values[i].size());
+    std::memcpy(h.positions.at(0, 0), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));
+    for (SlotWindow* w : {&h.rows, &h.positions}) {
+      w->grow(n);
+      w->shrink(n);  // returns the pages past the restored entries
+    }
   }
   recount();
   peak_bytes_ = std::max(peak_bytes_, bytes_held_);

@@ -5,40 +5,33 @@
 // touching the others; the attention kernels read each head's own length.
 //
 // Keys and values are stored in their own types (kv_cache_type.h): a row of head_dim
-// values per entry, quantised blocks running along the row, so retain() moves whole
+// values per entry, quantised blocks running along the row, so eviction moves whole
 // entries byte for byte and never re-rounds them.
 //
-// A head's entries lie contiguous, in position order, in a window of slots that can
-// start anywhere in its storage: eviction closes the gaps by moving whichever side of
-// the dropped entries is shorter, the entries after them forward or the entries before
-// them back (the window's start then advances). A sliding window that drops its oldest
-// entry after a few sinks moves the sinks only, not the whole window; a per-step press
-// that drops one entry anywhere moves at most half the head. Storage is reserved for
-// twice the context, and a head whose window reaches the end moves back to slot 0 at
-// the next append: at most one entry moved per entry dropped before, however long the
-// run. Attention reads the same entries in the same order either way, so its results do
-// not depend on where the window starts.
+// A head keeps its cells' metadata (the positions, one per entry) apart from its tensor
+// storage (the key and value rows), each in a SlotWindow (slot_window.h): entries in
+// position order, gaps closed by moving the shorter side, pages handed back to the OS in
+// batches, so evicting entries lowers real memory, not only the byte counters.
+//
+// Rows can lag behind the positions: erase_lazily() drops the entries' positions at once
+// but leaves their rows in place as holes (KvRows::holes) until a head has more than
+// kMaxHoles of them, then closes them all in one compaction. A per-step press that drops
+// one entry anywhere in a 4K-entry head would otherwise move about a quarter of the head's
+// rows every step; every reader of the rows walks the runs between the holes and sees
+// the same entries in the same order (and the products the same floats, f32 values
+// aside: kv_rows.h).
 //
 // Each head has a version (KvHeadView::version), renewed whenever it loses entries, and a
 // record of its rollbacks (truncate, restore), so what a reader saw of a head (a press's
 // captured attention) can be matched to it again cheaply: under the same version only
 // appends happened.
-//
-// Each head's storage is reserved up front and committed by the OS page by page as
-// entries arrive; retain(), erase() and truncate() hand the freed pages back, so evicting
-// entries lowers real memory, not only the byte counters. Pages go back in batches: a
-// head returns its unused tail (or its unused slots before the window) once they span
-// kReleaseBatchBytes of keys and values, not at every shrink. A per-step press that drops
-// one entry and appends one would otherwise release a page and fault it in again (~10 µs
-// on these VMs) whenever its length sits at a page boundary; so at most that many bytes
-// per head stay resident on either side of the entries held.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "base/reserved_buffer.h"
 #include "kernels/attention.h"
 #include "kv/kv_cache_type.h"
+#include "kv/slot_window.h"
 
 namespace deferkv {
 
@@ -59,7 +52,7 @@ class KvCache {
   // head would exceed the capacity.
   void append(int64_t layer, const float* k, const float* v, const int32_t* positions, int64_t n);
 
-  int64_t length(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).length; }
+  int64_t length(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).length(); }
   // The stored rows in their storage types (read them with KvRows::to_f32 or KvRowReader).
   KvRows keys(int64_t layer, int64_t kv_head) const;
   KvRows values(int64_t layer, int64_t kv_head) const;
@@ -75,9 +68,15 @@ class KvCache {
   void retain(int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices);
   // Drops the entries at `dropped` (strictly increasing, each < length) of one head: the
   // same as retain() of the other indices, in time proportional to the entries dropped and
-  // those after the first of them or before the last, whichever are fewer (a per-step
-  // press drops a few entries of a long head).
+  // those after the first of them or before the last, whichever are fewer.
   void erase(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped);
+  // The same entries go, but their rows stay as holes until the head holds more than
+  // kMaxHoles (then one compaction closes them all): for a press that drops a few entries
+  // of a long head every decode step.
+  void erase_lazily(int64_t layer, int64_t kv_head, const std::vector<int32_t>& dropped);
+  // Rows a head leaves in place as holes before it compacts them: at 256 bytes a row (f16,
+  // head_dim 64) 16 KiB per head, while a per-step press moves rows once per 64 steps.
+  static constexpr size_t kMaxHoles = 64;
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
 
@@ -106,18 +105,16 @@ class KvCache {
   // Memory the OS backs the cache with right now (whole pages; for tests and reports).
   int64_t resident_bytes() const;
   // A head's unused tail of keys and values is handed back to the OS once it is this large.
-  static constexpr int64_t kReleaseBatchBytes = 32 << 10;
+  static constexpr int64_t kReleaseBatchBytes = SlotWindow::kReleaseBatchBytes;
 
  private:
-  // Slots are entry-sized places in a head's storage; entries occupy [start, start + length).
   struct HeadStore {
-    ReservedBuffer keys, values, positions;  // 2 x capacity slots each
-    int64_t start = 0;
-    int64_t length = 0;
-    int64_t touched = 0;     // the highest slot end held since the tail's pages were last released
-    int64_t unused_from = 0;  // slots below it before the window were released already
-    uint64_t version = 0;     // KvHeadView::version
+    SlotWindow rows;             // key rows (buffer 0) and value rows (buffer 1), holes included
+    std::vector<int32_t> holes;  // rows erased lazily, ascending, indexed from the window's start
+    SlotWindow positions;        // one int32 per entry
+    uint64_t version = 0;        // KvHeadView::version
     std::vector<KvRollback> rollbacks;  // KvHeadView::rollbacks
+    int64_t length() const { return positions.count(); }
   };
   HeadStore& head(int64_t layer, int64_t kv_head) {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
@@ -125,22 +122,16 @@ class KvCache {
   const HeadStore& head(int64_t layer, int64_t kv_head) const {
     return heads_[static_cast<size_t>(layer * n_head_kv_ + kv_head)];
   }
-  // Sets a head's length; returns the pages past it to the OS once they are a batch.
-  void shrink(HeadStore& h, int64_t length);
   // Gives a head that lost or replaced entries a new version.
   static void renew_version(HeadStore& h);
   // Gives a head a new version from which its entries at `position` or later may be other
   // tokens (a rollback).
   static void roll_back(HeadStore& h, int32_t position);
-  // Drops entries (strictly increasing indices), moving the shorter side of them.
-  void drop_entries(HeadStore& h, const std::vector<int32_t>& dropped);
-  // Returns the pages before the window to the OS once they are a batch.
-  void release_before_window(HeadStore& h);
-  // Moves the window to slot 0, making room for appends.
-  void move_to_front(HeadStore& h);
-  // Moves `count` entries of a head from index `from` to index `to` (either way; indices
-  // count from the window's start), as stored bytes.
-  void move_entries(HeadStore& h, int64_t from, int64_t to, int64_t count);
+  // Drops entries (strictly increasing indices): their positions at once, their rows as
+  // holes, compacted unless `lazily` and the head holds at most kMaxHoles.
+  void drop_entries(HeadStore& h, const std::vector<int32_t>& dropped, bool lazily);
+  // Moves a head's rows over its holes.
+  static void close_holes(HeadStore& h);
   // Fails unless `indices` are strictly increasing and below the head's length.
   void check_indices(const HeadStore& h, int64_t layer, int64_t kv_head, const std::vector<int32_t>& indices,
                      const char* what) const;

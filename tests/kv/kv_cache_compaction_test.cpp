@@ -12,7 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "kernels/attention.h"
 #include "kv/kv_cache.h"
 
 namespace deferkv {
@@ -74,8 +76,9 @@ TEST_P(KvCacheCompactionTest, MixedOperationsMatchAPlainReference) {
   int32_t next_position = 0;
   std::vector<std::pair<KvCache::Snapshot, Reference>> saved;
 
-  for (int op = 0; op < 600; ++op) {
-    const int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+  size_t most_holes = 0;
+  for (int op = 0; op < 1500; ++op) {
+    const int kind = std::uniform_int_distribution<int>(0, 11)(rng);
     const auto l = std::uniform_int_distribution<int64_t>(0, kLayers - 1)(rng);
     const auto g = std::uniform_int_distribution<int64_t>(0, kHeads - 1)(rng);
     std::vector<Entry>& head = ref[static_cast<size_t>(l * kHeads + g)];
@@ -114,6 +117,12 @@ TEST_P(KvCacheCompactionTest, MixedOperationsMatchAPlainReference) {
       cache.erase(l, g, drop);
       for (auto j = drop.rbegin(); j != drop.rend(); ++j) head.erase(head.begin() + *j);
       what = fmt::format("op {}: erase {} of layer {} head {}", op, drop.size(), l, g);
+    } else if (kind >= 10) {  // erase lazily: a per-step press drops one or two entries, the rows wait as holes
+      const std::vector<int32_t> drop = random_subset(static_cast<int64_t>(head.size()), kind == 10 ? 0.005 : 0.05, rng);
+      cache.erase_lazily(l, g, drop);
+      for (auto j = drop.rbegin(); j != drop.rend(); ++j) head.erase(head.begin() + *j);
+      ASSERT_LE(cache.keys(l, g).holes.size(), KvCache::kMaxHoles);
+      what = fmt::format("op {}: erase lazily {} of layer {} head {}", op, drop.size(), l, g);
     } else if (kind == 8) {  // truncate to a random earlier position (a rollback), now and then
       if (std::uniform_int_distribution<int>(0, 3)(rng) != 0 || next_position == 0) continue;
       const auto position = std::uniform_int_distribution<int32_t>(next_position / 2, next_position)(rng);
@@ -137,7 +146,9 @@ TEST_P(KvCacheCompactionTest, MixedOperationsMatchAPlainReference) {
       what = fmt::format("op {}: restore", op);
     }
     ASSERT_NO_FATAL_FAILURE(expect_same(cache, ref, what));
+    for (int64_t h = 0; h < kLayers * kHeads; ++h) most_holes = std::max(most_holes, cache.keys(h / kHeads, h % kHeads).holes.size());
   }
+  EXPECT_GE(most_holes, 8u) << "the mix never left many holes";
 }
 
 INSTANTIATE_TEST_SUITE_P(F32F16Q8, KvCacheCompactionTest, ::testing::Values(DType::F32, DType::F16, DType::Q8_0),
@@ -269,6 +280,97 @@ TEST(KvCacheErase, MovesTheShorterSideOfTheDroppedEntries) {
   EXPECT_EQ(cache.keys(0, 0).row(0), first_key);
   EXPECT_EQ(cache.positions(0, 0)[30], 32);
   EXPECT_EQ(cache.length(0, 0), 37);
+}
+
+// One entry dropped per step from a 200-entry head: the rows stay where they are, as
+// holes, until there are more than kMaxHoles; then one compaction closes them all.
+TEST(KvCacheLazyErase, LeavesRowsInPlaceUntilMoreThanMaxHoles) {
+  constexpr int64_t kEntriesHeld = 200;
+  KvCache cache(1, 1, kDim, 400, {DType::F16, DType::F16});
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> k(kEntriesHeld * kDim), v(k.size());
+  for (float& x : k) x = normal(rng);
+  for (float& x : v) x = normal(rng);
+  std::vector<int32_t> positions(kEntriesHeld);
+  for (int32_t i = 0; i < kEntriesHeld; ++i) positions[static_cast<size_t>(i)] = i;
+  cache.append(0, k.data(), v.data(), positions.data(), kEntriesHeld);
+  std::vector<Entry> ref = entries_of(cache, 0, 0);
+  const uint8_t* first_row = cache.keys(0, 0).data;
+  for (size_t step = 1; step <= KvCache::kMaxHoles; ++step) {
+    const auto j = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, cache.length(0, 0) - 1)(rng));
+    cache.erase_lazily(0, 0, {j});
+    ref.erase(ref.begin() + j);
+    ASSERT_EQ(cache.keys(0, 0).holes.size(), step);
+    ASSERT_EQ(cache.keys(0, 0).data, first_row) << "rows moved at step " << step;
+    ASSERT_TRUE(entries_of(cache, 0, 0) == ref) << "step " << step;
+    ASSERT_EQ(cache.bytes_held(), static_cast<int64_t>(ref.size()) * cache.bytes_per_entry());
+  }
+  cache.erase_lazily(0, 0, {0});
+  ref.erase(ref.begin());
+  EXPECT_TRUE(cache.keys(0, 0).holes.empty()) << "more than kMaxHoles holes, not compacted";
+  EXPECT_TRUE(entries_of(cache, 0, 0) == ref);
+  // An eager erase closes whatever holes there are.
+  cache.erase_lazily(0, 0, {10});
+  cache.erase(0, 0, {20});
+  ref.erase(ref.begin() + 10);
+  ref.erase(ref.begin() + 20);
+  EXPECT_TRUE(cache.keys(0, 0).holes.empty());
+  EXPECT_TRUE(entries_of(cache, 0, 0) == ref);
+}
+
+// The attention over a head with holes is the attention over the same entries compacted:
+// two caches take the same entries and drop the same ones, lazily and at once, and every
+// query's output is the same floats (the f32 cache's weighted values aside, kv_rows.h).
+TEST(KvCacheLazyErase, AttentionOverHolesIsAttentionOverTheKeptEntries) {
+  constexpr int64_t kHeadsKv = 2, kGroup = 3, kLen = 180;
+  ThreadPool pool(2);
+  for (DType type : {DType::F16, DType::BF16, DType::Q8_0, DType::F32}) {
+    SCOPED_TRACE(dtype_name(type));
+    KvCache lazy(1, kHeadsKv, kDim, 400, {type, type}), eager(1, kHeadsKv, kDim, 400, {type, type});
+    std::mt19937 rng(9);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> k(kLen * kHeadsKv * kDim), v(k.size());
+    for (float& x : k) x = normal(rng);
+    for (float& x : v) x = normal(rng);
+    std::vector<int32_t> positions(kLen);
+    for (int32_t i = 0; i < kLen; ++i) positions[static_cast<size_t>(i)] = i;
+    for (KvCache* c : {&lazy, &eager}) c->append(0, k.data(), v.data(), positions.data(), kLen - 4);
+    for (int step = 0; step < 20; ++step) {
+      for (int64_t g = 0; g < kHeadsKv; ++g) {
+        const std::vector<int32_t> drop = random_subset(lazy.length(0, g), 0.01, rng);
+        lazy.erase_lazily(0, g, drop);
+        eager.erase(0, g, drop);
+      }
+    }
+    ASSERT_FALSE(lazy.keys(0, 0).holes.empty());
+    // A decode step (one query) and a batch of three (the causal prefill path).
+    for (int64_t n : {1, 3}) {
+      const int64_t first = kLen - 4 + (n == 1 ? 0 : 1);
+      for (KvCache* c : {&lazy, &eager}) {
+        c->append(0, k.data() + first * kHeadsKv * kDim, v.data() + first * kHeadsKv * kDim, positions.data() + first, n);
+      }
+      const AttentionShape shape{kHeadsKv * kGroup, kHeadsKv, kDim, 0.125f};
+      std::vector<float> q(static_cast<size_t>(n * shape.n_head * kDim));
+      for (float& x : q) x = normal(rng);
+      std::vector<std::vector<float>> out;
+      for (KvCache* c : {&lazy, &eager}) {
+        std::vector<KvHeadView> views;
+        for (int64_t g = 0; g < kHeadsKv; ++g) views.push_back(c->view(0, g));
+        AttentionScratch scratch;
+        scratch.reserve(pool.size(), 400);
+        out.emplace_back(q.size());
+        attention(q.data(), n, shape, views, out.back().data(), scratch, pool);
+      }
+      for (size_t i = 0; i < q.size(); ++i) {
+        if (type == DType::F32) {
+          ASSERT_NEAR(out[0][i], out[1][i], 1e-5f) << "n=" << n << " at " << i;
+        } else {
+          ASSERT_EQ(out[0][i], out[1][i]) << "n=" << n << " at " << i;
+        }
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -230,7 +230,14 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
                            prompt.values, decode, cache};
   const std::vector<std::vector<int32_t>> dropped = choose(view, score(view), *selector_);
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-    if (!dropped[g].empty()) cache.erase(l, g, dropped[g]);
+    if (dropped[g].empty()) continue;
+    // A decode step drops few entries of a long head: their rows wait as holes
+    // (KvCache::erase_lazily), so a per-step press does not move the head every step.
+    if (step > 0) {
+      cache.erase_lazily(l, g, dropped[g]);
+    } else {
+      cache.erase(l, g, dropped[g]);
+    }
   }
   keep_captured(cache, l, dropped);
   ++evicted_layers_;

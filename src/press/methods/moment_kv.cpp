@@ -80,7 +80,8 @@ class MomentKvPress final : public Press {
         const int64_t first_generated = cache.length(l, g) - static_cast<int64_t>(importance.size());
         const std::vector<int32_t> keep = top_k(importance, decode_budget_);
         // The generated entries not kept go; the prompt's are not touched (erase, not retain,
-        // so the step costs the decode region, not the whole head).
+        // so the step costs the decode region, not the whole head; lazily, so their rows
+        // move once every KvCache::kMaxHoles drops).
         std::vector<int32_t> dropped;
         for (size_t j = 0, k = 0; j < importance.size(); ++j) {
           if (k < keep.size() && keep[k] == static_cast<int32_t>(j)) {
@@ -89,7 +90,7 @@ class MomentKvPress final : public Press {
             dropped.push_back(static_cast<int32_t>(first_generated + static_cast<int64_t>(j)));
           }
         }
-        cache.erase(l, g, dropped);
+        cache.erase_lazily(l, g, dropped);
         if (per_kv_head_ || g == cache.n_head_kv() - 1) {
           std::vector<float> kept;
           for (int32_t j : keep) kept.push_back(importance[static_cast<size_t>(j)]);

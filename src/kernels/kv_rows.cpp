@@ -30,7 +30,7 @@ const uint16_t* as_halves(const uint8_t* row) { return reinterpret_cast<const ui
 
 }  // namespace
 
-int64_t KvRows::physical_row(int64_t j) const {
+int64_t row_of_entry(std::span<const int32_t> holes, int64_t j) {
   // Hole k has holes[k] - k entries before it: entry j lies past the holes with
   // holes[k] - k <= j.
   size_t lo = 0, hi = holes.size();

@@ -21,6 +21,9 @@
 
 namespace deferkv {
 
+// The row that holds entry j when the rows at `holes` (ascending) hold no entry.
+int64_t row_of_entry(std::span<const int32_t> holes, int64_t j);
+
 // Entry j is row j of `data`, unless the head has holes: rows an eviction erased but left
 // in place until enough of them are worth one compaction (KvCache::erase_lazily). Then
 // entry j is the j-th row that is not a hole. Every reader below walks the runs of rows
@@ -36,7 +39,7 @@ struct KvRows {
 
   int64_t row_bytes() const { return dtype_row_bytes(type, head_dim); }
   // The row of `data` that holds entry j.
-  int64_t physical_row(int64_t j) const;
+  int64_t physical_row(int64_t j) const { return row_of_entry(holes, j); }
   const uint8_t* row(int64_t j) const { return data + physical_row(j) * row_bytes(); }
   // The rows themselves when stored as f32 without holes (kernels then read them in
   // place), else nullptr.

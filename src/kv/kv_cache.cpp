@@ -142,8 +142,8 @@ void KvCache::erase_lazily(int64_t layer, int64_t kv_head, const std::vector<int
 void KvCache::drop_entries(HeadStore& h, const std::vector<int32_t>& dropped, bool lazily) {
   if (dropped.empty()) return;
   renew_version(h);
-  // The dropped entries' rows (KvRows::physical_row), merged with the holes: entry j lies
-  // past the holes k with holes[k] - k <= j.
+  // The dropped entries' rows (row_of_entry, in one pass over both ascending lists),
+  // merged with the holes: entry j lies past the holes k with holes[k] - k <= j.
   std::vector<int32_t> holes;
   holes.reserve(h.holes.size() + dropped.size());
   size_t k = 0;
@@ -170,9 +170,8 @@ void KvCache::truncate(int32_t position) {
     // come back as other tokens.
     roll_back(h, position);
     const int64_t kept = std::lower_bound(positions, positions + h.length(), position) - positions;
-    // The rows up to the first kept entry's successor, and the holes among them.
-    const KvRows rows{nullptr, types_.keys, head_dim_, h.holes};
-    const int64_t kept_rows = kept < h.length() ? rows.physical_row(kept) : h.rows.count();
+    // The rows before the first dropped entry's row, and the holes among them.
+    const int64_t kept_rows = kept < h.length() ? row_of_entry(h.holes, kept) : h.rows.count();
     h.holes.erase(std::lower_bound(h.holes.begin(), h.holes.end(), kept_rows), h.holes.end());
     h.rows.shrink(kept_rows);
     h.positions.shrink(kept);

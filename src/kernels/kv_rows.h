@@ -3,6 +3,13 @@
 // bf16, q8_0 or q4_0, one row of head_dim values per cache entry (quantised blocks of 32
 // run along the row, so every entry stays movable on its own).
 //
+// A row may encode its entry x rather than hold it (KvRowCoding): the KV cache stores its
+// quantised rows as round(H (x - shift)), H the orthonormal Walsh-Hadamard transform over
+// the row (hadamard.h), which spreads a block's few large values over all of the row so
+// that its scale is not set by one of them. Every reader below returns the entries themselves,
+// H row + shift; the products get there without decoding each row (a score against
+// H row + shift is (H q) . row + q . shift).
+//
 // Precision: the stored rows are what every path reads. Attention and the attention
 // observation that presses score with dequantise tiles of rows to float32 and do their
 // products in float32 (f32 rows are read in place); for at most kFusedKvRows query rows
@@ -21,6 +28,20 @@
 
 namespace deferkv {
 
+// How a head's rows encode its entries: row = type's rounding of (rotated ? H (x - shift) :
+// x - shift), a missing shift being 0, so entry = (rotated ? H row : row) + shift, H of
+// order hadamard_order(head_dim).
+struct KvRowCoding {
+  bool rotated = false;
+  const float* shift = nullptr;  // head_dim floats, or nullptr for none
+  bool any() const { return rotated || shift != nullptr; }
+};
+
+// Encodes one entry's head_dim values x as a row of `type` into `row`; scratch holds
+// head_dim floats.
+void encode_kv_row(DType type, const KvRowCoding& coding, const float* x, int64_t head_dim, float* scratch,
+                   uint8_t* row);
+
 // The row that holds entry j when the rows at `holes` (ascending) hold no entry.
 int64_t row_of_entry(std::span<const int32_t> holes, int64_t j);
 
@@ -36,18 +57,21 @@ struct KvRows {
   DType type = DType::F32;
   int64_t head_dim = 0;
   std::span<const int32_t> holes = {};  // rows of `data` that are not entries, ascending
+  KvRowCoding coding = {};
 
   int64_t row_bytes() const { return dtype_row_bytes(type, head_dim); }
   // The row of `data` that holds entry j.
   int64_t physical_row(int64_t j) const { return row_of_entry(holes, j); }
   const uint8_t* row(int64_t j) const { return data + physical_row(j) * row_bytes(); }
-  // The rows themselves when stored as f32 without holes (kernels then read them in
-  // place), else nullptr.
+  // The entries themselves when stored as f32 without holes or coding (kernels then read
+  // them in place), else nullptr.
   const float* f32() const {
-    return type == DType::F32 && holes.empty() ? reinterpret_cast<const float*>(data) : nullptr;
+    return type == DType::F32 && holes.empty() && !coding.any() ? reinterpret_cast<const float*>(data) : nullptr;
   }
-  // Entries [begin, begin + count) as float32 into out ([count x head_dim]).
+  // Entries [begin, begin + count) as float32 into out ([count x head_dim]), decoded.
   void to_f32(int64_t begin, int64_t count, float* out) const;
+  // The same rows as float32 but not decoded (the stored row values).
+  void stored_to_f32(int64_t begin, int64_t count, float* out) const;
   // Calls fn(first entry, its row, entries) for each run of consecutive rows that holds
   // entries [begin, begin + count), in order.
   template <class Fn>
@@ -78,7 +102,8 @@ inline constexpr int64_t kFusedKvRows = 8;
 
 // scores[r * ld_scores + c] = dot(query row r, key c0 + c) for r < rows, c < width. f32
 // keys are read in place by one GEMM; other types a tile of rows at a time, dequantised
-// into `tile` (kKvTileFloats floats), so no float copy of the whole head is made.
+// into `tile` (kKvTileFloats floats), so no float copy of the whole head is made. With
+// rotated keys the tile also holds the rotated queries.
 void kv_key_scores(const float* queries, int64_t ld_queries, int64_t rows, const KvRows& keys, int64_t c0,
                    int64_t width, float* scores, int64_t ld_scores, float* tile);
 // out[r * ld_out + i] = sum over c < width of probs[r * ld_probs + c] * value c [i]; width >= 1.

@@ -6,7 +6,6 @@
 #include <limits>
 
 #include "deferkv/error.h"
-#include "kernels/quant.h"
 
 namespace deferkv {
 
@@ -38,11 +37,12 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t c
 
 KvRows KvCache::keys(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  return {h.rows.at(0, 0), types_.keys, head_dim_, h.holes};
+  const KvRowCoding coding{kv_cache_type_is_quantised(types_.keys), h.key_shift.empty() ? nullptr : h.key_shift.data()};
+  return {h.rows.at(0, 0), types_.keys, head_dim_, h.holes, coding};
 }
 KvRows KvCache::values(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  return {h.rows.at(1, 0), types_.values, head_dim_, h.holes};
+  return {h.rows.at(1, 0), types_.values, head_dim_, h.holes, {kv_cache_type_is_quantised(types_.values)}};
 }
 const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
   return reinterpret_cast<const int32_t*>(head(layer, kv_head).positions.at(0, 0));
@@ -77,16 +77,22 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
            "context of {}", layer, g, h.length(), n, capacity_);
     }
   }
+  std::vector<float> scratch(static_cast<size_t>(head_dim_));
   for (int64_t g = 0; g < n_head_kv_; ++g) {
     HeadStore& h = head(layer, g);
+    // An empty head holds no row that its shift encodes, so it may take a new one.
+    if (h.length() == 0) choose_key_shift(h, k + g * head_dim_, row, n);
     // Rows stay within the context too, so the window always finds room in its 2 x capacity slots.
     if (h.rows.count() + n > capacity_) close_holes(h);
     h.rows.make_room(n);
     h.positions.make_room(n);
     const int64_t end = h.rows.count();
+    const KvRows keys = this->keys(layer, g), values = this->values(layer, g);
     for (int64_t i = 0; i < n; ++i) {
-      quantize_row(types_.keys, k + i * row + g * head_dim_, h.rows.at(0, end + i), head_dim_);
-      quantize_row(types_.values, v + i * row + g * head_dim_, h.rows.at(1, end + i), head_dim_);
+      encode_kv_row(types_.keys, keys.coding, k + i * row + g * head_dim_, head_dim_, scratch.data(),
+                    h.rows.at(0, end + i));
+      encode_kv_row(types_.values, values.coding, v + i * row + g * head_dim_, head_dim_, scratch.data(),
+                    h.rows.at(1, end + i));
     }
     std::memcpy(h.positions.at(0, h.length()), positions, n * sizeof(int32_t));
     h.rows.grow(n);
@@ -96,6 +102,17 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   peak_bytes_ = std::max(peak_bytes_, bytes_held_);
   auto& layer_peak = layer_peak_bytes_[static_cast<size_t>(layer)];
   layer_peak = std::max(layer_peak, layer_bytes(layer));
+}
+
+void KvCache::choose_key_shift(HeadStore& h, const float* k, int64_t row, int64_t n) const {
+  h.key_shift.clear();
+  if (!kv_cache_type_is_quantised(types_.keys) || n < kKeyShiftSamples) return;
+  std::vector<double> sum(static_cast<size_t>(head_dim_), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t d = 0; d < head_dim_; ++d) sum[d] += k[i * row + d];
+  }
+  h.key_shift.resize(static_cast<size_t>(head_dim_));
+  for (int64_t d = 0; d < head_dim_; ++d) h.key_shift[d] = static_cast<float>(sum[d] / static_cast<double>(n));
 }
 
 void KvCache::recount() {
@@ -198,6 +215,7 @@ KvCache::Snapshot KvCache::snapshot() const {
       s.keys.push_back(bytes_of(v.keys, v.length));
       s.values.push_back(bytes_of(v.values, v.length));
       s.positions.emplace_back(v.positions, v.positions + v.length);
+      s.key_shifts.push_back(head(l, g).key_shift);
     }
   }
   return s;
@@ -218,6 +236,11 @@ void KvCache::restore(const Snapshot& s) {
       fail("cannot restore a KV snapshot holding {} entries in a head into a cache of {}", length, capacity_);
     }
   }
+  const bool shifts_fit = s.key_shifts.size() == heads_.size() &&
+                          std::all_of(s.key_shifts.begin(), s.key_shifts.end(), [&](const std::vector<float>& shift) {
+                            return shift.empty() || static_cast<int64_t>(shift.size()) == head_dim_;
+                          });
+  if (!shifts_fit) fail("cannot restore a KV snapshot without a key shift of head_dim {} or none per head", head_dim_);
   for (size_t i = 0; i < heads_.size(); ++i) {
     HeadStore& h = heads_[i];
     const int64_t n = s.lengths[i];
@@ -225,6 +248,7 @@ void KvCache::restore(const Snapshot& s) {
     h.holes.clear();
     h.rows.reset();
     h.positions.reset();
+    h.key_shift = s.key_shifts[i];
     std::memcpy(h.rows.at(0, 0), s.keys[i].data(), s.keys[i].size());
     std::memcpy(h.rows.at(1, 0), s.values[i].data(), s.values[i].size());
     std::memcpy(h.positions.at(0, 0), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));

@@ -33,6 +33,8 @@ DType kv_cache_type_from_name(const std::string& name) {
   return *type;
 }
 
+bool kv_cache_type_is_quantised(DType type) { return type == DType::Q8_0 || type == DType::Q4_0; }
+
 void check_kv_cache_type(DType type, int64_t head_dim, const char* what) {
   if (!is_cache_type(type)) {
     fail("{} cache type {} cannot store a KV cache (valid: {})", what, dtype_name(type), kv_cache_type_names());

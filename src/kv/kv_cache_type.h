@@ -20,6 +20,9 @@ std::string kv_cache_type_name(DType type);
 // "f32, f16, bf16, q8_0, q4_0".
 std::string kv_cache_type_names();
 
+// q8_0 and q4_0: the types stored rotated (KvRowCoding, kv_cache.h).
+bool kv_cache_type_is_quantised(DType type);
+
 // Fails unless `type` is a cache type whose blocks tile a head of head_dim values.
 // `what` names the side ("key", "value") in the message.
 void check_kv_cache_type(DType type, int64_t head_dim, const char* what);

@@ -5,6 +5,7 @@
 #include "deferkv/error.h"
 #include "deferkv/model_config.h"
 #include "kernels/quant.h"
+#include "support/hadamard_matrix.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::testing {
@@ -176,8 +177,8 @@ ReferenceTrace run_reference(const std::string& gguf_path, const std::vector<int
       }
       rope(q, c.n_head, c, freq_factors, static_cast<int64_t>(t));
       rope(k, c.n_head_kv, c, freq_factors, static_cast<int64_t>(t));
-      keys[l].push_back(store ? store(k, true) : k);
-      values[l].push_back(store ? store(v, false) : v);
+      keys[l].push_back(store ? store(k, true, static_cast<int64_t>(l)) : k);
+      values[l].push_back(store ? store(v, false, static_cast<int64_t>(l)) : v);
       trace.queries[l].push_back(q);
 
       Vec attn(static_cast<size_t>(c.q_dim()), 0.0);
@@ -252,15 +253,28 @@ std::vector<double> reference_logits_of_residual(const std::string& gguf_path, c
   return load_output_head(file, ModelConfig::from_gguf(file)).logits(residual);
 }
 
-KvStorage rounded_as(DType type, int64_t head_dim) {
-  return [type, head_dim](const std::vector<double>& row, bool) {
-    std::vector<float> x(row.begin(), row.end()), y(row.size());
+KvStorage rounded_as(DType type, int64_t head_dim, const KeyShifts& key_shifts) {
+  const bool coded = type == DType::Q8_0 || type == DType::Q4_0;
+  return [=](const Vec& row, bool is_key, int64_t layer) {
+    Vec out(row.size());
+    std::vector<float> x(static_cast<size_t>(head_dim)), y(x.size());
     std::vector<uint8_t> stored(static_cast<size_t>(dtype_row_bytes(type, head_dim)));
     for (size_t h = 0; h < row.size(); h += static_cast<size_t>(head_dim)) {
-      quantize_row(type, x.data() + h, stored.data(), head_dim);
-      dequantize_row(type, stored.data(), y.data() + h, head_dim);
+      Vec head(row.begin() + static_cast<std::ptrdiff_t>(h), row.begin() + static_cast<std::ptrdiff_t>(h) + head_dim);
+      for (double& v : head) v = static_cast<float>(v);  // the engine's projections are float32
+      Vec shift(head.size(), 0.0);
+      const size_t g = h / static_cast<size_t>(head_dim);
+      if (is_key && !key_shifts.empty() && !key_shifts[layer][g].empty()) shift = key_shifts[layer][g];
+      for (size_t i = 0; i < head.size(); ++i) head[i] -= shift[i];
+      if (coded) head = hadamard_by_definition(head, static_cast<size_t>(head_dim & -head_dim));
+      std::copy(head.begin(), head.end(), x.begin());
+      quantize_row(type, x.data(), stored.data(), head_dim);
+      dequantize_row(type, stored.data(), y.data(), head_dim);
+      head.assign(y.begin(), y.end());
+      if (coded) head = hadamard_by_definition(head, static_cast<size_t>(head_dim & -head_dim));
+      for (size_t i = 0; i < head.size(); ++i) out[h + i] = head[i] + shift[i];
     }
-    return std::vector<double>(y.begin(), y.end());
+    return out;
   };
 }
 

@@ -16,9 +16,9 @@ namespace deferkv::testing {
 std::vector<std::vector<double>> reference_logits(const std::string& gguf_path,
                                                   const std::vector<int32_t>& tokens);
 
-// What a cache stores of a key (is_key) or value row of kv_dim values: attention then
-// reads the stored rows. For references of caches that round what they store.
-using KvStorage = std::function<std::vector<double>(const std::vector<double>& row, bool is_key)>;
+// What a cache stores of a key (is_key) or value row of kv_dim values in `layer`: attention
+// then reads the stored rows. For references of caches that round what they store.
+using KvStorage = std::function<std::vector<double>(const std::vector<double>& row, bool is_key, int64_t layer)>;
 
 // Whether the query at query_position sees the key at key_position in (layer, KV head);
 // causality is applied on top. For dense-masked references of compressed caches.
@@ -64,9 +64,16 @@ std::vector<std::vector<double>> reference_final_residuals(const std::string& gg
 // W_U RMSNorm(residual): the logits of a final residual.
 std::vector<double> reference_logits_of_residual(const std::string& gguf_path, const std::vector<double>& residual);
 
+// Each KV head's key shift by layer (KvCache's, kv_cache.h): [layer][kv_head], head_dim
+// values or empty for none. Empty: no head has one.
+using KeyShifts = std::vector<std::vector<std::vector<double>>>;
+
 // The storage of a cache of `type` (a tensor type) for heads of head_dim values: each
-// head's row rounded to float32, then to the type and back (dequantise-then-f64).
-KvStorage rounded_as(DType type, int64_t head_dim);
+// head's row rounded to float32, then to the type and back (dequantise-then-f64). q8_0
+// and q4_0 rows are stored as KvCache stores them: x - shift (keys), rotated by the
+// Walsh-Hadamard matrix H (built here from its definition) over the largest power of two
+// that divides head_dim, rounded, and H row + shift.
+KvStorage rounded_as(DType type, int64_t head_dim, const KeyShifts& key_shifts = {});
 
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);

@@ -170,6 +170,19 @@ TEST(DeferKv, FirstTokensEqualFullCacheDecoding) {
 // stores keys and values rounded as the cache's type stores them.
 class CompressedCache : public ::testing::TestWithParam<std::string> {};
 
+// The key shifts the cache chose (the reference takes them as given; kv_cache_types_test
+// checks how they are chosen).
+testing::KeyShifts key_shifts_of(const KvCache& cache) {
+  testing::KeyShifts shifts(static_cast<size_t>(cache.n_layer()));
+  for (int64_t l = 0; l < cache.n_layer(); ++l) {
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      const float* shift = cache.keys(l, g).coding.shift;
+      shifts[l].emplace_back(shift, shift == nullptr ? shift : shift + cache.head_dim());
+    }
+  }
+  return shifts;
+}
+
 TEST_P(CompressedCache, MatchesADenseMaskedReference) {
   const auto prompt = random_prompt(kPrompt, 13);
   const DType type = kv_cache_type_from_name(GetParam());
@@ -184,18 +197,19 @@ TEST_P(CompressedCache, MatchesADenseMaskedReference) {
     std::vector<int32_t> tokens = prompt;
     tokens.insert(tokens.end(), run.generated.begin(), run.generated.end() - 1);
     const auto& kept = run.positions;
+    const KvCache& cache = kv_cache_of(*run.session);
+    const auto stored_as = testing::rounded_as(type, cache.head_dim(), key_shifts_of(cache));
     const auto reference = testing::reference_logits(
         testing::press_test_model_path(), tokens, [&](int64_t l, int64_t g, int64_t key, int64_t query) {
           if (query < kPrompt + evicted_after || key >= kPrompt) return true;
           return std::binary_search(kept[l][g].begin(), kept[l][g].end(), static_cast<int32_t>(key));
-        }, testing::rounded_as(type, kv_cache_of(*run.session).head_dim()));
+        }, stored_as);
     // run.logits[0] is the prefill's (position T-1), run.logits[s] decode step s's.
     for (size_t s = 0; s < run.logits.size(); ++s) {
       EXPECT_LT(testing::relative_l2(run.logits[s].data(), reference[kPrompt - 1 + s]), tolerance) << "step " << s;
     }
     // And the mask matters: the unmasked reference differs after the eviction.
-    const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens, {},
-                                                 testing::rounded_as(type, kv_cache_of(*run.session).head_dim()));
+    const auto dense = testing::reference_logits(testing::press_test_model_path(), tokens, {}, stored_as);
     EXPECT_GT(testing::relative_l2(run.logits.back().data(), dense[tokens.size() - 1]), 1e-3);
   }
 }

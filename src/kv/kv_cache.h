@@ -12,10 +12,11 @@
 // (KvRowCoding, kv_rows.h): a row holds round(H (x - shift)), H the orthonormal
 // Walsh-Hadamard transform over the row (hadamard.h); llama.cpp rounds x itself. A block's
 // step is its largest magnitude / 127 (q8_0), so one large dimension coarsens the other
-// 31; the rotation spreads it over the whole row. Keys share a large part, the same in
-// every entry; the shift (the mean of the first keys a head stores) removes it before
-// rounding. Both are exact in the products: a score q . x is (H q) . row + q . shift, and
-// the shift adds the same q . shift to every score of a query, which its softmax cancels.
+// 31; the rotation spreads it over the whole row. A head's keys tend to share a large
+// part; the shift (the mean of the first keys the head stores) takes it out before
+// rounding. Neither changes what the readers compute: a score q . x is (H q) . row +
+// q . shift, the same q . shift for every key of a query (a softmax would cancel it; the
+// scores include it all the same).
 // On the in-house model (head_dim 32) they halve the KL divergence of q8_0 against f32,
 // 2.9e-3 to 1.6e-3 (bench/README.md). The bytes per entry are unchanged; the shift costs
 // head_dim floats per head.

@@ -38,7 +38,7 @@ struct KvRowCoding {
 };
 
 // Encodes one entry's head_dim values x as a row of `type` into `row`; scratch holds
-// head_dim floats.
+// head_dim floats when the coding does anything (unused otherwise).
 void encode_kv_row(DType type, const KvRowCoding& coding, const float* x, int64_t head_dim, float* scratch,
                    uint8_t* row);
 

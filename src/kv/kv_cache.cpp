@@ -35,14 +35,18 @@ KvCache::KvCache(int64_t n_layer, int64_t n_head_kv, int64_t head_dim, int64_t c
   }
 }
 
+KvRowCoding KvCache::key_coding(const HeadStore& h) const {
+  return {kv_cache_type_is_quantised(types_.keys), h.key_shift.empty() ? nullptr : h.key_shift.data()};
+}
+KvRowCoding KvCache::value_coding() const { return {kv_cache_type_is_quantised(types_.values)}; }
+
 KvRows KvCache::keys(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  const KvRowCoding coding{kv_cache_type_is_quantised(types_.keys), h.key_shift.empty() ? nullptr : h.key_shift.data()};
-  return {h.rows.at(0, 0), types_.keys, head_dim_, h.holes, coding};
+  return {h.rows.at(0, 0), types_.keys, head_dim_, h.holes, key_coding(h)};
 }
 KvRows KvCache::values(int64_t layer, int64_t kv_head) const {
   const HeadStore& h = head(layer, kv_head);
-  return {h.rows.at(1, 0), types_.values, head_dim_, h.holes, {kv_cache_type_is_quantised(types_.values)}};
+  return {h.rows.at(1, 0), types_.values, head_dim_, h.holes, value_coding()};
 }
 const int32_t* KvCache::positions(int64_t layer, int64_t kv_head) const {
   return reinterpret_cast<const int32_t*>(head(layer, kv_head).positions.at(0, 0));
@@ -77,7 +81,9 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
            "context of {}", layer, g, h.length(), n, capacity_);
     }
   }
-  std::vector<float> scratch(static_cast<size_t>(head_dim_));
+  // Coded rows are encoded through scratch; the others (f16 by default) need none.
+  const bool coded = kv_cache_type_is_quantised(types_.keys) || kv_cache_type_is_quantised(types_.values);
+  std::vector<float> scratch(coded ? static_cast<size_t>(head_dim_) : 0);
   for (int64_t g = 0; g < n_head_kv_; ++g) {
     HeadStore& h = head(layer, g);
     // An empty head holds no row that its shift encodes, so it may take a new one.
@@ -87,11 +93,10 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
     h.rows.make_room(n);
     h.positions.make_room(n);
     const int64_t end = h.rows.count();
-    const KvRows keys = this->keys(layer, g), values = this->values(layer, g);
+    const KvRowCoding keys = key_coding(h), values = value_coding();
     for (int64_t i = 0; i < n; ++i) {
-      encode_kv_row(types_.keys, keys.coding, k + i * row + g * head_dim_, head_dim_, scratch.data(),
-                    h.rows.at(0, end + i));
-      encode_kv_row(types_.values, values.coding, v + i * row + g * head_dim_, head_dim_, scratch.data(),
+      encode_kv_row(types_.keys, keys, k + i * row + g * head_dim_, head_dim_, scratch.data(), h.rows.at(0, end + i));
+      encode_kv_row(types_.values, values, v + i * row + g * head_dim_, head_dim_, scratch.data(),
                     h.rows.at(1, end + i));
     }
     std::memcpy(h.positions.at(0, h.length()), positions, n * sizeof(int32_t));
@@ -240,7 +245,10 @@ void KvCache::restore(const Snapshot& s) {
                           std::all_of(s.key_shifts.begin(), s.key_shifts.end(), [&](const std::vector<float>& shift) {
                             return shift.empty() || static_cast<int64_t>(shift.size()) == head_dim_;
                           });
-  if (!shifts_fit) fail("cannot restore a KV snapshot without a key shift of head_dim {} or none per head", head_dim_);
+  if (!shifts_fit) {
+    fail("cannot restore a KV snapshot whose key shifts do not fit the cache (one per head, of {} values or none)",
+         head_dim_);
+  }
   for (size_t i = 0; i < heads_.size(); ++i) {
     HeadStore& h = heads_[i];
     const int64_t n = s.lengths[i];

@@ -145,6 +145,9 @@ class KvCache {
   // Drops entries (strictly increasing indices): their positions at once, their rows as
   // holes, compacted unless `lazily` and the head holds at most kMaxHoles.
   void drop_entries(HeadStore& h, const std::vector<int32_t>& dropped, bool lazily);
+  // How a head's key rows and every head's value rows encode their entries (KvRowCoding).
+  KvRowCoding key_coding(const HeadStore& h) const;
+  KvRowCoding value_coding() const;
   // Keys a head must be given at once to take their mean as its shift; fewer give none.
   static constexpr int64_t kKeyShiftSamples = 16;
   // An empty head's shift for the n keys about to be appended (k: [n, n_head_kv * head_dim],

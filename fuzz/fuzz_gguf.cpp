@@ -2,7 +2,9 @@
 // file that reads: the model (configuration, weight shapes and types) and its tokenizer.
 // Asserts: only deferkv::Error escapes; every tensor the reader accepts lies inside the
 // file at an aligned offset with the size its type and shape give; every metadata key is
-// found again by name.
+// found again by name; reading the file and loading the model (accepted or not) holds at
+// most 64 bytes of heap per byte of the file, plus 8 MiB (a metadata value takes 48 bytes
+// however few its file bytes; a count trusted beyond the file would take far more).
 #include <cstdint>
 #include <string>
 
@@ -42,11 +44,15 @@ void check_tensors(const GgufFile& file) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const fuzz::ScratchDir scratch;
   const std::string path = scratch.write("input.gguf", fuzz::as_text(data, size));
-  fuzz::accepts([&] {
-    const GgufFile file(path);
-    check_tensors(file);
-    fuzz::accepts([&] { Tokenizer::from_gguf(file); });
-    fuzz::accepts([&] { Model::load(path); });
+  const int64_t peak = fuzz::HeapMeter::peak_during([&] {
+    fuzz::accepts([&] {
+      const GgufFile file(path);
+      check_tensors(file);
+      fuzz::accepts([&] { Tokenizer::from_gguf(file); });
+      fuzz::accepts([&] { Model::load(path); });
+    });
   });
+  fuzz::require(peak <= 64 * static_cast<int64_t>(size) + (int64_t{8} << 20),
+                "reading a GGUF holds at most 64 bytes of heap per file byte, plus 8 MiB");
   return 0;
 }

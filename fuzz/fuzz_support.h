@@ -3,7 +3,10 @@
 // input cut into fields, and the two properties every target asserts: only
 // deferkv::Error escapes a reader, and a stated invariant that fails aborts the run
 // (so libFuzzer records the input) with a message saying which one broke.
+#include <sanitizer/allocator_interface.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <cstdint>
 #include <cstdio>
@@ -106,5 +109,40 @@ template <typename Body>
 bool accepts(Body&& body) {
   return accepts_as<Error>(std::forward<Body>(body), [](const Error&) {});
 }
+
+// The most heap the process held at once while `body` ran, above what it held before:
+// counted through the sanitizer allocator's hooks (the targets always run under ASan), so
+// a target can bound what a reader builds by the size of what it read.
+class HeapMeter {
+ public:
+  template <typename Body>
+  static int64_t peak_during(Body&& body) {
+    install();
+    const int64_t before = live_.load();
+    peak_.store(before);
+    body();
+    return peak_.load() - before;
+  }
+
+ private:
+  static void install() {
+    static const bool installed = [] {
+      __sanitizer_install_malloc_and_free_hooks(&on_malloc, &on_free);
+      return true;
+    }();
+    (void)installed;
+  }
+  static void on_malloc(const volatile void*, size_t size) {
+    const int64_t live = live_.fetch_add(static_cast<int64_t>(size)) + static_cast<int64_t>(size);
+    int64_t peak = peak_.load(std::memory_order_relaxed);
+    while (live > peak && !peak_.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
+  }
+  static void on_free(const volatile void* p) {
+    live_.fetch_sub(static_cast<int64_t>(__sanitizer_get_allocated_size(const_cast<const void*>(p))));
+  }
+  static inline std::atomic<int64_t> live_{0};
+  static inline std::atomic<int64_t> peak_{0};
+};
 
 }  // namespace deferkv::fuzz

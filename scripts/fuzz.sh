@@ -10,7 +10,8 @@
 # is a finding too. Runs FUZZ_JOBS targets at once (default: the cores) and prints
 # executions per target at the end. DEFERKV_SANITIZE_OPT is the optimisation of everything
 # but the kernels (default -O1, for speed in long runs; scripts/sanitize.sh builds at -O0,
-# which compiles 2.5x faster).
+# which compiles 2.5x faster). FUZZ_RUNS=N stops each target after N executions (within
+# its SECONDS): fuzz/README.md records runs of one million executions a target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
@@ -42,7 +43,7 @@ mkdir -p "$build/findings"
 fuzz_target() {
   local target=$1 log="$build/findings/$1.log" status=ok execs
   mkdir -p "$build/corpus/$target"
-  if ! "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 \
+  if ! "$build/$target" -max_total_time="$seconds" ${FUZZ_RUNS:+-runs="$FUZZ_RUNS"} -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=256 \
        -print_final_stats=1 -artifact_prefix="$build/findings/$target-" \
        "$build/corpus/$target" "fuzz/corpus/${target#fuzz_}" </dev/null >"$log" 2>&1; then
     status="FINDING (see $log)"

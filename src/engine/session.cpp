@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "base/allocation_error.h"
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "deferkv/model_readout.h"
@@ -17,6 +18,7 @@
 #include "model/forward_pass.h"
 #include "observe/attention_tap.h"
 #include "observe/residual_tap.h"
+#include "tensor/dtype.h"
 
 namespace deferkv {
 namespace {
@@ -45,10 +47,23 @@ Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool>
   if (options.n_batch <= 0) fail("batch size must be positive, got {}", options.n_batch);
   init_blas_single_threaded();
   const KvCacheTypes types{kv_cache_type_from_name(options.cache_type_k), kv_cache_type_from_name(options.cache_type_v)};
-  cache_ = std::make_unique<KvCache>(c.n_layer, c.n_head_kv, c.head_dim, n_ctx_, types);
   const int64_t batch = std::min(options.n_batch, n_ctx_);
-  forward_ = std::make_unique<ForwardPass>(c, model_->weights(), batch, n_ctx_, *pool_);
-  logits_.resize(static_cast<size_t>(c.n_vocab) * (options.all_logits ? batch : 1));
+  // The cache reserves address space for the whole context (pages come as entries do),
+  // the forward pass its scratch for `batch` tokens: a context beyond the machine fails
+  // here, and says which session and how big.
+  const auto what = [&] {
+    const int64_t entry_bytes = dtype_row_bytes(types.keys, c.head_dim) + dtype_row_bytes(types.values, c.head_dim);
+    const double kv_bytes = static_cast<double>(c.n_layer * c.n_head_kv) * static_cast<double>(n_ctx_) *
+                            static_cast<double>(entry_bytes);
+    return fmt::format("a session of {} tokens for '{}' (a full KV cache of {:.1f} MiB at {}/{}, scratch for {} tokens)",
+                       n_ctx_, model_->path(), kv_bytes / (1 << 20), options.cache_type_k, options.cache_type_v,
+                       batch);
+  };
+  naming_allocation(what, [&] {
+    cache_ = std::make_unique<KvCache>(c.n_layer, c.n_head_kv, c.head_dim, n_ctx_, types);
+    forward_ = std::make_unique<ForwardPass>(c, model_->weights(), batch, n_ctx_, *pool_);
+    logits_.resize(static_cast<size_t>(c.n_vocab) * (options.all_logits ? batch : 1));
+  });
   host_ = std::make_unique<Host>(*this);
 }
 

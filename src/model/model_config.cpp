@@ -1,5 +1,9 @@
 #include "deferkv/model_config.h"
 
+#include <cstdint>
+
+#include <fmt/format.h>
+
 #include "deferkv/error.h"
 #include "tensor/gguf_file.h"
 
@@ -14,11 +18,34 @@ Architecture parse_architecture(const GgufFile& file, const std::string& name) {
        supported_architectures());
 }
 
+// Counts and sizes read from metadata are at most 2^31 - 1 (llama.cpp keeps them in 32-bit
+// ints too), so that products of two of them (q_dim = heads x head size) cannot overflow.
 int64_t positive(const GgufFile& file, const std::string& key, uint64_t value) {
-  if (value == 0 || value > (uint64_t{1} << 32)) {
-    fail("{}: metadata '{}' = {} is out of range", file.path(), key, value);
+  if (value == 0 || value > static_cast<uint64_t>(INT32_MAX)) {
+    fail("{}: metadata '{}' = {} is out of range (1 to {})", file.path(), key, value, INT32_MAX);
   }
   return static_cast<int64_t>(value);
+}
+
+// The tensors every layer has, whatever the architecture: attn_norm, attn_q/k/v/output,
+// ffn_norm, ffn_gate/up/down.
+constexpr uint64_t kTensorsPerLayer = 9;
+
+// The layer count is checked against the tensors the file holds before anything is built
+// per layer: a count of 8 million in a file of 20 tensors would otherwise allocate gigabytes
+// for layers whose first tensor is then found missing.
+void check_layers_exist(const GgufFile& file, const std::string& key, int64_t n_layer) {
+  const uint64_t n_tensors = file.tensors().size();
+  if (static_cast<uint64_t>(n_layer) > n_tensors / kTensorsPerLayer) {
+    fail("{}: metadata '{}' = {} layers, but the file holds {} tensors ({} a layer at least): "
+         "the file is corrupt or its metadata wrong",
+         file.path(), key, n_layer, n_tensors, kTensorsPerLayer);
+  }
+  const std::string last = fmt::format("blk.{}.attn_norm.weight", n_layer - 1);
+  if (file.find_tensor(last) == nullptr) {
+    fail("{}: metadata '{}' = {} layers, but tensor '{}' of the last layer is missing", file.path(),
+         key, n_layer, last);
+  }
 }
 
 }  // namespace
@@ -92,6 +119,7 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& file) {
   } else {
     fail("{}: tensor 'token_embd.weight' is missing", file.path());
   }
+  check_layers_exist(file, p + "block_count", c.n_layer);
   return c;
 }
 

@@ -71,10 +71,11 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c)
   w.output = w.output_tied ? w.token_embd : t.matrix("output.weight", c.n_embd, c.n_vocab);
   if (c.has_rope_freq_factors) w.rope_freq_factors = t.vector("rope_freqs.weight", c.n_rot / 2);
 
-  w.layers.resize(static_cast<size_t>(c.n_layer));
+  // Layers are added as their tensors are found, never sized from the metadata's count
+  // alone (ModelConfig::from_gguf checked it against the tensors, this is the second line).
   for (int64_t i = 0; i < c.n_layer; ++i) {
     auto name = [i](const char* suffix) { return fmt::format("blk.{}.{}", i, suffix); };
-    LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    LayerWeights& l = w.layers.emplace_back();
     l.attn_norm = t.vector(name("attn_norm.weight"), c.n_embd);
     l.wq = t.matrix(name("attn_q.weight"), c.n_embd, c.q_dim());
     l.wk = t.matrix(name("attn_k.weight"), c.n_embd, c.kv_dim());

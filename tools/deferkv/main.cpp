@@ -1,6 +1,7 @@
 // deferkv: long-context LLM inference with KV-cache compression.
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <exception>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -60,6 +61,12 @@ int main(int argc, char** argv) {
   } catch (const deferkv::Error& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // The library names what it was allocating where it can (base/allocation_error.h);
+    // this is the last line, so that a user never reads "std::bad_alloc".
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -179,6 +179,13 @@ LookaheadWeights load_lookahead_weights(const std::string& path) {
     fail("LookaheadKV weights '{}': lookaheadkv.base.n_layer is {} (at most {} layers)", path, w.base_n_layer,
          kMaxLayers);
   }
+  // Every layer of a file with targets holds at least one A and one B: a layer count beyond
+  // half the tensors is refused before the layers are laid out (a missing tensor of a
+  // plausible count is named below).
+  if (!w.targets.empty() && static_cast<uint64_t>(w.base_n_layer) > file.tensors().size() / 2) {
+    fail("LookaheadKV weights '{}': lookaheadkv.base.n_layer = {}, but the file holds only {} tensors", path,
+         w.base_n_layer, file.tensors().size());
+  }
   w.rows.layers.resize(static_cast<size_t>(w.base_n_layer));
   const float scale = w.lora_alpha / static_cast<float>(w.lora_rank);
   for (int64_t l = 0; l < w.base_n_layer; ++l) {

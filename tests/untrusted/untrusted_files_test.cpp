@@ -1,0 +1,211 @@
+// Untrusted files: every reader refuses a file whose counts exceed what it holds, naming the
+// field and the file, before it allocates from those counts. Each case runs under the
+// allocation meter (allocation_meter.h) and is bounded by what a well-formed file of the same
+// kind costs to read, plus a little: a count the reader trusted would cost far more (the
+// 8,192,001 layers of the first case allocated 3.5 GB before the check).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "deferkv/eval_longbench.h"
+#include "deferkv/model.h"
+#include "deferkv/tokenizer.h"
+#include "model/test_models.h"
+#include "press/core/compresskv_profile.h"
+#include "press/methods/lookaheadkv/lookahead_weights.h"
+#include "tensor/gguf_file.h"
+#include "tensor/gguf_writer.h"
+#include "tensor/safetensors_file.h"
+#include "tensor/gguf_test_util.h"
+#include "untrusted/allocation_meter.h"
+
+namespace deferkv {
+namespace {
+
+namespace fs = std::filesystem;
+using gguf_test::GgufBytes;
+using gguf_test::TempDir;
+using testing::metered;
+using testing::Metered;
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+// The error names every fragment, and the reader held at most `bound` bytes on the way.
+void expect_refused(const Metered& m, std::initializer_list<std::string> fragments, int64_t bound) {
+  ASSERT_FALSE(m.error.empty()) << "the file was accepted";
+  for (const std::string& f : fragments) EXPECT_NE(m.error.find(f), std::string::npos) << f << " not in: " << m.error;
+  EXPECT_LE(m.peak_bytes, bound) << "peak " << m.peak_bytes << " bytes before: " << m.error;
+}
+
+// A copy of the small random model of `spec` with metadata `key` set to `value` (a u32,
+// as make-model writes it).
+std::string with_u32(const RandomModelSpec& spec, const std::string& key, uint32_t value, const std::string& out) {
+  GgufFile source(testing::random_model_path(spec));
+  GgufWriter writer;
+  for (auto [k, v] : source.metadata()) writer.add_metadata(k, k == key ? GgufValue::of_u32(value) : v);
+  for (const auto& t : source.tensors()) {
+    writer.add_tensor(t.name, t.ggml_type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), t.data,
+                      t.nbytes);
+  }
+  writer.write(out);
+  return out;
+}
+
+RandomModelSpec two_layers(Architecture arch) {
+  RandomModelSpec spec;
+  spec.arch = arch;
+  spec.n_embd = 64;
+  spec.n_head = 2;
+  spec.n_head_kv = 1;
+  spec.n_ff = 128;
+  spec.n_layer = 2;
+  return spec;
+}
+
+class UntrustedFiles : public ::testing::Test {
+ protected:
+  TempDir dir;
+};
+
+// The issue's two files: a 2-layer model whose block_count says 8,192,001 (3.5 GB of layers
+// were allocated before a tensor was looked for) or 4,294,967,280 ("std::bad_alloc").
+TEST_F(UntrustedFiles, ModelLayerCountBeyondItsTensors) {
+  for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3}) {
+    const RandomModelSpec spec = two_layers(arch);
+    const std::string name = architecture_name(arch);
+    const Metered normal = metered([&] { Model::load(testing::random_model_path(spec)); });
+    ASSERT_TRUE(normal.error.empty()) << normal.error;
+    const std::string many = with_u32(spec, name + ".block_count", 8192001, dir.file(name + "-many.gguf"));
+    expect_refused(metered([&] { Model::load(many); }), {name + ".block_count", "8192001", many},
+                   normal.peak_bytes + kMiB);
+    const std::string absurd = with_u32(spec, name + ".block_count", 4294967280u, dir.file(name + "-absurd.gguf"));
+    expect_refused(metered([&] { Model::load(absurd); }), {name + ".block_count", "out of range", absurd},
+                   normal.peak_bytes + kMiB);
+    // One layer more than the file has is refused by the tensor count (9 a layer) before
+    // the missing layer is looked for.
+    const std::string one_more = with_u32(spec, name + ".block_count", 3, dir.file(name + "-three.gguf"));
+    expect_refused(metered([&] { Model::load(one_more); }), {name + ".block_count", "tensors", one_more},
+                   normal.peak_bytes + kMiB);
+  }
+}
+
+// Head counts and sizes that would overflow the products of two of them are refused by name.
+TEST_F(UntrustedFiles, ModelSizesBeyondThirtyOneBits) {
+  const RandomModelSpec spec = two_layers(Architecture::kLlama);
+  for (const std::string key : {"llama.attention.head_count", "llama.attention.key_length",
+                                "llama.feed_forward_length", "llama.embedding_length"}) {
+    const std::string path = with_u32(spec, key, 4294967295u, dir.file("huge.gguf"));
+    expect_refused(metered([&] { Model::load(path); }), {key, "out of range"}, 4 * kMiB);
+  }
+}
+
+// GGUF metadata: arrays and strings whose lengths exceed the bytes left, and tensor tables
+// longer than the file, are refused as they are read.
+TEST_F(UntrustedFiles, GgufCountsBeyondTheFile) {
+  const std::string path = dir.file("counts.gguf");
+  const auto read = [&](const GgufBytes& bytes) {
+    gguf_test::write_bytes(path, bytes.bytes());
+    return metered([&] { GgufFile file(path); });
+  };
+  // A UINT8 array of 2^40 items (48 TB as values), a string array of 2^30 strings, a string
+  // of 2^30 bytes, 2^40 tensors, 2^40 metadata entries: each in a file of under 100 bytes.
+  GgufBytes array;
+  array.header(3, 0, 1).str("big").u32(9).u32(0).u64(uint64_t{1} << 40).u8(1);
+  expect_refused(read(array), {"'big'", "array elements", path}, kMiB);
+  GgufBytes strings;
+  strings.header(3, 0, 1).str("names").u32(9).u32(8).u64(uint64_t{1} << 30).str("a");
+  expect_refused(read(strings), {"'names'", path}, kMiB);
+  GgufBytes string;
+  string.header(3, 0, 1).str("text").u32(8).u64(uint64_t{1} << 30).raw("abc", 3);
+  expect_refused(read(string), {"string value", path}, kMiB);
+  GgufBytes tensors;
+  tensors.header(3, uint64_t{1} << 40, 0);
+  expect_refused(read(tensors), {"tensor count", path}, kMiB);
+  GgufBytes entries;
+  entries.header(3, 0, uint64_t{1} << 40);
+  expect_refused(read(entries), {"metadata count", path}, kMiB);
+}
+
+// safetensors: a header length beyond the file, and a tensor whose shape claims 2^60
+// elements over a few bytes of data.
+TEST_F(UntrustedFiles, SafetensorsCountsBeyondTheFile) {
+  const std::string path = dir.file("model.safetensors");
+  const auto write = [&](uint64_t header_bytes, const std::string& header, size_t data_bytes) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((header_bytes >> (8 * i)) & 0xff);
+    write_text(path, bytes + header + std::string(data_bytes, '\0'));
+  };
+  write(uint64_t{1} << 50, "{}", 0);
+  expect_refused(metered([&] { SafetensorsFile f(path); }), {"header of", path}, kMiB);
+  const std::string header = R"({"w": {"dtype": "F32", "shape": [1073741824, 1073741824], "data_offsets": [0, 16]}})";
+  write(header.size(), header, 16);
+  expect_refused(metered([&] { SafetensorsFile f(path); }), {"'w'", path}, kMiB);
+}
+
+// tokenizer.json: a token id of two billion in a vocabulary of three (the vocabulary is laid
+// out by id, so a trusted id would allocate two billion entries).
+TEST_F(UntrustedFiles, TokenizerIdsBeyondTheVocabulary) {
+  const fs::path folder = dir.path() / "tok";
+  fs::create_directories(folder);
+  const nlohmann::json root = {
+      {"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2000000000}}}, {"merges", {"a b"}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}}},
+      {"decoder", {{"type", "ByteLevel"}}}};
+  write_text((folder / "tokenizer.json").string(), root.dump());
+  expect_refused(metered([&] { Tokenizer::from_path(folder.string(), {"gpt-2"}); }),
+                 {"2000000000", "tokenizer.json"}, kMiB);
+}
+
+// LookaheadKV weights: a layer count the tensors cannot cover.
+TEST_F(UntrustedFiles, LookaheadWeightsLayersBeyondTheirTensors) {
+  GgufWriter w;
+  w.add_metadata("general.architecture", GgufValue::of_string("lookaheadkv"));
+  w.add_metadata("lookaheadkv.format_version", GgufValue::of_u32(1));
+  w.add_metadata("lookaheadkv.base.architecture", GgufValue::of_string("llama"));
+  w.add_metadata("lookaheadkv.base.n_embd", GgufValue::of_u32(8));
+  w.add_metadata("lookaheadkv.base.n_layer", GgufValue::of_u32(4000));
+  w.add_metadata("lookaheadkv.n_lookahead", GgufValue::of_u32(2));
+  w.add_metadata("lookaheadkv.lora_rank", GgufValue::of_u32(1));
+  w.add_metadata("lookaheadkv.lora_alpha", GgufValue::of_f32(1.0f));
+  w.add_metadata("lookaheadkv.targets", GgufValue::of_array(GgufType::STRING, {GgufValue::of_string("q")}));
+  const std::vector<float> embeddings(16, 0.0f);
+  w.add_tensor("lookahead.embeddings", 0, {8, 2}, embeddings.data(), embeddings.size() * sizeof(float));
+  const std::string path = dir.file("lookahead.gguf");
+  w.write(path);
+  expect_refused(metered([&] { load_lookahead_weights(path); }), {"n_layer", "4000", path}, kMiB);
+}
+
+// A CompressKV profile claiming a billion layers over two entries is refused without
+// allocating for them.
+TEST_F(UntrustedFiles, CompressKvProfileLayersBeyondItsEntries) {
+  const std::string path = dir.file("profile.json");
+  write_text(path, R"({"format": "deferkv-compresskv-profile/1", "model": {"name": "m", "n_layer": 1000000000,
+                       "n_head": 4}, "retrieval_heads": [[0], [1]], "layer_scores": [1.0, 2.0]})");
+  expect_refused(metered([&] { load_compresskv_profile(path); }), {"one entry per layer", path}, kMiB);
+}
+
+// LongBench's files: a dataset2maxlen whose length does not fit the tokens, and a JSONL line
+// of the wrong shape, each named.
+TEST_F(UntrustedFiles, LongBenchFilesOfTheWrongShape) {
+  const fs::path folder = dir.path() / "longbench";
+  fs::create_directories(folder);
+  write_text((folder / "dataset2prompt.json").string(), R"({"qasper": "{context} {input}"})");
+  write_text((folder / "dataset2maxlen.json").string(), R"({"qasper": 1e300})");
+  expect_refused(metered([&] { eval::LongBenchConfig::load(folder.string()); }), {"dataset2maxlen.json", "qasper"}, kMiB);
+  const std::string jsonl = (folder / "qasper.jsonl").string();
+  write_text(jsonl, R"({"input": "q", "context": ["not", "a", "string"], "answers": ["a"], "length": 3})" "\n");
+  expect_refused(metered([&] { eval::read_longbench_file(jsonl); }), {"qasper.jsonl"}, kMiB);
+}
+
+}  // namespace
+}  // namespace deferkv

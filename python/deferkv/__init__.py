@@ -89,9 +89,16 @@ def _budget(kv_budget: Optional[int], kv_ratio: Optional[float]) -> tuple:
     return (kv_budget, None if kv_ratio is None else float(kv_ratio))
 
 
-def _stop(stop: Union[str, Sequence[str]]) -> List[str]:
+def _stop(stop: Union[None, str, Sequence[str]]) -> List[str]:
     """Stop strings as a list (one string alone too), checked as the server's."""
-    strings = [stop] if isinstance(stop, str) else list(stop)
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        strings = [stop]
+    elif isinstance(stop, (list, tuple)):
+        strings = list(stop)
+    else:
+        raise TypeError(f"stop must be a str or a sequence of str, got {stop!r}")
     for s in strings:
         if not isinstance(s, str):
             raise TypeError(f"stop must be a str or a sequence of str, got {s!r} in it")

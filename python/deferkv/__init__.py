@@ -225,7 +225,8 @@ class Model:
             return self._model.tokenize(prompt, True, False)
         if isinstance(prompt, (list, tuple)) and prompt:
             if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-                return list(prompt)  # token ids, taken as they are (the engine checks the vocabulary)
+                self._model.check_prompt_ids(list(prompt))
+                return list(prompt)  # token ids, taken as they are
             if all(isinstance(m, Mapping) for m in prompt):
                 messages = []
                 for m in prompt:

@@ -106,6 +106,17 @@ void check_python_max_tokens(int64_t max_tokens) {
   if (max_tokens != -1) check_max_tokens(max_tokens);
 }
 
+// A prompt given as token ids: ValueError for one outside the vocabulary (as Session.prefill).
+void check_prompt_ids(const LoadedModel& m, const std::vector<int64_t>& ids) {
+  const int64_t n_vocab = m.model->config().n_vocab;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= n_vocab) {
+      throw py::value_error("prompt: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                            std::to_string(n_vocab - 1) + ")");
+    }
+  }
+}
+
 std::vector<int32_t> chat_prompt(const LoadedModel& m, const std::vector<std::pair<std::string, std::string>>& messages,
                                  const std::string& template_name) {
   const Tokenizer& tokenizer = m.model->tokenizer();
@@ -161,6 +172,7 @@ void bind_model(py::module_& m) {
              return py::bytes(self.model->tokenizer().decode(ids));
            })
       .def("chat_prompt", &chat_prompt)
+      .def("check_prompt_ids", &check_prompt_ids)
       .def_property_readonly("chat_template", [](const LoadedModel& self) { return self.model->tokenizer().chat_template(); })
       .def_property_readonly("metadata", &metadata)
       .def_readonly("n_threads", &LoadedModel::n_threads)

@@ -11,7 +11,6 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
-#include "deferkv/generation_params.h"
 #include "deferkv/tokenizer.h"
 #include "server/api_error.h"
 #include "server/batch_scheduler.h"
@@ -64,6 +63,19 @@ json usage_json(const GenerationUsage& u) {
           {"eviction_ms", u.eviction_ms},
           {"prefill_ms", u.prefill_ms},
           {"decode_ms", u.decode_ms}};
+}
+
+// Several prompts' usage, summed into one response's.
+void add_usage(GenerationUsage& total, const GenerationUsage& u) {
+  total.prompt_tokens += u.prompt_tokens;
+  total.completion_tokens += u.completion_tokens;
+  total.kv_entries_kept += u.kv_entries_kept;
+  total.kv_bytes += u.kv_bytes;
+  total.kv_peak_bytes += u.kv_peak_bytes;
+  total.capture_ms += u.capture_ms;
+  total.eviction_ms += u.eviction_ms;
+  total.prefill_ms += u.prefill_ms;
+  total.decode_ms += u.decode_ms;
 }
 
 // A response's id, unique across restarts (clients and logs key on it): the kind, then 96
@@ -410,17 +422,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
       if (!outcome.error.empty() && error.empty()) error = outcome.error;
       out["choices"].push_back(choice_json(chat, false, i, text, finish_reason(stream),
                                            r.logprobs >= 0 ? logprobs_json(chat, tok, logprobs, offsets) : json()));
-      // Several prompts: their usage summed.
-      const GenerationUsage& u = outcome.usage;
-      total.prompt_tokens += u.prompt_tokens;
-      total.completion_tokens += u.completion_tokens;
-      total.kv_entries_kept += u.kv_entries_kept;
-      total.kv_bytes += u.kv_bytes;
-      total.kv_peak_bytes += u.kv_peak_bytes;
-      total.capture_ms += u.capture_ms;
-      total.eviction_ms += u.eviction_ms;
-      total.prefill_ms += u.prefill_ms;
-      total.decode_ms += u.decode_ms;
+      add_usage(total, outcome.usage);
     }
     if (!error.empty()) return send_error(res, 500, "server_error", "", "", error);
     out["usage"] = usage_json(total);

@@ -50,16 +50,26 @@ void check_completion(const json& body, const server::CompletionRequest& r, bool
       require(m.role == "system" || m.role == "user" || m.role == "assistant", "a message's role is known");
     }
   } else if (body["prompt"].is_string()) {
-    require(r.prompt == body["prompt"].get<std::string>() && r.prompt_tokens.empty(), "a text prompt is kept as given");
+    require(r.prompts.size() == 1 && r.prompts[0].text == body["prompt"].get<std::string>() &&
+                r.prompts[0].tokens.empty(), "a text prompt is kept as given");
+  } else if (body["prompt"][0].is_number()) {
+    require(r.prompts.size() == 1 && r.prompts[0].tokens.size() == body["prompt"].size(), "one id per prompt token");
   } else {
-    require(!r.prompt_tokens.empty() && r.prompt_tokens.size() == body["prompt"].size(), "one id per prompt token");
-    for (int32_t id : r.prompt_tokens) require(id >= 0, "prompt ids are not negative");
+    require(r.prompts.size() == body["prompt"].size(), "one prompt per entry of a list of prompts");
   }
-  require(r.max_tokens >= 1 && r.max_tokens <= (1 << 20), "max_tokens in [1, 2^20]");
+  for (const auto& p : r.prompts) {
+    for (int32_t id : p.tokens) require(id >= 0, "prompt ids are not negative");
+  }
+  require(!r.stream || r.prompts.size() <= 1, "a stream has one prompt");
+  require(r.logprobs >= -1 && r.logprobs <= server::kMaxTopLogprobs, "logprobs in [-1, 20]");
+  if (r.max_tokens) require(*r.max_tokens >= 1 && *r.max_tokens <= (1 << 20), "max_tokens in [1, 2^20]");
   const json* max_completion = chat ? given(body, "max_completion_tokens") : nullptr;
   const json* max_tokens = max_completion != nullptr ? max_completion : given(body, "max_tokens");
-  require(r.max_tokens == (max_tokens != nullptr ? max_tokens->get<int64_t>() : defaults.max_tokens),
-          "max_tokens is the body's (chat: max_completion_tokens first) or the default");
+  if (max_tokens != nullptr) {
+    require(r.max_tokens == max_tokens->get<int64_t>(), "max_tokens is the body's (chat: max_completion_tokens first)");
+  } else {
+    require(r.max_tokens.value_or(-1) == defaults.max_tokens, "max_tokens is the default when the body has none");
+  }
   if (const json* v = given(body, "stream")) require(r.stream == v->get<bool>(), "stream is the body's");
   const auto& s = r.sampling;
   require(std::isfinite(s.temperature) && s.temperature >= 0 && s.temperature <= 100, "temperature in [0, 100]");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds deferkv with its tests and benchmarks and runs the whole test suite: the C++
 # tests (ctest), the Slurm job array on a local one-node cluster (tests/slurm), then the
-# Python module's tests (pytest, on build/python). Each step prints its wall time and CPU
+# Python module's tests (pytest, on build/python), then `pip install .` into a fresh virtual
+# environment (scripts/test_install.sh). Each step prints its wall time and CPU
 # time (scripts/ci_step.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,4 +20,6 @@ status=0
 PYTHONPATH=build/python PYTHONDONTWRITEBYTECODE=1 step pytest "$PYTHON" -m pytest -q -p no:cacheprovider tests/python || status=$?
 # pytest exits 5 when it collected no test: that is a failure here too.
 if [ "$status" -eq 5 ]; then echo "pytest collected no tests" >&2; fi
+# pip install of the module into a fresh virtual environment, reusing the build above.
+step install scripts/test_install.sh || status=$?
 exit "$status"

@@ -52,6 +52,9 @@ struct SequenceRequest {
   SamplerParams sampling;
   std::unique_ptr<Press> press;  // nullptr: the full cache
   KvBudget budget;               // the budget the press was built with (for admission)
+  // Log-probabilities of each generated token to report (SequenceCallbacks::on_logprobs):
+  // -1 none, 0 the chosen token's, k also the k likeliest tokens of its step.
+  int32_t logprobs = -1;
 };
 
 struct SequenceOutcome {
@@ -67,6 +70,9 @@ struct SequenceOutcome {
 struct SequenceCallbacks {
   // Each generated token; returning false stops the sequence (StopReason::kCallback).
   std::function<bool(int32_t token)> on_token;
+  // With SequenceRequest::logprobs >= 0: each generated token's log-probabilities, just
+  // before its on_token.
+  std::function<void(const TokenLogprobs&)> on_logprobs;
   // Called exactly once, last, also for a cancelled or failed sequence.
   std::function<void(const SequenceOutcome&)> on_finish;
 };
@@ -92,7 +98,11 @@ class BatchEngine {
   BatchEngine& operator=(const BatchEngine&) = delete;
 
   // Queues a sequence; throws an Error, queueing nothing, for one that can never be
-  // admitted (its projected KV exceeds the whole capacity) or after cancel_all.
+  // admitted (its projected KV exceeds the whole capacity) or after cancel_all. A request
+  // with max_tokens < 0 (up to the context's end) is projected as generating to the
+  // context's end; when that could never fit the capacity, it is given the most tokens
+  // that can (it then stops with kTokenLimit), so leaving max_tokens out is never refused
+  // for the KV memory alone.
   SequenceId submit(SequenceRequest request, SequenceCallbacks callbacks);
   // Stops a waiting or running sequence before its next step, freeing its KV; on_finish
   // still runs. Unknown or finished ids are ignored.

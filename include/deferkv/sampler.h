@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <deque>
 #include <random>
+#include <utility>
 #include <vector>
 
 namespace deferkv {
@@ -48,5 +49,16 @@ class Sampler {
   std::deque<int32_t> recent_;
   std::vector<Candidate> candidates_;
 };
+
+// A chosen token's log-probability under the model (the log-softmax of the raw logits:
+// before the repetition penalty, temperature and filtering, so it does not depend on how
+// the token was sampled; what evaluation harnesses read), and the `top` likeliest tokens
+// of the same step, likeliest first (ties: the lower id).
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+TokenLogprobs token_logprobs(const float* logits, int64_t n_vocab, int32_t token, int32_t top);
 
 }  // namespace deferkv

@@ -3,14 +3,14 @@
     import deferkv
     model = deferkv.Model()                       # the embedded stories260K
     out = model.generate("Once upon a time", max_tokens=32, temperature=0,
-                         press="deferkv:d=1", kv_budget=16)
+                         press="deferkv:d=1", kv_budget=64)
     print(out.text, out.stop_reason, out.kv.bytes)
 
     ctx = model.compress(long_document, press="snapkv", kv_ratio=0.5)
     for q in questions:
         print(ctx.answer(q, max_tokens=32).text)  # ctx is unchanged by each answer
 
-    s = deferkv.Session(model, press="snapkv", kv_budget=16)   # one call at a time
+    s = deferkv.Session(model, press="snapkv", kv_budget=64)   # one call at a time
     s.prefill(model.tokenize("Once upon a time"))
     s.logits.argmax(), s.kv_positions(layer=0, kv_head=0)     # NumPy arrays
 
@@ -19,10 +19,18 @@ See docs/python.md in the deferkv checkout.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import _deferkv
+# An installed package (pip install .) carries the embedded models and the evaluation data
+# in share/; the engine finds them through DEFERKV_HOME unless the caller set it. Run from
+# build/python, the package has no share/ and the engine finds the checkout's.
+_SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "share")
+if "DEFERKV_HOME" not in os.environ and os.path.isfile(os.path.join(_SHARE, "models", "stories260K.gguf")):
+    os.environ["DEFERKV_HOME"] = _SHARE
+
+from . import _deferkv  # noqa: E402  (after DEFERKV_HOME)
 from . import eval  # deferkv.eval.run, the `deferkv eval` sweep
 from ._deferkv import Error
 
@@ -62,15 +70,40 @@ class GenerateResult:
     seed: int = 0  #: the sampler's seed (drawn when none was given)
 
 
-def _check_max_tokens(max_tokens: int) -> None:
-    if not isinstance(max_tokens, int) or max_tokens < -1:
-        raise ValueError(f"max_tokens must be a non-negative int (or -1: no limit), got {max_tokens!r}")
+def _max_tokens(max_tokens: Optional[int]) -> int:
+    """The engine's max_tokens (-1: no limit); its range is checked by the engine, as the
+    server's (1 to 2^20), with a ValueError naming max_tokens."""
+    if max_tokens is None:
+        return -1
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
+        raise TypeError(f"max_tokens must be an int or None, got {max_tokens!r}")
+    return max_tokens
 
 
 def _budget(kv_budget: Optional[int], kv_ratio: Optional[float]) -> tuple:
-    if kv_budget is not None and (not isinstance(kv_budget, int) or kv_budget <= 0):
-        raise ValueError(f"kv_budget must be a positive int (entries per KV head), got {kv_budget!r}")
-    return (0 if kv_budget is None else kv_budget, -1.0 if kv_ratio is None else float(kv_ratio))
+    """kv_budget and kv_ratio with their types checked; their ranges are the engine's."""
+    if kv_budget is not None and (isinstance(kv_budget, bool) or not isinstance(kv_budget, int)):
+        raise TypeError(f"kv_budget must be an int (entries per KV head) or None, got {kv_budget!r}")
+    if kv_ratio is not None and (isinstance(kv_ratio, bool) or not isinstance(kv_ratio, (int, float))):
+        raise TypeError(f"kv_ratio must be a float or None, got {kv_ratio!r}")
+    return (kv_budget, None if kv_ratio is None else float(kv_ratio))
+
+
+def _stop(stop: Union[None, str, Sequence[str]]) -> List[str]:
+    """Stop strings as a list (one string alone too), checked as the server's."""
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        strings = [stop]
+    elif isinstance(stop, (list, tuple)):
+        strings = list(stop)
+    else:
+        raise TypeError(f"stop must be a str or a sequence of str, got {stop!r}")
+    for s in strings:
+        if not isinstance(s, str):
+            raise TypeError(f"stop must be a str or a sequence of str, got {s!r} in it")
+    _deferkv.check_stop(strings)
+    return strings
 
 
 class _TextSteps:
@@ -81,7 +114,7 @@ class _TextSteps:
 
     def __init__(self, generation: Any, stop: Sequence[str]):
         self._generation = generation
-        self._stop = [s for s in stop if s]
+        self._stop = list(stop)
         self._held = ""
         self._stopped_by_string = False
 
@@ -187,22 +220,36 @@ class Model:
         """The model's shape and names (architecture, n_layer, n_head_kv, n_ctx_train ...)."""
         return self._model.metadata
 
-    def _prompt(self, prompt: Union[str, Messages], chat_template: str) -> List[int]:
+    def _prompt(self, prompt: Union[str, Sequence[int], Messages], chat_template: str) -> List[int]:
         if isinstance(prompt, str):
             return self._model.tokenize(prompt, True, False)
-        messages = [(m["role"], m["content"]) for m in prompt]
-        return self._model.chat_prompt(messages, chat_template)
+        if isinstance(prompt, (list, tuple)) and prompt:
+            if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+                self._model.check_prompt_ids(list(prompt))
+                return list(prompt)  # token ids, taken as they are
+            if all(isinstance(m, Mapping) for m in prompt):
+                messages = []
+                for m in prompt:
+                    role, content = m.get("role"), m.get("content")
+                    if not isinstance(role, str) or not isinstance(content, str):
+                        raise TypeError(f"a chat message needs a str 'role' and a str 'content', got {dict(m)!r}")
+                    messages.append((role, content))
+                return self._model.chat_prompt(messages, chat_template)
+        if isinstance(prompt, (list, tuple)) and not prompt:
+            raise ValueError("prompt must not be empty")
+        raise TypeError("prompt must be a str, a list of token ids (int) or a list of chat messages "
+                        f"({{'role': ..., 'content': ...}}), got {type(prompt).__name__}: {prompt!r:.80}")
 
     def generate(
         self,
-        prompt: Union[str, Messages],
-        max_tokens: int = 128,
+        prompt: Union[str, Sequence[int], Messages],
+        max_tokens: Optional[int] = 128,
         temperature: float = 0.8,
         top_k: int = 40,
         top_p: float = 0.95,
         min_p: float = 0.05,
         seed: Optional[int] = None,
-        stop: Sequence[str] = (),
+        stop: Union[str, Sequence[str]] = (),
         press: str = "full",
         kv_budget: Optional[int] = None,
         kv_ratio: Optional[float] = None,
@@ -213,14 +260,16 @@ class Model:
         """Continues `prompt`, with the KV cache compressed by `press`.
 
         Args:
-            prompt: text (tokenized with BOS), or chat messages
-                ([{"role": "user", "content": ...}]) put in the model's chat format
-                (or `chat_template`'s) with the assistant's turn opened.
-            max_tokens: tokens to generate; -1: until the end of generation or a full context.
+            prompt: text (tokenized with BOS), a list of token ids (taken as they are), or
+                chat messages ([{"role": "user", "content": ...}], roles system, user,
+                assistant) put in the model's chat format (or `chat_template`'s) with the
+                assistant's turn opened.
+            max_tokens: tokens to generate, 1 to 2^20; None (or -1): until the end of
+                generation or a full context.
             temperature, top_k, top_p, min_p: sampling, as in `deferkv generate`
                 (temperature 0: greedy).
             seed: the sampler's seed (None: a random one, reported in the result).
-            stop: strings that end the text (not included in it).
+            stop: strings that end the text (not included in it): up to 16, none empty.
             press: the compression method and its parameters, e.g. "deferkv:d=1",
                 "snapkv+moment_kv:decode_budget=512"; "full": none. See presses().
             kv_budget: entries kept per KV head on average (the papers' B = 128).
@@ -233,18 +282,23 @@ class Model:
             iterator of str pieces whose concatenation is the text.
 
         Raises:
-            ValueError: a bad parameter (unknown press or key, bad budget, sampling range).
+            TypeError: a prompt or parameter of the wrong type (named in the message).
+            ValueError: a bad parameter, named in the message: an unknown press or key, a bad
+                budget, max_tokens, temperature (0 to 100), top_k (0 to 2^20), top_p in (0, 1],
+                min_p in [0, 1), seed (>= 0), stop, a chat role; the server refuses the same
+                values (deferkv/generation_params.h holds the one set of checks).
             deferkv.Error: the engine refused (e.g. the prompt does not fit in n_ctx).
             KeyboardInterrupt: Ctrl-C, between two tokens.
 
         The GIL is released while the engine computes, so other Python threads run.
         """
-        _check_max_tokens(max_tokens)
+        limit = _max_tokens(max_tokens)
+        stops = _stop(stop)
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
         generation = self._model.generation(
-            self._prompt(prompt, chat_template), max_tokens, temperature, top_k, top_p, min_p,
-            -1 if seed is None else seed, press, kv_budget_entries, ratio, draft_model)
-        steps = _TextSteps(generation, stop)
+            self._prompt(prompt, chat_template), limit, temperature, top_k, top_p, min_p,
+            seed, press, kv_budget_entries, ratio, draft_model)
+        steps = _TextSteps(generation, stops)
         if stream:
             return iter(steps)
         return steps.result("".join(steps))
@@ -287,26 +341,26 @@ class CompressedContext:
     def answer(
         self,
         question: str,
-        max_tokens: int = 128,
+        max_tokens: Optional[int] = 128,
         temperature: float = 0.0,
         top_k: int = 40,
         top_p: float = 0.95,
         min_p: float = 0.05,
         seed: Optional[int] = None,
-        stop: Sequence[str] = (),
+        stop: Union[str, Sequence[str]] = (),
     ) -> GenerateResult:
         """Continues the compressed context with `question` (tokenized without BOS) and
         returns the answer; greedy by default. The context is put back afterwards.
 
         Raises deferkv.Error when the question does not fit in the context window, or
         when the press evicts after the prefill and this context has answered already."""
-        _check_max_tokens(max_tokens)
+        limit = _max_tokens(max_tokens)
+        stops = _stop(stop)
         tokens = self._model._model.tokenize(question, False, False)
         generation = self._model._model.answer_generation(
-            self._compressed, tokens, max_tokens, temperature, top_k, top_p, min_p,
-            -1 if seed is None else seed)
+            self._compressed, tokens, limit, temperature, top_k, top_p, min_p, seed)
         try:
-            steps = _TextSteps(generation, stop)
+            steps = _TextSteps(generation, stops)
             return steps.result("".join(steps))
         finally:
             self._compressed.restore()

@@ -41,15 +41,15 @@ class Model:
     @property
     def metadata(self) -> Dict[str, Any]: ...
     @overload
-    def generate(self, prompt: Union[str, Messages], max_tokens: int = 128, temperature: float = 0.8,
+    def generate(self, prompt: Union[str, Sequence[int], Messages], max_tokens: Optional[int] = 128, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, seed: Optional[int] = None,
-                 stop: Sequence[str] = (), press: str = "full", kv_budget: Optional[int] = None,
+                 stop: Union[str, Sequence[str]] = (), press: str = "full", kv_budget: Optional[int] = None,
                  kv_ratio: Optional[float] = None, draft_model: Optional[str] = None,
                  stream: Literal[False] = False, chat_template: str = "") -> GenerateResult: ...
     @overload
-    def generate(self, prompt: Union[str, Messages], max_tokens: int = 128, temperature: float = 0.8,
+    def generate(self, prompt: Union[str, Sequence[int], Messages], max_tokens: Optional[int] = 128, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, seed: Optional[int] = None,
-                 stop: Sequence[str] = (), press: str = "full", kv_budget: Optional[int] = None,
+                 stop: Union[str, Sequence[str]] = (), press: str = "full", kv_budget: Optional[int] = None,
                  kv_ratio: Optional[float] = None, draft_model: Optional[str] = None,
                  *, stream: Literal[True], chat_template: str = "") -> Iterator[str]: ...
     def compress(self, context: str, press: str = "full", kv_budget: Optional[int] = None,
@@ -60,9 +60,9 @@ class CompressedContext:
     def context_tokens(self) -> int: ...
     @property
     def kv(self) -> KvStats: ...
-    def answer(self, question: str, max_tokens: int = 128, temperature: float = 0.0, top_k: int = 40,
+    def answer(self, question: str, max_tokens: Optional[int] = 128, temperature: float = 0.0, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: Optional[int] = None,
-               stop: Sequence[str] = ()) -> GenerateResult: ...
+               stop: Union[str, Sequence[str]] = ()) -> GenerateResult: ...
 
 class Checkpoint:
     @property

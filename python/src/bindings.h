@@ -24,12 +24,12 @@ struct LoadedModel {
 };
 
 // A press from its parameter string and budget; bad ones are ValueError ("full": none).
-std::unique_ptr<Press> press_from(const std::string& spec, int64_t kv_budget, double kv_ratio);
+std::unique_ptr<Press> press_from(const std::string& spec, std::optional<int64_t> kv_budget, std::optional<double> kv_ratio);
 // A model file (FileNotFoundError when it does not exist), loaded with the GIL released.
 std::shared_ptr<const Model> load_model(const std::string& path);
 // A session of `m` with its own thread pool, the press set. n_ctx 0: the model's.
 std::unique_ptr<Session> new_session(const LoadedModel& m, const SessionOptions& options, const std::string& press,
-                                     int64_t kv_budget, double kv_ratio, const std::optional<std::string>& draft_model);
+                                     std::optional<int64_t> kv_budget, std::optional<double> kv_ratio, const std::optional<std::string>& draft_model);
 SessionOptions session_options(const LoadedModel& m);
 
 // Raised as Python's FileNotFoundError.

@@ -8,6 +8,7 @@
 #include "deferkv/chat_template.h"
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
+#include "deferkv/generation_params.h"
 #include "deferkv/press.h"
 #include "deferkv/tokenizer.h"
 #include "generation.h"
@@ -27,17 +28,14 @@ std::shared_ptr<const Model> load_model(const std::string& path) {
   }
 }
 
-std::unique_ptr<Press> press_from(const std::string& spec, int64_t kv_budget, double kv_ratio) {
-  if (kv_budget < 0) throw py::value_error("kv_budget must be positive, got " + std::to_string(kv_budget));
-  if (kv_budget > 0 && kv_ratio >= 0) throw py::value_error("give kv_budget or kv_ratio, not both");
-  if (spec == "full") {
-    if (kv_budget > 0 || kv_ratio >= 0) throw py::value_error("kv_budget and kv_ratio need a press other than 'full'");
-    return nullptr;
-  }
+std::unique_ptr<Press> press_from(const std::string& spec, std::optional<int64_t> kv_budget,
+                                  std::optional<double> kv_ratio) {
+  check_budget(spec, kv_budget, kv_ratio);  // a ParameterError: ValueError
+  if (spec == "full") return nullptr;
   try {
-    const KvBudget budget = kv_ratio >= 0 ? KvBudget::ratio(kv_ratio)
-                            : kv_budget > 0 ? KvBudget::per_head(kv_budget)
-                                            : KvBudget();
+    const KvBudget budget = kv_ratio ? KvBudget::ratio(*kv_ratio)
+                            : kv_budget ? KvBudget::per_head(*kv_budget)
+                                        : KvBudget();
     return make_press(spec, budget);
   } catch (const Error& e) {
     throw py::value_error(e.what());
@@ -53,7 +51,7 @@ SessionOptions session_options(const LoadedModel& m) {
 }
 
 std::unique_ptr<Session> new_session(const LoadedModel& m, const SessionOptions& options, const std::string& press,
-                                     int64_t kv_budget, double kv_ratio, const std::optional<std::string>& draft_model) {
+                                     std::optional<int64_t> kv_budget, std::optional<double> kv_ratio, const std::optional<std::string>& draft_model) {
   std::unique_ptr<Press> p = press_from(press, kv_budget, kv_ratio);
   std::shared_ptr<const Model> draft = draft_model ? load_model(*draft_model) : nullptr;
   // A pool per session: generations in several Python threads run side by side.
@@ -88,26 +86,45 @@ std::shared_ptr<LoadedModel> open_model(const std::optional<std::string>& path, 
   return loaded;
 }
 
-SamplerParams sampler_params(double temperature, int top_k, double top_p, double min_p, int64_t seed) {
+// The sampling parameters, checked as the server checks a request's (generation_params.h).
+SamplerParams sampler_params(double temperature, int top_k, double top_p, double min_p, std::optional<int64_t> seed) {
   SamplerParams s;
   s.temperature = static_cast<float>(temperature);
   s.top_k = top_k;
   s.top_p = static_cast<float>(top_p);
   s.min_p = static_cast<float>(min_p);
-  if (seed >= 0) s.seed = static_cast<uint64_t>(seed);
-  try {
-    s.validate();
-  } catch (const Error& e) {
-    throw py::value_error(e.what());
+  if (seed) {
+    check_seed(*seed);
+    s.seed = static_cast<uint64_t>(*seed);
   }
+  check_sampling(s);
   return s;
+}
+
+// Python's max_tokens: -1 is no limit (up to the end of generation or a full context).
+void check_python_max_tokens(int64_t max_tokens) {
+  if (max_tokens != -1) check_max_tokens(max_tokens);
+}
+
+// A prompt given as token ids: ValueError for one outside the vocabulary (as Session.prefill).
+void check_prompt_ids(const LoadedModel& m, const std::vector<int64_t>& ids) {
+  const int64_t n_vocab = m.model->config().n_vocab;
+  for (int64_t id : ids) {
+    if (id < 0 || id >= n_vocab) {
+      throw py::value_error("prompt: token id " + std::to_string(id) + " is outside the vocabulary (0.." +
+                            std::to_string(n_vocab - 1) + ")");
+    }
+  }
 }
 
 std::vector<int32_t> chat_prompt(const LoadedModel& m, const std::vector<std::pair<std::string, std::string>>& messages,
                                  const std::string& template_name) {
   const Tokenizer& tokenizer = m.model->tokenizer();
   std::vector<ChatMessage> turns;
-  for (const auto& [role, content] : messages) turns.push_back({role, content});
+  for (const auto& [role, content] : messages) {
+    check_role(role);
+    turns.push_back({role, content});
+  }
   const ChatTemplate chat = ChatTemplate::detect(tokenizer, template_name);
   return tokenizer.encode(chat.apply(turns, true), true, true);
 }
@@ -134,6 +151,8 @@ py::dict metadata(const LoadedModel& m) {
 }  // namespace
 
 void bind_model(py::module_& m) {
+  // Stop strings are Python's own to apply (generate's _TextSteps), checked as the server's.
+  m.def("check_stop", [](const std::vector<std::string>& stop) { check_stop(stop); });
   py::class_<LoadedModel, std::shared_ptr<LoadedModel>>(m, "_Model")
       .def(py::init(&open_model), py::arg("path"), py::arg("n_threads"), py::arg("n_ctx"), py::arg("cache_type_k"),
            py::arg("cache_type_v"))
@@ -153,6 +172,7 @@ void bind_model(py::module_& m) {
              return py::bytes(self.model->tokenizer().decode(ids));
            })
       .def("chat_prompt", &chat_prompt)
+      .def("check_prompt_ids", &check_prompt_ids)
       .def_property_readonly("chat_template", [](const LoadedModel& self) { return self.model->tokenizer().chat_template(); })
       .def_property_readonly("metadata", &metadata)
       .def_readonly("n_threads", &LoadedModel::n_threads)
@@ -160,8 +180,9 @@ void bind_model(py::module_& m) {
       .def_readonly("cache_type_v", &LoadedModel::cache_type_v)
       .def("generation",
            [](const LoadedModel& self, const std::vector<int32_t>& prompt, int64_t max_tokens, double temperature,
-              int top_k, double top_p, double min_p, int64_t seed, const std::string& press, int64_t kv_budget,
-              double kv_ratio, const std::optional<std::string>& draft_model) {
+              int top_k, double top_p, double min_p, std::optional<int64_t> seed, const std::string& press, std::optional<int64_t> kv_budget,
+              std::optional<double> kv_ratio, const std::optional<std::string>& draft_model) {
+             check_python_max_tokens(max_tokens);
              const SamplerParams sampling = sampler_params(temperature, top_k, top_p, min_p, seed);
              std::shared_ptr<Session> session =
                  new_session(self, session_options(self), press, kv_budget, kv_ratio, draft_model);
@@ -169,15 +190,17 @@ void bind_model(py::module_& m) {
              return std::make_unique<Generation>(std::move(session), prompt, sampling, max_tokens);
            })
       .def("compressed_session",
-           [](const LoadedModel& self, const std::vector<int32_t>& context, const std::string& press, int64_t kv_budget,
-              double kv_ratio) {
+           [](const LoadedModel& self, const std::vector<int32_t>& context, const std::string& press, std::optional<int64_t> kv_budget,
+              std::optional<double> kv_ratio) {
              std::shared_ptr<Session> session =
                  new_session(self, session_options(self), press, kv_budget, kv_ratio, std::nullopt);
              return compress_context(std::move(session), context, press != "full" && press_evicts_after_prefill(press));
            })
       .def("answer_generation",
            [](const LoadedModel& self, CompressedContext& context, const std::vector<int32_t>& question,
-              int64_t max_tokens, double temperature, int top_k, double top_p, double min_p, int64_t seed) {
+              int64_t max_tokens, double temperature, int top_k, double top_p, double min_p,
+              std::optional<int64_t> seed) {
+             check_python_max_tokens(max_tokens);
              const SamplerParams sampling = sampler_params(temperature, top_k, top_p, min_p, seed);
              return answer_generation(context, question, sampling, max_tokens);
            });

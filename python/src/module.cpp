@@ -5,6 +5,7 @@
 
 #include "bindings.h"
 #include "deferkv/error.h"
+#include "deferkv/generation_params.h"
 
 namespace py = pybind11;
 
@@ -15,6 +16,9 @@ PYBIND11_MODULE(_deferkv, m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
+    } catch (const deferkv::ParameterError& e) {
+      // A generation parameter out of range (generation_params.h, the server's checks too).
+      PyErr_SetString(PyExc_ValueError, e.what());
     } catch (const deferkv::Error& e) {
       PyErr_SetString(error.ptr(), e.what());
     } catch (const deferkv::python::FileNotFound& e) {

@@ -28,7 +28,7 @@ struct PyCheckpoint {
 };
 
 std::unique_ptr<PySession> open_session(std::shared_ptr<LoadedModel> model, int64_t n_ctx, int64_t n_batch,
-                                        bool all_logits, const std::string& press, int64_t kv_budget, double kv_ratio,
+                                        bool all_logits, const std::string& press, std::optional<int64_t> kv_budget, std::optional<double> kv_ratio,
                                         const std::optional<std::string>& draft_model,
                                         const std::optional<std::string>& cache_type_k,
                                         const std::optional<std::string>& cache_type_v) {
@@ -152,7 +152,7 @@ void bind_session(py::module_& m) {
              self.session->rollback(*checkpoint.checkpoint);
            })
       .def("set_press",
-           [](PySession& self, const std::string& press, int64_t kv_budget, double kv_ratio) {
+           [](PySession& self, const std::string& press, std::optional<int64_t> kv_budget, std::optional<double> kv_ratio) {
              self.session->set_press(press_from(press, kv_budget, kv_ratio));
            })
       .def_property_readonly("press",

@@ -66,13 +66,26 @@ BatchEngine::~BatchEngine() = default;
 SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
   auto s = std::make_shared<Sequence>();
   const int64_t prompt = static_cast<int64_t>(request.prompt.size());
-  const int64_t new_tokens = std::max<int64_t>(0, request.max_tokens < 0 ? n_ctx_ - prompt : request.max_tokens);
+  int64_t new_tokens = std::max<int64_t>(0, request.max_tokens < 0 ? n_ctx_ - prompt : request.max_tokens);
   const int64_t kept = request.press == nullptr  ? -1
                        : request.budget.is_set() ? request.budget.resolve(prompt)
                                                  : prompt;
   const bool evicts_each_layer =
       request.press != nullptr && request.press->prefill_layer_end() == PrefillLayerEnd::kEvictsLayers;
-  s->projection = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
+  auto project = [&] {
+    return project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
+  };
+  s->projection = project();
+  // No limit asked: admission still reserves the worst case (up to the context's end, as the
+  // cache may grow so far), but no more than the capacity could ever hold: the tokens past
+  // that are given up rather than the request refused. Each generated token adds
+  // bytes_per_token_ to the projection, whatever the press.
+  if (request.max_tokens < 0 && s->projection.peak_bytes > admission_->capacity()) {
+    const int64_t over = s->projection.peak_bytes - admission_->capacity();
+    new_tokens = std::max<int64_t>(1, new_tokens - (over + bytes_per_token_ - 1) / bytes_per_token_);
+    s->projection = project();
+    request.max_tokens = new_tokens;
+  }
   s->request = std::move(request);
   s->callbacks = std::move(callbacks);
   std::lock_guard lock(mutex_);
@@ -248,7 +261,17 @@ bool BatchEngine::decode_all() {
 }
 
 void BatchEngine::advance(Sequence& s) {
-  s.to_decode = next_token_to_decode(*s.session, *s.sampler, s.generate, s.result, s.callbacks.on_token);
+  if (s.request.logprobs >= 0 && s.callbacks.on_logprobs) {
+    // The logits the token was sampled from are still the session's last ones here.
+    const auto on_token = [&s](int32_t token) {
+      s.callbacks.on_logprobs(token_logprobs(s.session->last_logits(), s.session->model().config().n_vocab, token,
+                                             s.request.logprobs));
+      return !s.callbacks.on_token || s.callbacks.on_token(token);
+    };
+    s.to_decode = next_token_to_decode(*s.session, *s.sampler, s.generate, s.result, on_token);
+  } else {
+    s.to_decode = next_token_to_decode(*s.session, *s.sampler, s.generate, s.result, s.callbacks.on_token);
+  }
   if (!s.to_decode || s.cancelled) finish(s);
 }
 

@@ -96,4 +96,26 @@ void Sampler::softmax(std::vector<Candidate>& c, size_t n, float temperature) {
   for (size_t i = 0; i < n; ++i) c[i].p = static_cast<float>(c[i].p / sum);
 }
 
+TokenLogprobs token_logprobs(const float* logits, int64_t n_vocab, int32_t token, int32_t top) {
+  double max = logits[0];
+  for (int64_t i = 1; i < n_vocab; ++i) max = std::max<double>(max, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i]) - max);
+  const double log_norm = max + std::log(sum);
+  auto logprob = [&](int32_t id) { return static_cast<float>(static_cast<double>(logits[id]) - log_norm); };
+  TokenLogprobs out;
+  out.token = token;
+  out.logprob = logprob(token);
+  if (top > 0) {
+    std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+    for (int64_t i = 0; i < n_vocab; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    const auto k = static_cast<size_t>(std::min<int64_t>(top, n_vocab));
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], logprob(ids[i]));
+  }
+  return out;
+}
+
 }  // namespace deferkv

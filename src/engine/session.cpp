@@ -77,7 +77,7 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
   if (tokens.empty()) fail("nothing to prefill: the {} has no tokens", what);
   if (n_past_ + static_cast<int64_t>(tokens.size()) > n_ctx_) {
     fail("the {} has {} tokens, which do not fit in the context of {} ({} already used); "
-         "raise the context size (-c)", what, tokens.size(), n_ctx_, n_past_);
+         "raise the context size (n_ctx)", what, tokens.size(), n_ctx_, n_past_);
   }
   for (int32_t t : tokens) check_token(t);
 }
@@ -180,7 +180,7 @@ void Session::check_press_needs(int64_t n_tokens) const {
   const int64_t rows = needs_.reserved_after_prompt;
   if (rows > 0 && n_past_ + n_tokens + rows > n_ctx_) {
     fail("the prompt's {} tokens and the {} lookahead rows of press '{}' do not fit in the context of {} ({} already "
-         "used); raise the context size (-c)", n_tokens, rows, press_->describe(), n_ctx_, n_past_);
+         "used); raise the context size (n_ctx)", n_tokens, rows, press_->describe(), n_ctx_, n_past_);
   }
   if (!needs_.drafts) return;
   if (!draft_model_) fail("press '{}' needs a draft model (--draft-model)", press_->describe());

@@ -81,7 +81,7 @@ std::pair<const PressMethod*, PressParams> method_of(const std::string& spec) {
 RolePress make_one_press(const std::string& spec, const KvBudget& budget) {
   const auto [m, params] = method_of(spec);
   if (m->info.uses_budget && !budget.is_set()) {
-    fail("press '{}' needs a KV budget (--kv-budget or --kv-ratio)", m->info.name);
+    fail("press '{}' needs a KV budget: kv_budget (entries per KV head) or kv_ratio", m->info.name);
   }
   return {m->make(params, budget), m->role(params)};
 }

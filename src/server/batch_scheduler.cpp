@@ -21,6 +21,7 @@ RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks 
   const auto prompt_tokens = static_cast<int64_t>(request.prompt.size());
   SequenceCallbacks cb;
   cb.on_token = std::move(callbacks.on_token);
+  cb.on_logprobs = std::move(callbacks.on_logprobs);
   cb.on_finish = [on_finish = std::move(callbacks.on_finish), prompt_tokens](const SequenceOutcome& s) {
     GenerationOutcome o;
     o.stop = s.result.stop;

@@ -23,6 +23,12 @@ bool CompletionStream::push(int32_t token) {
   return !stopped_by_string_;
 }
 
+void CompletionStream::push_logprobs(const TokenLogprobs& logprobs) {
+  std::lock_guard lock(mutex_);
+  logprobs_.push_back(logprobs);
+  offsets_.push_back(text_.size());
+}
+
 void CompletionStream::finish(const GenerationOutcome& outcome) {
   std::lock_guard lock(mutex_);
   if (!stopped_by_string_) text_ += decoder_.finish();
@@ -68,6 +74,14 @@ CompletionStream::Update CompletionStream::take_released() {
   u.text = text_.substr(read_, released_ - read_);
   read_ = released_;
   u.ended = outcome_.has_value() && read_ == released_;
+  // A token goes with the text it begins; at the end every remaining one but those cut
+  // off with a stop string (whose text begins at or after the cut, text_'s end).
+  while (logprobs_read_ < logprobs_.size() &&
+         (offsets_[logprobs_read_] < read_ || (u.ended && !stopped_by_string_))) {
+    u.logprobs.push_back(logprobs_[logprobs_read_]);
+    u.text_offsets.push_back(offsets_[logprobs_read_]);
+    ++logprobs_read_;
+  }
   return u;
 }
 

@@ -2,7 +2,10 @@
 // One generation's text on its way from the scheduler's thread to the HTTP thread: tokens
 // are detokenized as they come (whole UTF-8 characters only), stop strings are cut off
 // (text that may be the start of one is held back until it is not), and the HTTP thread
-// takes the text out in pieces, or waits for the end.
+// takes the text out in pieces, or waits for the end. With logprobs asked for, each
+// token's log-probabilities go out with the piece where its text begins (OpenAI's shape:
+// a chunk's logprobs are those of the tokens it carries); a token whose text lies wholly
+// in a stop string, or after it, is not reported.
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -22,6 +25,8 @@ class CompletionStream {
 
   // Scheduler side. push() returns false once a stop string is met.
   bool push(int32_t token);
+  // The log-probabilities of the token pushed next.
+  void push_logprobs(const TokenLogprobs& logprobs);
   void finish(const GenerationOutcome& outcome);
 
   // HTTP side: waits for more text or the end; returns the new text ("" at the end) and
@@ -29,6 +34,8 @@ class CompletionStream {
   struct Update {
     std::string text;
     bool ended = false;
+    std::vector<TokenLogprobs> logprobs;  // of the tokens whose text begins in `text`
+    std::vector<size_t> text_offsets;     // where each begins in the whole text
   };
   Update wait_for_update();
   // The same without waiting: the text released so far (tests read it token by token).
@@ -57,6 +64,9 @@ class CompletionStream {
   size_t read_ = 0;         // text_[0, read_) has been read
   bool stopped_by_string_ = false;
   std::optional<double> first_token_seconds_;
+  std::vector<TokenLogprobs> logprobs_;  // each pushed token's, when asked for
+  std::vector<size_t> offsets_;          // where each token's text begins in text_
+  size_t logprobs_read_ = 0;
   std::optional<GenerationOutcome> outcome_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <random>
 
 #include <sys/socket.h>
 
@@ -64,19 +65,82 @@ json usage_json(const GenerationUsage& u) {
           {"decode_ms", u.decode_ms}};
 }
 
+// Several prompts' usage, summed into one response's.
+void add_usage(GenerationUsage& total, const GenerationUsage& u) {
+  total.prompt_tokens += u.prompt_tokens;
+  total.completion_tokens += u.completion_tokens;
+  total.kv_entries_kept += u.kv_entries_kept;
+  total.kv_bytes += u.kv_bytes;
+  total.kv_peak_bytes += u.kv_peak_bytes;
+  total.capture_ms += u.capture_ms;
+  total.eviction_ms += u.eviction_ms;
+  total.prefill_ms += u.prefill_ms;
+  total.decode_ms += u.decode_ms;
+}
+
+// A response's id, unique across restarts (clients and logs key on it): the kind, then 96
+// random bits.
+std::string completion_id(bool chat) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}-{:016x}{:08x}", chat ? "chatcmpl" : "cmpl", rng(), static_cast<uint32_t>(rng()));
+}
+
+// A token as OpenAI's logprobs name it: its text (the bytes it stands for; part of a
+// character comes out as U+FFFD in the JSON) and, for chat, those bytes.
+json chat_token_json(const Tokenizer& tok, int32_t id, float logprob) {
+  const std::string piece = tok.token_piece(id);
+  json bytes = json::array();
+  for (unsigned char c : piece) bytes.push_back(c);
+  return {{"token", piece}, {"logprob", logprob}, {"bytes", bytes}};
+}
+
+// The logprobs of a choice, or of a chunk's tokens, in the endpoint's shape:
+//   completions: {"tokens", "token_logprobs", "top_logprobs": [{piece: logprob}], "text_offset"}
+//   chat:        {"content": [{"token", "logprob", "bytes", "top_logprobs": [{"token", "logprob", "bytes"}]}]}
+json logprobs_json(bool chat, const Tokenizer& tok, const std::vector<TokenLogprobs>& logprobs,
+                   const std::vector<size_t>& offsets) {
+  if (chat) {
+    json content = json::array();
+    for (const TokenLogprobs& t : logprobs) {
+      json entry = chat_token_json(tok, t.token, t.logprob);
+      entry["top_logprobs"] = json::array();
+      for (const auto& [id, lp] : t.top) entry["top_logprobs"].push_back(chat_token_json(tok, id, lp));
+      content.push_back(entry);
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array();
+  for (const TokenLogprobs& t : logprobs) {
+    tokens.push_back(tok.token_piece(t.token));
+    token_logprobs.push_back(t.logprob);
+    json alternatives = json::object();
+    for (const auto& [id, lp] : t.top) alternatives.emplace(tok.token_piece(id), lp);
+    top.push_back(alternatives);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
 // One choice of a response or of a stream chunk: the text as `text` (completions) or as
-// the assistant's message / delta (chat).
-json choice_json(bool chat, bool chunk, const std::string& text, const json& finish) {
-  json c = {{"index", 0}, {"finish_reason", finish}};
+// the assistant's message / delta (chat); `logprobs` null unless asked for.
+json choice_json(bool chat, bool chunk, size_t index, const std::string& text, const json& finish,
+                 const json& logprobs = nullptr) {
+  json c = {{"index", index}, {"finish_reason", finish}, {"logprobs", logprobs}};
   if (!chat) {
     c["text"] = text;
-    c["logprobs"] = nullptr;
   } else if (chunk) {
     c["delta"] = text.empty() ? json::object() : json{{"content", text}};
   } else {
     c["message"] = {{"role", "assistant"}, {"content", text}};
   }
   return c;
+}
+
+json model_json(const std::string& name, const ModelConfig& c) {
+  return {{"id", name},
+          {"object", "model"},
+          {"created", unix_time()},
+          {"owned_by", "deferkv"},
+          {"meta", {{"n_ctx_train", c.n_ctx_train}, {"n_vocab", c.n_vocab}}}};
 }
 
 }  // namespace
@@ -130,13 +194,33 @@ void HttpServer::add_routes() {
     if (!ready_) return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
     send_json(res, 200, {{"status", "ok"}});
   });
+  // CORS as llama-server answers it, so that a page on another origin can call the API:
+  // every response allows the caller's origin, and a preflight (OPTIONS) gets the methods
+  // and headers allowed, whatever its path.
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
+    res.status = 200;
+    res.set_header("Access-Control-Allow-Credentials", "true");
+    res.set_header("Access-Control-Allow-Methods", "GET, POST");
+    res.set_header("Access-Control-Allow-Headers", "*");
+    return httplib::Server::HandlerResponse::Handled;
+  });
+  s.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
+    res.set_header("Access-Control-Allow-Origin", req.has_header("Origin") ? req.get_header_value("Origin") : "*");
+  });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {
-      const ModelConfig& c = model_->config();
-      send_json(res, 200, {{"object", "list"},
-                           {"data", json::array({{{"id", model_name_}, {"object", "model"}, {"created", unix_time()},
-                                                  {"owned_by", "deferkv"},
-                                                  {"meta", {{"n_ctx_train", c.n_ctx_train}, {"n_vocab", c.n_vocab}}}}})}});
+      send_json(res, 200, {{"object", "list"}, {"data", json::array({model_json(model_name_, model_->config())})}});
+    });
+  });
+  s.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const std::string id = req.matches[1];
+      if (id != model_name_) {
+        throw ApiError(404, "invalid_request_error", "model", "model_not_found",
+                       fmt::format("the model '{}' does not exist (this server serves '{}')", id, model_name_));
+      }
+      send_json(res, 200, model_json(model_name_, model_->config()));
     });
   });
   s.Get("/props", [this](const httplib::Request&, httplib::Response& res) {
@@ -187,7 +271,10 @@ void HttpServer::load_model() {
     chat_template_ = ChatTemplate::detect(model_->tokenizer(), options_.chat_template);
   } catch (const Error& e) {
     if (!options_.chat_template.empty()) throw;
-    chat_template_error_ = fmt::format("{} (start the server with --chat-template NAME)", e.what());
+    // As llama-server: a model without a chat format it knows still chats, in ChatML.
+    chat_template_ = ChatTemplate::detect(model_->tokenizer(), kFallbackChatTemplate);
+    chat_template_fallback_ = true;
+    spdlog::warn("{}; chat requests use {} (--chat-template NAME picks another)", e.what(), kFallbackChatTemplate);
   }
   BatchEngineOptions o;
   o.max_sequences = options_.n_slots;
@@ -213,6 +300,7 @@ json HttpServer::props() const {
           {"n_ctx", n_ctx_},
           {"kv_memory_bytes", options_.kv_memory_bytes},
           {"chat_template", chat_template_ ? chat_template_->name() : ""},
+          {"chat_template_fallback", chat_template_fallback_},
           {"default_generation_settings",
            {{"max_tokens", d.max_tokens}, {"kv_press", d.press}, {"kv_budget", d.kv_budget}, {"kv_ratio", d.kv_ratio}}}};
 }
@@ -242,90 +330,125 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   const CompletionRequest r = parse_completion_request(parse_json_body(req.body), chat, options_.defaults);
   const Tokenizer& tok = model_->tokenizer();
 
-  GenerationRequest g;
+  std::vector<std::vector<int32_t>> prompts;
   if (chat) {
-    if (!chat_template_) throw ApiError(400, "invalid_request_error", "messages", "", chat_template_error_);
-    g.prompt = tok.encode(chat_template_->apply(r.messages, true), true, true);
-  } else if (!r.prompt_tokens.empty()) {
-    for (int32_t id : r.prompt_tokens) {
+    prompts.push_back(tok.encode(chat_template_->apply(r.messages, true), true, true));
+  }
+  for (const PromptInput& p : r.prompts) {
+    for (int32_t id : p.tokens) {
       if (id >= tok.n_vocab()) bad_request("prompt", fmt::format("token {} is not in the vocabulary [0, {})", id, tok.n_vocab()));
     }
-    g.prompt = r.prompt_tokens;
-  } else {
-    g.prompt = tok.encode(r.prompt, true, false);
+    prompts.push_back(p.tokens.empty() ? tok.encode(p.text, true, false) : p.tokens);
   }
-  const int64_t n_prompt = static_cast<int64_t>(g.prompt.size());
-  if (n_prompt >= n_ctx_) {
-    bad_request(chat ? "messages" : "prompt",
-                fmt::format("the prompt is {} tokens; the context holds {}", n_prompt, n_ctx_), "context_length_exceeded");
-  }
-  if (r.max_tokens > n_ctx_ - n_prompt) {
-    bad_request("max_tokens",
-                fmt::format("max_tokens is {} but only {} tokens fit after the {}-token prompt (context {})",
-                            r.max_tokens, n_ctx_ - n_prompt, n_prompt, n_ctx_));
-  }
-  g.max_tokens = r.max_tokens;
-  g.stop_at_end_of_generation = !r.ignore_eos;
-  g.sampling = r.sampling;
-  if (r.press != "full") {
-    g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
-               : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
-                                 : KvBudget();
-    try {
-      g.press = make_press(r.press, g.budget);
-    } catch (const Error& e) {
-      bad_request("kv_press", e.what());
+  for (const auto& prompt : prompts) {
+    const auto n_prompt = static_cast<int64_t>(prompt.size());
+    if (n_prompt >= n_ctx_) {
+      bad_request(chat ? "messages" : "prompt",
+                  fmt::format("the prompt is {} tokens; the context holds {}", n_prompt, n_ctx_), "context_length_exceeded");
     }
   }
 
-  auto stream = std::make_shared<CompletionStream>(tok, DecodeStart::kContinuation, r.stop);
-  GenerationCallbacks callbacks;
-  callbacks.on_token = [stream](int32_t token) { return stream->push(token); };
-  // The metrics first, so a client that has its response finds its request counted.
-  callbacks.on_finish = [this, stream](const GenerationOutcome& outcome) {
-    metrics_.record_request(outcome.usage, stream->first_token_seconds().value_or(0), stream->seconds_since_start(),
-                            stream->first_token_seconds().has_value());
-    stream->finish(outcome);
+  // One generation a prompt (OpenAI's list of prompts: one choice each, run side by side).
+  struct Choice {
+    std::shared_ptr<CompletionStream> stream;
+    RequestId id = 0;
   };
-  RequestId id = 0;
-  try {
-    id = scheduler_->submit(std::move(g), std::move(callbacks));
-  } catch (const Error& e) {
-    bad_request("max_tokens", e.what(), "kv_memory_exceeded");
+  std::vector<Choice> choices;
+  auto cancel_all = [&] {
+    for (const Choice& c : choices) scheduler_->cancel(c.id);
+  };
+  for (auto& prompt : prompts) {
+    GenerationRequest g;
+    // No max_tokens: up to the context's end (-1), as OpenAI and llama-server; one beyond
+    // the room left after the prompt is cut to it, as llama-server stops at the context's
+    // end (finish_reason "length" either way).
+    const auto room = n_ctx_ - static_cast<int64_t>(prompt.size());
+    g.max_tokens = r.max_tokens ? std::min(*r.max_tokens, room) : -1;
+    g.prompt = std::move(prompt);
+    g.stop_at_end_of_generation = !r.ignore_eos;
+    g.sampling = r.sampling;
+    g.logprobs = r.logprobs;
+    if (r.press != "full") {
+      g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
+                 : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
+                                   : KvBudget();
+      try {
+        g.press = make_press(r.press, g.budget);
+      } catch (const Error& e) {
+        cancel_all();
+        bad_request("kv_press", e.what());
+      }
+    }
+    auto stream = std::make_shared<CompletionStream>(tok, DecodeStart::kContinuation, r.stop);
+    GenerationCallbacks callbacks;
+    callbacks.on_token = [stream](int32_t token) { return stream->push(token); };
+    if (r.logprobs >= 0) callbacks.on_logprobs = [stream](const TokenLogprobs& lp) { stream->push_logprobs(lp); };
+    // The metrics first, so a client that has its response finds its request counted.
+    callbacks.on_finish = [this, stream](const GenerationOutcome& outcome) {
+      metrics_.record_request(outcome.usage, stream->first_token_seconds().value_or(0), stream->seconds_since_start(),
+                              stream->first_token_seconds().has_value());
+      stream->finish(outcome);
+    };
+    try {
+      choices.push_back({stream, scheduler_->submit(std::move(g), std::move(callbacks))});
+    } catch (const Error& e) {
+      cancel_all();
+      bad_request("max_tokens", e.what(), "kv_memory_exceeded");
+    }
   }
 
-  const std::string completion_id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_completion_id_++);
-  const json head = {{"id", completion_id},
+  const json head = {{"id", completion_id(chat)},
                      {"object", chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                      {"created", unix_time()},
                      {"model", model_name_}};
   if (!r.stream) {
-    std::string text;
-    for (;;) {
-      CompletionStream::Update u = stream->wait_for_update();
-      text += u.text;
-      if (u.ended) break;
-    }
-    const GenerationOutcome& outcome = stream->outcome();
-    if (!outcome.error.empty()) return send_error(res, 500, "server_error", "", "", outcome.error);
     json out = head;
-    out["choices"] = json::array({choice_json(chat, false, text, finish_reason(*stream))});
-    out["usage"] = usage_json(outcome.usage);
+    out["choices"] = json::array();
+    GenerationUsage total;
+    std::string error;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      CompletionStream& stream = *choices[i].stream;
+      std::string text;
+      std::vector<TokenLogprobs> logprobs;
+      std::vector<size_t> offsets;
+      for (;;) {
+        CompletionStream::Update u = stream.wait_for_update();
+        text += u.text;
+        logprobs.insert(logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+        offsets.insert(offsets.end(), u.text_offsets.begin(), u.text_offsets.end());
+        if (u.ended) break;
+      }
+      const GenerationOutcome& outcome = stream.outcome();
+      if (!outcome.error.empty() && error.empty()) error = outcome.error;
+      out["choices"].push_back(choice_json(chat, false, i, text, finish_reason(stream),
+                                           r.logprobs >= 0 ? logprobs_json(chat, tok, logprobs, offsets) : json()));
+      add_usage(total, outcome.usage);
+    }
+    if (!error.empty()) return send_error(res, 500, "server_error", "", "", error);
+    out["usage"] = usage_json(total);
     return send_json(res, 200, out);
   }
 
+  const std::shared_ptr<CompletionStream> stream = choices[0].stream;
+  const RequestId id = choices[0].id;
+  const int32_t logprobs = r.logprobs;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, head, chat, id, first = true](size_t, httplib::DataSink& sink) mutable {
+      [this, stream, head, chat, id, logprobs, tok = &tok, first = true](size_t, httplib::DataSink& sink) mutable {
         auto send = [&](const json& event) {
           const std::string frame = "data: " + dump(event) + "\n\n";
           return sink.write(frame.data(), frame.size());
         };
         const CompletionStream::Update u = stream->wait_for_update();
+        // A chunk's logprobs are those of the tokens whose text it carries; at the end the
+        // rest go with the last chunk.
+        json chunk_logprobs = logprobs >= 0 && !u.logprobs.empty() ? logprobs_json(chat, *tok, u.logprobs, u.text_offsets)
+                                                                     : json();
         if (!u.text.empty() || (first && chat)) {
           json chunk = head;
-          json choice = choice_json(chat, true, u.text, nullptr);
+          json choice = choice_json(chat, true, 0, u.text, nullptr, chunk_logprobs);
+          chunk_logprobs = nullptr;
           if (chat && first) choice["delta"]["role"] = "assistant";
           chunk["choices"] = json::array({choice});
           first = false;
@@ -340,7 +463,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
         if (!outcome.error.empty()) {
           last = error_body(outcome.error, "server_error", "", "");
         } else {
-          last["choices"] = json::array({choice_json(chat, true, "", finish_reason(*stream))});
+          last["choices"] = json::array({choice_json(chat, true, 0, "", finish_reason(*stream), chunk_logprobs)});
           last["usage"] = usage_json(outcome.usage);
         }
         static const std::string kDone = "data: [DONE]\n\n";

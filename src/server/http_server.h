@@ -2,7 +2,8 @@
 // `deferkv serve`: an OpenAI-compatible HTTP server over a Scheduler. It listens first and
 // loads the model after (GET /health answers 503 until the model is ready), routes
 //   POST /v1/completions, /v1/chat/completions   (stream: true → server-sent events)
-//   GET /v1/models, /health, /props, /metrics     POST /tokenize, /detokenize
+//   GET /v1/models, /v1/models/{id}, /health, /props, /metrics   POST /tokenize, /detokenize
+//   OPTIONS on any path (CORS preflight)
 // and turns every deferkv::Error into OpenAI's JSON error shape with a 4xx status; a
 // failure inside one generation fails that request only.
 #include <atomic>
@@ -25,6 +26,9 @@ struct Response;
 }  // namespace httplib
 
 namespace deferkv::server {
+
+// The chat format of a model that carries none deferkv knows (and no --chat-template).
+inline constexpr const char* kFallbackChatTemplate = "chatml";
 
 struct ServerOptions {
   std::string model_path;
@@ -76,11 +80,10 @@ class HttpServer {
   std::shared_ptr<const Model> model_;
   std::string model_name_;
   std::optional<ChatTemplate> chat_template_;
-  std::string chat_template_error_;
+  bool chat_template_fallback_ = false;  // the model has none deferkv knows: ChatML
   std::unique_ptr<Scheduler> scheduler_;
   int64_t n_ctx_ = 0;
   ServerMetrics metrics_;
-  std::atomic<uint64_t> next_completion_id_{1};
 };
 
 }  // namespace deferkv::server

@@ -39,6 +39,8 @@ struct GenerationCallbacks {
   // Each generated token, on the scheduler's thread; returning false stops the request
   // (a stop string was met).
   std::function<bool(int32_t token)> on_token;
+  // With GenerationRequest::logprobs >= 0: each token's log-probabilities, before its on_token.
+  std::function<void(const TokenLogprobs&)> on_logprobs;
   // Called exactly once, last, also for a cancelled or failed request.
   std::function<void(const GenerationOutcome&)> on_finish;
 };

@@ -251,6 +251,74 @@ TEST_P(BatchEngineTest, ARequestThatCanNeverFitIsRefused) {
   EXPECT_EQ(engine.stats().waiting, 0);
 }
 
+// No max_tokens (-1: up to the context's end) under a cap that cannot hold the whole
+// context: the request is given the tokens that fit, not refused, and generates exactly
+// those; with room for the whole context it runs to the context's end.
+TEST_P(BatchEngineTest, WithoutATokenLimitARequestGetsWhatTheCapHolds) {
+  const int64_t per_token = BatchEngine(model, pool, options(1, 1)).kv_bytes_per_token();
+  constexpr int64_t kFits = 60;  // prompt + new tokens the cap holds, of the 256-token context
+  BatchEngine engine(model, pool, options(2, kFits * per_token));
+  std::optional<SequenceOutcome> capped;
+  SequenceCallbacks cb;
+  cb.on_finish = [&capped](const SequenceOutcome& o) { capped = o; };
+  SequenceRequest r = request_for(*model, 0);
+  r.max_tokens = -1;
+  engine.submit(std::move(r), std::move(cb));
+  step_until_idle(engine);
+  ASSERT_TRUE(capped.has_value());
+  EXPECT_TRUE(capped->error.empty()) << capped->error;
+  EXPECT_EQ(static_cast<int64_t>(capped->result.tokens.size()), kFits - kPromptTokens);
+  EXPECT_EQ(capped->result.stop, StopReason::kTokenLimit);
+
+  BatchEngine roomy(model, pool, options(2, int64_t{1} << 30));
+  std::optional<SequenceOutcome> whole;
+  SequenceCallbacks cb2;
+  cb2.on_finish = [&whole](const SequenceOutcome& o) { whole = o; };
+  SequenceRequest r2 = request_for(*model, 0);
+  r2.max_tokens = -1;
+  roomy.submit(std::move(r2), std::move(cb2));
+  step_until_idle(roomy);
+  ASSERT_TRUE(whole.has_value());
+  // The context holds n_ctx - prompt generated tokens; one more is sampled from the last of
+  // them and reported, never stored (as generate() ends at a full context).
+  EXPECT_EQ(static_cast<int64_t>(whole->result.tokens.size()), session_options().n_ctx - kPromptTokens + 1);
+  EXPECT_EQ(whole->result.stop, StopReason::kContextFull);
+}
+
+// Logprobs asked for: one report a token, before its on_token, for the token it reports,
+// with the asked number of alternatives; at temperature 0 the chosen token is the likeliest.
+TEST_P(BatchEngineTest, LogprobsComeWithEachTokenBeforeIt) {
+  BatchEngine engine(model, pool, options(2, int64_t{1} << 30));
+  std::vector<TokenLogprobs> reported;
+  std::vector<int32_t> tokens;
+  bool ordered = true;
+  std::optional<SequenceOutcome> outcome;
+  SequenceCallbacks cb;
+  cb.on_logprobs = [&](const TokenLogprobs& lp) { reported.push_back(lp); };
+  cb.on_token = [&](int32_t token) {
+    ordered = ordered && reported.size() == tokens.size() + 1 && reported.back().token == token;
+    tokens.push_back(token);
+    return true;
+  };
+  cb.on_finish = [&outcome](const SequenceOutcome& o) { outcome = o; };
+  SequenceRequest r = request_for(*model, 0);
+  r.logprobs = 3;
+  engine.submit(std::move(r), std::move(cb));
+  step_until_idle(engine);
+  ASSERT_TRUE(outcome.has_value());
+  EXPECT_TRUE(ordered);
+  ASSERT_EQ(reported.size(), static_cast<size_t>(kNewTokens));
+  for (const TokenLogprobs& lp : reported) {
+    ASSERT_EQ(lp.top.size(), 3u);
+    EXPECT_EQ(lp.top[0].first, lp.token);  // greedy
+    EXPECT_FLOAT_EQ(lp.top[0].second, lp.logprob);
+    EXPECT_LE(lp.logprob, 0.0f);
+    EXPECT_GE(lp.top[0].second, lp.top[1].second);
+    EXPECT_GE(lp.top[1].second, lp.top[2].second);
+  }
+  EXPECT_EQ(outcome->result.tokens, generated_alone(model, pool, 0));  // logprobs change nothing
+}
+
 // Cancelled mid-generation: no token after the step it was cancelled in, its KV freed at
 // once, and the sequence beside it still gets its generate() tokens.
 TEST_P(BatchEngineTest, CancellingStopsWithinOneStepAndFreesItsKv) {

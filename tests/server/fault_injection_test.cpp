@@ -74,7 +74,7 @@ BadRequest malformed(int i, std::mt19937& rng) {
           {"/v1/completions", R"({"prompt": "x", "kv_press": "no_such_press", "kv_budget": 4})"},
           {"/v1/completions", R"({"prompt": "x", "kv_budget": 4})"},
           {"/v1/completions", R"({"prompt": "x", "kv_press": "snapkv", "kv_budget": 4, "kv_ratio": 0.5})"},
-          {"/v1/completions", R"({"prompt": "x", "max_tokens": 100000})"},
+          {"/v1/completions", R"({"prompt": "x", "n": 2})"},
           {"/v1/chat/completions", R"({"messages": "hi"})"},
           {"/v1/chat/completions", R"({"messages": [{"role": "robot", "content": "hi"}]})"},
           {"/v1/chat/completions", R"({"messages": []})"}};

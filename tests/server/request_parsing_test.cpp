@@ -77,6 +77,53 @@ TEST(CompletionRequest, TheFullCacheTakesNoBudgetButANullOneIsAbsent) {
   EXPECT_EQ(r.kv_ratio, 0.5);
 }
 
+// Issue 41.6: no max_tokens is "up to the context's end" (the server's -n when it set one).
+TEST(CompletionRequest, NoMaxTokensIsNoLimitUnlessTheServerSetsOne) {
+  EXPECT_FALSE(parse(R"({"prompt": "x"})").max_tokens.has_value());
+  EXPECT_FALSE(parse(R"({"prompt": "x", "max_tokens": null})").max_tokens.has_value());
+  CompletionDefaults sixteen;
+  sixteen.max_tokens = 16;
+  EXPECT_EQ(parse(R"({"prompt": "x"})", false, sixteen).max_tokens, 16);
+  EXPECT_EQ(parse(R"({"prompt": "x", "max_tokens": 3})", false, sixteen).max_tokens, 3);
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": "x", "max_tokens": 0})"); }).param, "max_tokens");
+}
+
+// The engine's checks (generation_params.h) behind the parser: each names its field.
+TEST(CompletionRequest, TheEnginesRangesNameTheirField) {
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": "x", "temperature": -1})"); }).param, "temperature");
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": "x", "top_k": -1})"); }).param, "top_k");
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": "x", "seed": -1})"); }).param, "seed");
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": "x", "kv_press": "snapkv", "kv_budget": 0})"); }).param, "kv_budget");
+  EXPECT_EQ(error_of([] { parse(R"({"messages": [{"role": "robot", "content": "x"}]})", true); }).param, "messages");
+}
+
+TEST(CompletionRequest, PromptShapesAndContentParts) {
+  EXPECT_EQ(parse(R"({"prompt": ["a", "b"]})").prompts.size(), 2u);
+  EXPECT_EQ(parse(R"({"prompt": [[1, 2], [3]]})").prompts[1].tokens, std::vector<int32_t>{3});
+  EXPECT_EQ(parse(R"({"prompt": [1, 2]})").prompts.size(), 1u);
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": [[]]})"); }).param, "prompt");
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": [{"a": 1}]})"); }).param, "prompt");
+  const CompletionRequest chat = parse(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}]})", true);
+  EXPECT_EQ(chat.messages[0].content, "ab");
+  EXPECT_EQ(error_of([] { parse(R"({"messages": [{"role": "user", "content": [{"type": "input_audio"}]}]})", true); }).param,
+            "messages");
+  EXPECT_EQ(error_of([] { parse(R"({"messages": [{"role": "user", "content": [{"text": "a"}]}]})", true); }).param,
+            "messages");
+}
+
+TEST(CompletionRequest, LogprobsOfEachEndpoint) {
+  EXPECT_EQ(parse(R"({"prompt": "x"})").logprobs, -1);
+  EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": 0})").logprobs, 0);
+  EXPECT_EQ(parse(R"({"prompt": "x", "logprobs": 5})").logprobs, 5);
+  const char* hi = R"("messages": [{"role": "user", "content": "hi"}])";
+  EXPECT_EQ(parse(std::string("{") + hi + R"(, "logprobs": false})", true).logprobs, -1);
+  EXPECT_EQ(parse(std::string("{") + hi + R"(, "logprobs": true})", true).logprobs, 0);
+  EXPECT_EQ(parse(std::string("{") + hi + R"(, "logprobs": true, "top_logprobs": 4})", true).logprobs, 4);
+  EXPECT_EQ(error_of([&] { parse(std::string("{") + hi + R"(, "logprobs": 3})", true); }).param, "logprobs");
+  EXPECT_EQ(error_of([] { parse(R"({"prompt": "x", "logprobs": true})"); }).param, "logprobs");
+}
+
 TEST(TokenRequests, TokenizeReadsContentAndFlags) {
   const TokenizeRequest r = parse_tokenize_request(json::parse(R"({"content": "ab", "with_pieces": true})"));
   EXPECT_EQ(r.content, "ab");

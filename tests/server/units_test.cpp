@@ -1,4 +1,4 @@
-// The server's small parts: byte sizes, stop strings.
+// The server's small parts: byte sizes, stop strings, logprobs beside the text.
 #include <gtest/gtest.h>
 
 #include "deferkv/error.h"
@@ -48,6 +48,44 @@ TEST(CompletionStream, CutsTheTextAtTheFirstStopString) {
   EXPECT_TRUE(stopped);
   EXPECT_EQ(stream_text(model->tokenizer(), "Once upon a time", {"dragon"}, stopped), " Once upon a time");
   EXPECT_FALSE(stopped);
+}
+
+// Each token's logprobs go out with the piece where its text begins, read token by token
+// as a streaming client reads; those cut off with a stop string are not reported.
+TEST(CompletionStream, LogprobsGoWithTheTextTheirTokensBegin) {
+  auto model = Model::load(testing::stories_model_path());
+  const Tokenizer& tok = model->tokenizer();
+  const std::vector<int32_t> ids = tok.encode("Once upon a time there was a dog", false, false);
+  CompletionStream stream(tok, DecodeStart::kContinuation, {"there"});
+  std::string text;
+  std::vector<int32_t> reported;
+  std::vector<size_t> offsets;
+  auto take = [&](const CompletionStream::Update& u) {
+    text += u.text;
+    for (const TokenLogprobs& lp : u.logprobs) reported.push_back(lp.token);
+    offsets.insert(offsets.end(), u.text_offsets.begin(), u.text_offsets.end());
+    for (size_t offset : u.text_offsets) EXPECT_LT(offset, text.size()) << "a token reported before its text";
+  };
+  for (int32_t id : ids) {
+    stream.push_logprobs({id, -1.0f, {}});
+    const bool go_on = stream.push(id);
+    take(stream.poll());
+    if (!go_on) break;
+  }
+  stream.finish({});
+  for (;;) {
+    const CompletionStream::Update u = stream.wait_for_update();
+    take(u);
+    if (u.ended) break;
+  }
+  EXPECT_EQ(text, " Once upon a time ");
+  // The tokens of " Once upon a time" and the one whose text begins with the space before
+  // "there" (it straddles the cut); "there"'s own tokens and the rest are not reported.
+  std::string pieces;
+  for (int32_t id : reported) pieces += tok.token_piece(id);
+  EXPECT_EQ(pieces, " Once upon a time there");  // not " was a dog"
+  ASSERT_EQ(offsets.size(), reported.size());
+  for (size_t i = 1; i < offsets.size(); ++i) EXPECT_EQ(offsets[i], offsets[i - 1] + tok.token_piece(reported[i - 1]).size());
 }
 
 }  // namespace

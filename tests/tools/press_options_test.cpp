@@ -92,7 +92,7 @@ TEST(PressOptions, CacheTypeFlagsSetTheStorageAndReportIt) {
 TEST(PressOptions, BadPressInputIsAClearError) {
   auto r = run_cli("generate -n 1 -p 'Hi' --press snapkv 2>&1");
   EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.output.find("press 'snapkv' needs a KV budget (--kv-budget or --kv-ratio)"), std::string::npos)
+  EXPECT_NE(r.output.find("press 'snapkv' needs a KV budget: kv_budget (entries per KV head) or kv_ratio"), std::string::npos)
       << r.output;
   r = run_cli("generate -n 1 -p 'Hi' --press deferkv:eta=2 --kv-budget 64 2>&1");
   EXPECT_EQ(r.status, 1);

@@ -12,6 +12,7 @@
 #include "common_options.h"
 #include "deferkv/chat_template.h"
 #include "deferkv/error.h"
+#include "deferkv/generation_params.h"
 #include "server/byte_size.h"
 #include "server/http_server.h"
 
@@ -48,6 +49,7 @@ struct ServeArgs {
 
 void run_serve(ServeArgs& args) {
   args.server.kv_memory_bytes = server::parse_byte_size(args.kv_memory);
+  if (args.server.defaults.max_tokens != -1) check_max_tokens(args.server.defaults.max_tokens, "--n-predict");
   make_press_from(args.press);  // refuses a bad --press / budget before anything starts
   args.server.defaults.press = args.press.spec;
   args.server.defaults.kv_budget = args.press.budget == PressOptions::kNoBudget ? 0 : args.press.budget;
@@ -81,8 +83,9 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str();
   add_threads_option(*cmd, args->server.threads);
   cmd->add_option("-c,--ctx-size", args->server.n_ctx, "Context size in tokens (default: model's, at most 4096)");
-  cmd->add_option("-n,--n-predict", args->server.defaults.max_tokens, "Default max_tokens of a request")
-      ->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("-n,--n-predict", args->server.defaults.max_tokens,
+                  "Default max_tokens of a request (-1: up to the context's end)")
+      ->capture_default_str()->check(CLI::Range(-1, 1 << 20));
   cmd->add_option("--chat-template", args->server.chat_template,
                   "Chat format instead of the model's: " + fmt::format("{}", fmt::join(ChatTemplate::known_names(), ", ")));
   add_press_options(*cmd, args->press);

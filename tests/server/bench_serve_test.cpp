@@ -81,13 +81,13 @@ TEST(BenchServe, RefusedRequestsAreCountedAndFailTheCommand) {
 TEST(BenchServe, EachPressRunsAsAskedOnAServerWhoseDefaultDiffers) {
   server::ServerOptions o = test_server_options();
   o.defaults.press = "snapkv";
-  o.defaults.kv_budget = 16;
+  o.defaults.kv_budget = 48;
   TestServer t(o);
   const std::string common = "bench-serve -m " + stories_model_path() +
                              " --task random --length 200 --samples 1 --clients 1 --requests 2 -n 4 --ignore-eos -t 1 "
                              "--warmup 0 --poll-ms 0 --format json 2>/dev/null ";
   const std::string remote = "--server http://127.0.0.1:" + std::to_string(t.server().port());
-  for (const std::string press : {"--press full", "--press snapkv --kv-budget 32"}) {
+  for (const std::string press : {"--press full", "--press snapkv --kv-budget 64"}) {
     SCOPED_TRACE(press);
     const CliResult there = run_cli(common + press + " " + remote);
     const CliResult here = run_cli(common + press);

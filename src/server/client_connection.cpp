@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -40,8 +41,14 @@ bool is_connection(int fd, const std::string& local_addr, int local_port, const 
 
 }  // namespace
 
-ClientConnection::ClientConnection(const std::string& local_addr, int local_port, const std::string& remote_addr,
-                                   int remote_port) {
+ClientConnection::ClientConnection(std::string local_addr, int local_port, std::string remote_addr, int remote_port)
+    : local_addr_(std::move(local_addr)),
+      local_port_(local_port),
+      remote_addr_(std::move(remote_addr)),
+      remote_port_(remote_port) {}
+
+void ClientConnection::find_socket() {
+  searched_ = true;
   // The connection stays open while its request's handler runs, so its descriptor cannot
   // be closed and reused under this scan; a descriptor another thread opens or closes
   // meanwhile fails a test above and is skipped.
@@ -53,14 +60,15 @@ ClientConnection::ClientConnection(const std::string& local_addr, int local_port
     } catch (const std::exception&) {
       continue;
     }
-    if (is_connection(fd, local_addr, local_port, remote_addr, remote_port)) {
+    if (is_connection(fd, local_addr_, local_port_, remote_addr_, remote_port_)) {
       socket_ = fd;
       return;
     }
   }
 }
 
-bool ClientConnection::closed() const {
+bool ClientConnection::closed() {
+  if (!searched_) find_socket();
   if (socket_ < 0) return false;
   char byte = 0;
   const ssize_t n = recv(socket_, &byte, 1, MSG_PEEK | MSG_DONTWAIT);

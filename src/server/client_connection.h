@@ -9,17 +9,24 @@ namespace deferkv::server {
 
 class ClientConnection {
  public:
-  // Finds the socket connected from remote_addr:remote_port to local_addr:local_port
-  // (addresses as getnameinfo writes them numerically, as httplib fills in the request).
-  // Not found (should not happen while the request's handler runs): closed() is false.
-  ClientConnection(const std::string& local_addr, int local_port, const std::string& remote_addr, int remote_port);
+  // The connection from remote_addr:remote_port to local_addr:local_port (addresses as
+  // getnameinfo writes them numerically, as httplib fills in the request). Its socket is
+  // looked up at the first closed(), so that a request done sooner costs no scan.
+  ClientConnection(std::string local_addr, int local_port, std::string remote_addr, int remote_port);
 
   // True once the client has closed or reset the connection: a read would return end of
-  // file or an error. Bytes it sent ahead (a pipelined request) do not count. Does not block.
-  bool closed() const;
-  bool found() const { return socket_ >= 0; }
+  // file or an error. Bytes it sent ahead (a pipelined request) do not count. Does not
+  // block. A socket not found (should not happen while the request's handler runs): false.
+  bool closed();
 
  private:
+  void find_socket();
+
+  std::string local_addr_;
+  int local_port_;
+  std::string remote_addr_;
+  int remote_port_;
+  bool searched_ = false;
   int socket_ = -1;
 };
 

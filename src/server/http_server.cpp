@@ -384,7 +384,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   // The client's connection: a client that leaves before its answer (a non-streamed
   // request's, or a stream's first event) cancels its request, as a stream's does at its
   // next write.
-  const ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
   bool cancelled = false;
   auto cancel_if_client_left = [&] {
     if (!cancelled && client.closed()) {

@@ -5,7 +5,9 @@
 // sample, with the rows done kept for the rerun that resumes.
 // Mutants tried: keeping the server's leading space in the prediction fails
 // ScoresAndPredictionsEqualALocalRun and RequestsCarryThePromptIdsPressBudgetAndStop; not
-// sending kv_press fails both too (deferkv serve refuses a kv_budget without a press).
+// sending kv_press fails both too (deferkv serve refuses a kv_budget without a press);
+// sending none for the full rows (as before) fails ScoresAndPredictionsEqualALocalRun, whose
+// server then ran its default snapkv@128 under the label "full" (0.47 MB held, not 1.9 MB).
 #include <gtest/gtest.h>
 
 #include <atomic>

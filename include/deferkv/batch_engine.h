@@ -60,6 +60,7 @@ struct SequenceRequest {
 struct SequenceOutcome {
   GenerateResult result;
   bool cancelled = false;
+  bool started = false;  // it was admitted (on_start ran); false: it ended while waiting
   std::string error;  // non-empty: the sequence failed (its own error only)
   int64_t kv_entries_kept = 0;  // at the end, summed over layers and KV heads
   int64_t kv_bytes = 0;         // held at the end
@@ -68,6 +69,9 @@ struct SequenceOutcome {
 };
 
 struct SequenceCallbacks {
+  // When the sequence is admitted, before its prefill begins (never for one that ends
+  // while it waits).
+  std::function<void()> on_start;
   // Each generated token; returning false stops the sequence (StopReason::kCallback).
   std::function<bool(int32_t token)> on_token;
   // With SequenceRequest::logprobs >= 0: each generated token's log-probabilities, just

@@ -87,6 +87,7 @@ LoadRun run_load(const OpenAiClient& client, const std::vector<nlohmann::json>& 
         r.client = c;
         r.sent_seconds = since_start();
         r.answer = client.stream(bodies[i], options.chat);
+        if (options.check_press && r.answer.error.empty()) r.answer.error = press_mismatch(bodies[i], r.answer.usage);
       }
     });
   }

@@ -18,6 +18,9 @@ struct LoadOptions {
   int clients = 8;
   bool chat = false;                  // the bodies go to /v1/chat/completions
   double metrics_poll_seconds = 0.02;  // <= 0: /metrics is not read
+  // Each answer must say it ran the press its body asked for (press_mismatch, deferkv
+  // serve); one that does not is a failed request.
+  bool check_press = false;
 };
 
 struct SentRequest {

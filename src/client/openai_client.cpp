@@ -247,6 +247,26 @@ StreamedAnswer OpenAiClient::stream(json body, bool chat) const {
   return answer;
 }
 
+std::string press_mismatch(const json& body, const json& usage) {
+  auto field = [](const json& o, const char* name) { return o.is_object() && o.contains(name) ? o[name] : json(); };
+  auto describe = [&](const json& o, const json& press) {
+    std::string d = press.is_string() ? press.get<std::string>() : press.dump();
+    if (!field(o, "kv_budget").is_null()) d += " with kv_budget " + field(o, "kv_budget").dump();
+    if (!field(o, "kv_ratio").is_null()) d += " with kv_ratio " + field(o, "kv_ratio").dump();
+    return d;
+  };
+  const json asked = body.contains("kv_press") ? body["kv_press"] : json("full");
+  if (!usage.is_object() || !usage.contains("kv_press")) {
+    return fmt::format("the answer does not say which press the server ran (usage.kv_press), so it cannot count as {}",
+                       describe(body, asked));
+  }
+  if (usage["kv_press"] != asked || field(usage, "kv_budget") != field(body, "kv_budget") ||
+      field(usage, "kv_ratio") != field(body, "kv_ratio")) {
+    return fmt::format("the server ran {}, not {} as asked", describe(usage, usage["kv_press"]), describe(body, asked));
+  }
+  return "";
+}
+
 std::optional<std::string> OpenAiClient::metrics() const {
   const std::string root = api_path_.substr(0, api_path_.size() - 3);  // without "/v1"
   const Attempt a = send(options_, origin_, root + "/metrics", nullptr);

@@ -35,6 +35,13 @@ struct ServedModel {
   std::string owned_by;
 };
 
+// deferkv serve says in an answer's `usage` which press it ran: "kv_press" ("full" for the
+// full cache) with "kv_budget" or "kv_ratio" (null when not given), its defaults filled in.
+// Empty when that is what `body` asked for (no kv_press: "full"); else what differs, for an
+// error: an answer is never labelled with a press the server did not run. An answer that
+// says nothing (another server, or an older deferkv) differs too.
+std::string press_mismatch(const nlohmann::json& body, const nlohmann::json& usage);
+
 class OpenAiClient {
  public:
   // Errors: a URL that is not http(s)://host[:port][/path].

@@ -184,7 +184,9 @@ bool BatchEngine::step() {
 }
 
 void BatchEngine::start(Sequence& s) {
+  s.outcome.started = true;
   try {
+    if (s.callbacks.on_start) s.callbacks.on_start();
     s.session = std::make_unique<Session>(model_, pool_, options_.session);
     s.has_press = s.request.press != nullptr;
     s.session->set_press(std::move(s.request.press));

@@ -13,21 +13,27 @@ BatchScheduler::BatchScheduler(std::shared_ptr<const Model> model, std::shared_p
 }
 
 BatchScheduler::~BatchScheduler() {
-  engine_.cancel_all();
+  cancel_all();
   driver_.join();
 }
 
 RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks callbacks) {
   const auto prompt_tokens = static_cast<int64_t>(request.prompt.size());
   SequenceCallbacks cb;
+  cb.on_start = std::move(callbacks.on_start);
   cb.on_token = std::move(callbacks.on_token);
   cb.on_logprobs = std::move(callbacks.on_logprobs);
-  cb.on_finish = [on_finish = std::move(callbacks.on_finish), prompt_tokens](const SequenceOutcome& s) {
+  cb.on_finish = [this, on_finish = std::move(callbacks.on_finish), prompt_tokens](const SequenceOutcome& s) {
     GenerationOutcome o;
     o.stop = s.result.stop;
-    o.cancelled = s.cancelled;
+    o.started = s.started;
     o.error = s.error;
-    if (!s.error.empty()) spdlog::error("request failed: {}", s.error);
+    if (!s.error.empty()) {
+      o.end = GenerationEnd::kFailed;
+      spdlog::error("request failed: {}", s.error);
+    } else if (s.cancelled) {
+      o.end = shutting_down_ ? GenerationEnd::kShutdown : GenerationEnd::kCancelled;
+    }
     GenerationUsage& u = o.usage;
     u.prompt_tokens = prompt_tokens;
     u.completion_tokens = static_cast<int64_t>(s.result.tokens.size());
@@ -45,7 +51,10 @@ RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks 
 
 void BatchScheduler::cancel(RequestId id) { engine_.cancel(id); }
 
-void BatchScheduler::cancel_all() { engine_.cancel_all(); }
+void BatchScheduler::cancel_all() {
+  shutting_down_ = true;  // first: the requests it cancels end as kShutdown
+  engine_.cancel_all();
+}
 
 SchedulerStats BatchScheduler::stats() const { return engine_.stats(); }
 

@@ -2,6 +2,7 @@
 // The Scheduler on the batch engine: one thread steps the engine while it has sequences,
 // so every running request advances by a token in each batched forward pass; requests
 // wait for admission under the KV memory cap (deferkv/batch_engine.h).
+#include <atomic>
 #include <memory>
 #include <thread>
 
@@ -26,6 +27,7 @@ class BatchScheduler : public Scheduler {
   int64_t n_ctx() const { return engine_.n_ctx(); }
 
  private:
+  std::atomic<bool> shutting_down_{false};
   BatchEngine engine_;
   std::thread driver_;
 };

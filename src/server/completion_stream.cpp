@@ -13,6 +13,22 @@ double CompletionStream::seconds_since_start() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+void CompletionStream::start() {
+  std::lock_guard lock(mutex_);
+  started_ = true;
+  changed_.notify_all();
+}
+
+bool CompletionStream::started() const {
+  std::lock_guard lock(mutex_);
+  return started_;
+}
+
+bool CompletionStream::wait_for_start(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, timeout, [&] { return started_ || outcome_.has_value(); });
+}
+
 bool CompletionStream::push(int32_t token) {
   std::lock_guard lock(mutex_);
   if (!first_token_seconds_) first_token_seconds_ = seconds_since_start();
@@ -61,6 +77,12 @@ void CompletionStream::release_text(bool all) {
 CompletionStream::Update CompletionStream::wait_for_update() {
   std::unique_lock lock(mutex_);
   changed_.wait(lock, [&] { return released_ > read_ || outcome_.has_value(); });
+  return take_released();
+}
+
+CompletionStream::Update CompletionStream::wait_for_update(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mutex_);
+  changed_.wait_for(lock, timeout, [&] { return released_ > read_ || outcome_.has_value(); });
   return take_released();
 }
 

@@ -24,6 +24,7 @@ class CompletionStream {
   CompletionStream(const Tokenizer& tokenizer, DecodeStart start, std::vector<std::string> stop);
 
   // Scheduler side. push() returns false once a stop string is met.
+  void start();
   bool push(int32_t token);
   // The log-probabilities of the token pushed next.
   void push_logprobs(const TokenLogprobs& logprobs);
@@ -38,6 +39,14 @@ class CompletionStream {
     std::vector<size_t> text_offsets;     // where each begins in the whole text
   };
   Update wait_for_update();
+  // The same, waiting at most `timeout` (then the update may be empty and not ended), so
+  // that the HTTP thread can look at its client in between.
+  Update wait_for_update(std::chrono::milliseconds timeout);
+  // Waits at most `timeout` for the request to leave the queue (start()) or to end; true
+  // when either happened.
+  bool wait_for_start(std::chrono::milliseconds timeout);
+  // Whether start() came before the end.
+  bool started() const;
   // The same without waiting: the text released so far (tests read it token by token).
   Update poll();
   const GenerationOutcome& outcome() const { return *outcome_; }
@@ -57,12 +66,13 @@ class CompletionStream {
   size_t longest_stop_ = 0;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable changed_;
   std::string text_;        // everything decoded, cut at a stop string
   size_t released_ = 0;     // text_[0, released_) may be read
   size_t read_ = 0;         // text_[0, read_) has been read
   bool stopped_by_string_ = false;
+  bool started_ = false;
   std::optional<double> first_token_seconds_;
   std::vector<TokenLogprobs> logprobs_;  // each pushed token's, when asked for
   std::vector<size_t> offsets_;          // where each token's text begins in text_

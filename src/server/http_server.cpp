@@ -14,7 +14,9 @@
 #include "deferkv/tokenizer.h"
 #include "server/api_error.h"
 #include "server/batch_scheduler.h"
+#include "server/client_connection.h"
 #include "server/completion_stream.h"
+#include "server/connection_threads.h"
 #include "server/request_body.h"
 #include "server/token_requests.h"
 
@@ -22,6 +24,15 @@ namespace deferkv::server {
 namespace {
 
 using nlohmann::json;
+
+// How often a request's thread looks whether its client has gone while it waits for the
+// request to start or to end (a stream also notices at its next write).
+constexpr std::chrono::milliseconds kClientCheckPeriod{20};
+// Connection threads: one per open connection (see connection_threads.h), at most this many.
+constexpr size_t kMaxConnectionThreads = 1024;
+// How long stop() waits for the answers of the requests it cancelled to be written (a
+// client that reads nothing holds its write for httplib's write timeout, 5 s).
+constexpr std::chrono::seconds kShutdownWriteGrace{10};
 
 // Text that is not UTF-8 (an error message quoting a client's bytes, a token piece that is
 // part of a character) is written with U+FFFD rather than failing the response.
@@ -41,6 +52,8 @@ int64_t unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+// The finish reason of a request that finished (GenerationEnd::kFinished); any other end is
+// an error, never a finish reason.
 const char* finish_reason(const CompletionStream& stream) {
   if (stream.stopped_by_string()) return "stop";
   switch (stream.outcome().stop) {
@@ -52,8 +65,18 @@ const char* finish_reason(const CompletionStream& stream) {
   return "length";
 }
 
-json usage_json(const GenerationUsage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
+// The press the request ran with, the server's defaults filled in ("full" when none), echoed
+// in `usage` so that a client labels its answer with the press that made it
+// (eval --server and bench-serve check it).
+json press_json(const CompletionRequest& r) {
+  const bool full = r.press == "full";
+  return {{"kv_press", r.press},
+          {"kv_budget", !full && r.kv_ratio < 0 && r.kv_budget > 0 ? json(r.kv_budget) : json()},
+          {"kv_ratio", !full && r.kv_ratio >= 0 ? json(r.kv_ratio) : json()}};
+}
+
+json usage_json(const GenerationUsage& u, const json& press) {
+  json usage = {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"kv_entries_kept", u.kv_entries_kept},
@@ -63,6 +86,30 @@ json usage_json(const GenerationUsage& u) {
           {"eviction_ms", u.eviction_ms},
           {"prefill_ms", u.prefill_ms},
           {"decode_ms", u.decode_ms}};
+  usage.update(press);
+  return usage;
+}
+
+void send_shutting_down(httplib::Response& res, const std::string& message) {
+  send_error(res, 503, "unavailable_error", "", "server_shutting_down", message);
+}
+
+// Why a request that did not finish ended, for its error.
+std::string shutdown_message(const GenerationOutcome& o) {
+  return o.started ? fmt::format("the server is shutting down; the request was stopped after {} generated tokens",
+                                 o.usage.completion_tokens)
+                   : "the server is shutting down; the request had not started";
+}
+
+// The answer to a request that ended without finishing, before its headers were sent.
+void send_unfinished(httplib::Response& res, const GenerationOutcome& o) {
+  switch (o.end) {
+    case GenerationEnd::kShutdown: return send_shutting_down(res, shutdown_message(o));
+    case GenerationEnd::kFailed: return send_error(res, 500, "server_error", "", "", o.error);
+    // Its client has gone and reads nothing; the status is for the log only.
+    case GenerationEnd::kCancelled: return send_error(res, 500, "server_error", "", "request_cancelled", "cancelled");
+    case GenerationEnd::kFinished: break;
+  }
 }
 
 // Several prompts' usage, summed into one response's.
@@ -154,9 +201,10 @@ HttpServer::~HttpServer() { stop(); }
 
 template <typename Handler>
 void HttpServer::guarded(httplib::Response& res, Handler&& handler) {
-  if (!ready_) {
-    send_error(res, 503, "unavailable_error", "", "", "the model is loading");
-    return;
+  switch (state_.load()) {
+    case State::kLoading: return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
+    case State::kStopping: return send_shutting_down(res, "the server is shutting down");
+    case State::kReady: break;
   }
   try {
     handler();
@@ -173,10 +221,9 @@ void HttpServer::guarded(httplib::Response& res, Handler&& handler) {
 void HttpServer::add_routes() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.max_body_bytes);
-  // A connection holds its thread while its request waits for a slot or streams, so there
-  // are threads for every slot and the queued requests beside the other endpoints.
-  const size_t n_threads = static_cast<size_t>(options_.n_slots) * 2 + 8;
-  s.new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
+  // A connection holds its thread while its request waits for a slot or streams, so a
+  // thread starts for each connection that finds none idle: /health never waits behind them.
+  s.new_task_queue = [] { return new ConnectionThreads(kMaxConnectionThreads); };
   s.set_socket_options([this](socket_t sock) {
     httplib::default_socket_options(sock);
     listen_socket_ = sock;
@@ -190,9 +237,13 @@ void HttpServer::add_routes() {
     send_error(res, res.status, "invalid_request_error", "", "", message);
     return httplib::Server::HandlerResponse::Handled;
   }));
+  // No lock: it answers at once whatever the requests do.
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    if (!ready_) return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
-    send_json(res, 200, {{"status", "ok"}});
+    switch (state_.load()) {
+      case State::kLoading: return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
+      case State::kStopping: return send_shutting_down(res, "the server is shutting down");
+      case State::kReady: return send_json(res, 200, {{"status", "ok"}});
+    }
   });
   // CORS as llama-server answers it, so that a page on another origin can call the API:
   // every response allows the caller's origin, and a preflight (OPTIONS) gets the methods
@@ -262,7 +313,10 @@ void HttpServer::listen() {
       ::listen(listen_socket_, SOMAXCONN) != 0) {
     spdlog::warn("could not raise the listen backlog; bursts of new connections may be refused");
   }
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  listener_ = std::thread([this] {
+    http_->listen_after_bind();
+    listener_done_ = true;
+  });
 }
 
 void HttpServer::load_model() {
@@ -283,14 +337,44 @@ void HttpServer::load_model() {
   auto scheduler = std::make_unique<BatchScheduler>(model_, std::make_shared<ThreadPool>(options_.threads), o);
   n_ctx_ = scheduler->n_ctx();
   scheduler_ = std::move(scheduler);
-  ready_ = true;
+  State loading = State::kLoading;
+  state_.compare_exchange_strong(loading, State::kReady);  // not if stop() came first
 }
 
 void HttpServer::stop() {
-  if (scheduler_) scheduler_->cancel_all();
-  if (http_->is_running() || listener_.joinable()) http_->stop();
-  if (listener_.joinable()) listener_.join();
-  scheduler_.reset();  // joins the engine's thread, which finishes the cancelled requests
+  state_ = State::kStopping;  // new requests get 503
+  if (scheduler_) {
+    scheduler_->cancel_all();  // running and waiting requests end as kShutdown
+    // Their handlers write the errors; httplib stops calling a stream's provider once it
+    // stops listening, so it may stop only after.
+    std::unique_lock lock(completions_mutex_);
+    if (!completions_done_.wait_for(lock, kShutdownWriteGrace, [&] { return completions_ == 0; })) {
+      spdlog::warn("{} answers still being written at shutdown", completions_);
+    }
+  }
+  stop_listener();
+  scheduler_.reset();  // joins the engine's thread
+}
+
+void HttpServer::stop_listener() {
+  if (!listener_.joinable()) return;
+  // httplib's stop() does nothing until listen_after_bind() has begun (is_running()), a
+  // thread start after listen(): stopped before that (a model that fails to load at once),
+  // the listener would then run forever and the join below never return.
+  while (!listener_done_ && !http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (!listener_done_) http_->stop();
+  listener_.join();
+}
+
+std::shared_ptr<void> HttpServer::track_completion() {
+  {
+    std::lock_guard lock(completions_mutex_);
+    ++completions_;
+  }
+  return std::shared_ptr<void>(nullptr, [this](void*) {
+    std::lock_guard lock(completions_mutex_);
+    if (--completions_ == 0) completions_done_.notify_all();
+  });
 }
 
 json HttpServer::props() const {
@@ -357,6 +441,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
   auto cancel_all = [&] {
     for (const Choice& c : choices) scheduler_->cancel(c.id);
   };
+  std::shared_ptr<void> answering = track_completion();  // until the answer is written
   for (auto& prompt : prompts) {
     GenerationRequest g;
     // No max_tokens: up to the context's end (-1), as OpenAI and llama-server; one beyond
@@ -381,6 +466,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     }
     auto stream = std::make_shared<CompletionStream>(tok, DecodeStart::kContinuation, r.stop);
     GenerationCallbacks callbacks;
+    callbacks.on_start = [stream] { stream->start(); };
     callbacks.on_token = [stream](int32_t token) { return stream->push(token); };
     if (r.logprobs >= 0) callbacks.on_logprobs = [stream](const TokenLogprobs& lp) { stream->push_logprobs(lp); };
     // The metrics first, so a client that has its response finds its request counted.
@@ -393,10 +479,23 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
       choices.push_back({stream, scheduler_->submit(std::move(g), std::move(callbacks))});
     } catch (const Error& e) {
       cancel_all();
+      if (state_ == State::kStopping) return send_shutting_down(res, "the server is shutting down");
       bad_request("max_tokens", e.what(), "kv_memory_exceeded");
     }
   }
 
+  // The client's connection: a client that leaves before its answer (a non-streamed
+  // request's, or a stream's first event) cancels its requests, as a stream's does at its
+  // next write.
+  ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  bool cancelled = false;
+  auto cancel_if_client_left = [&] {
+    if (!cancelled && client.closed()) {
+      cancel_all();
+      cancelled = true;
+    }
+  };
+  const json press = press_json(r);
   const json head = {{"id", completion_id(chat)},
                      {"object", chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                      {"created", unix_time()},
@@ -405,42 +504,51 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     json out = head;
     out["choices"] = json::array();
     GenerationUsage total;
-    std::string error;
     for (size_t i = 0; i < choices.size(); ++i) {
       CompletionStream& stream = *choices[i].stream;
       std::string text;
       std::vector<TokenLogprobs> logprobs;
       std::vector<size_t> offsets;
       for (;;) {
-        CompletionStream::Update u = stream.wait_for_update();
+        CompletionStream::Update u = stream.wait_for_update(kClientCheckPeriod);
         text += u.text;
         logprobs.insert(logprobs.end(), u.logprobs.begin(), u.logprobs.end());
         offsets.insert(offsets.end(), u.text_offsets.begin(), u.text_offsets.end());
         if (u.ended) break;
+        cancel_if_client_left();
       }
       const GenerationOutcome& outcome = stream.outcome();
-      if (!outcome.error.empty() && error.empty()) error = outcome.error;
+      if (outcome.end != GenerationEnd::kFinished) {
+        cancel_all();  // one choice that did not finish fails the response
+        return send_unfinished(res, outcome);
+      }
       out["choices"].push_back(choice_json(chat, false, i, text, finish_reason(stream),
                                            r.logprobs >= 0 ? logprobs_json(chat, tok, logprobs, offsets) : json()));
       add_usage(total, outcome.usage);
     }
-    if (!error.empty()) return send_error(res, 500, "server_error", "", "", error);
-    out["usage"] = usage_json(total);
+    out["usage"] = usage_json(total, press);
     return send_json(res, 200, out);
   }
 
   const std::shared_ptr<CompletionStream> stream = choices[0].stream;
   const RequestId id = choices[0].id;
   const int32_t logprobs = r.logprobs;
+  // A stream's status goes with its headers, before its first event: they wait until the
+  // request leaves the queue, so that one that ends there (shutdown) gets its error
+  // status, as a non-streamed request does.
+  while (!stream->wait_for_start(kClientCheckPeriod)) cancel_if_client_left();
+  if (!stream->started()) return send_unfinished(res, stream->outcome());
+
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, stream, head, chat, id, logprobs, tok = &tok, first = true](size_t, httplib::DataSink& sink) mutable {
+      [this, stream, head, press, chat, id, logprobs, tok = &tok, client, answering, first = true](
+          size_t, httplib::DataSink& sink) mutable {
         auto send = [&](const json& event) {
           const std::string frame = "data: " + dump(event) + "\n\n";
           return sink.write(frame.data(), frame.size());
         };
-        const CompletionStream::Update u = stream->wait_for_update();
+        const CompletionStream::Update u = stream->wait_for_update(kClientCheckPeriod);
         // A chunk's logprobs are those of the tokens whose text it carries; at the end the
         // rest go with the last chunk.
         json chunk_logprobs = logprobs >= 0 && !u.logprobs.empty() ? logprobs_json(chat, *tok, u.logprobs, u.text_offsets)
@@ -456,15 +564,25 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
             scheduler_->cancel(id);  // the client is gone
             return false;
           }
+        } else if (!u.ended && client.closed()) {  // gone while nothing was written (a long prefill)
+          scheduler_->cancel(id);
+          return false;
         }
         if (!u.ended) return true;
+        // The last event: the finish reason and usage, or an error in OpenAI's shape (then
+        // [DONE] all the same), never a finish reason for a request that did not finish.
         const GenerationOutcome& outcome = stream->outcome();
         json last = head;
-        if (!outcome.error.empty()) {
-          last = error_body(outcome.error, "server_error", "", "");
-        } else {
-          last["choices"] = json::array({choice_json(chat, true, 0, "", finish_reason(*stream), chunk_logprobs)});
-          last["usage"] = usage_json(outcome.usage);
+        switch (outcome.end) {
+          case GenerationEnd::kFinished:
+            last["choices"] = json::array({choice_json(chat, true, 0, "", finish_reason(*stream), chunk_logprobs)});
+            last["usage"] = usage_json(outcome.usage, press);
+            break;
+          case GenerationEnd::kShutdown:
+            last = error_body(shutdown_message(outcome), "unavailable_error", "", "server_shutting_down");
+            break;
+          case GenerationEnd::kFailed: last = error_body(outcome.error, "server_error", "", ""); break;
+          case GenerationEnd::kCancelled: sink.done(); return true;  // its client is gone
         }
         static const std::string kDone = "data: [DONE]\n\n";
         if (send(last)) sink.write(kDone.data(), kDone.size());

@@ -5,9 +5,13 @@
 //   GET /v1/models, /v1/models/{id}, /health, /props, /metrics   POST /tokenize, /detokenize
 //   OPTIONS on any path (CORS preflight)
 // and turns every deferkv::Error into OpenAI's JSON error shape with a 4xx status; a
-// failure inside one generation fails that request only.
+// failure inside one generation fails that request only. stop() (shutdown) answers every
+// request that has not finished with an error, 503 server_shutting_down, never as a
+// normal end (docs/serving.md, "Shutdown").
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <string>
@@ -55,14 +59,23 @@ class HttpServer {
   // Binds and starts answering: 503 ("the model is loading") until load_model() is done.
   // Error when the address cannot be bound.
   void listen();
-  // Loads the model and starts the scheduler; requests are served from then on.
+  // Loads the model and starts the scheduler; requests are served from then on. Errors
+  // (a file that is missing or not a model) propagate; stop() (or the destructor) then
+  // ends the listener promptly, whatever clients do meanwhile.
   void load_model();
   int port() const { return port_; }
-  // Stops accepting, cancels running and waiting requests, returns when all are done.
+  // Refuses new requests (503), cancels running and waiting ones, waits for their error
+  // answers to be written, stops listening; returns when all are done. Idempotent.
   void stop();
 
  private:
+  enum class State { kLoading, kReady, kStopping };
+
   void add_routes();
+  // Stops httplib's listener and joins its thread, also when it has not begun to listen yet.
+  void stop_listener();
+  // Counts a completion whose answer is being written until the returned token is released.
+  std::shared_ptr<void> track_completion();
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
@@ -74,9 +87,14 @@ class HttpServer {
   ServerOptions options_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
+  std::atomic<bool> listener_done_{false};
   int port_ = 0;
   int listen_socket_ = -1;  // as httplib's socket hook last saw it; see listen()
-  std::atomic<bool> ready_{false};
+  std::atomic<State> state_{State::kLoading};
+  // Completions whose answers are not yet written; stop() waits for them (their errors).
+  std::mutex completions_mutex_;
+  std::condition_variable completions_done_;
+  int64_t completions_ = 0;
   std::shared_ptr<const Model> model_;
   std::string model_name_;
   std::optional<ChatTemplate> chat_template_;

@@ -28,14 +28,27 @@ struct GenerationUsage {
   double decode_ms = 0;   // the decode steps'
 };
 
+// How a generation ended. Only kFinished has a finish reason ("stop", "length"): a request
+// stopped for any other cause is reported as an error, never as a normal end.
+enum class GenerationEnd {
+  kFinished,   // end of generation, max_tokens, a stop string, the context full (`stop` says which)
+  kCancelled,  // cancel(id): its client went away
+  kShutdown,   // cancel_all(): the server is shutting down
+  kFailed,     // an error inside this request (`error`)
+};
+
 struct GenerationOutcome {
-  StopReason stop = StopReason::kTokenLimit;
-  bool cancelled = false;
-  std::string error;  // non-empty: the request failed (an internal error of this request only)
+  GenerationEnd end = GenerationEnd::kFinished;
+  StopReason stop = StopReason::kTokenLimit;  // for kFinished
+  bool started = false;  // it was admitted and began its prefill (else it ended in the queue)
+  std::string error;     // for kFailed
   GenerationUsage usage;
 };
 
 struct GenerationCallbacks {
+  // When the request leaves the queue and begins its prefill, on the scheduler's thread
+  // (not for one that ends in the queue).
+  std::function<void()> on_start;
   // Each generated token, on the scheduler's thread; returning false stops the request
   // (a stop string was met).
   std::function<bool(int32_t token)> on_token;

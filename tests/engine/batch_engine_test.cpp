@@ -357,17 +357,31 @@ TEST_P(BatchEngineTest, CancellingStopsWithinOneStepAndFreesItsKv) {
   EXPECT_EQ(engine.stats().kv_bytes_used, 0);
 }
 
-// A waiting sequence cancelled before it ever ran finishes at the next step.
+// A waiting sequence cancelled before it ever ran finishes at the next step, never
+// started (on_start is not called, outcome.started is false); the one that ran started
+// once, before its first token.
 TEST_P(BatchEngineTest, CancellingAWaitingSequenceFinishesIt) {
   BatchEngine engine(model, pool, options(1, int64_t{1} << 30));
   bool finished = false;
+  int starts = 0;
+  int tokens_before_start = 0;
+  bool first_started = false;
   SequenceCallbacks cb;
+  cb.on_start = [&] { ++starts; };
   cb.on_finish = [&](const SequenceOutcome& o) {
     finished = true;
     EXPECT_TRUE(o.cancelled);
+    EXPECT_FALSE(o.started);
     EXPECT_TRUE(o.result.tokens.empty());
   };
-  engine.submit(request_for(*model, 0), {});
+  SequenceCallbacks first;
+  first.on_start = [&] { ++starts; };
+  first.on_token = [&](int32_t) {
+    if (starts == 0) ++tokens_before_start;
+    return true;
+  };
+  first.on_finish = [&](const SequenceOutcome& o) { first_started = o.started; };
+  engine.submit(request_for(*model, 0), std::move(first));
   const SequenceId waiting = engine.submit(request_for(*model, 1), std::move(cb));
   engine.step();  // the first runs; the second waits for the only place
   EXPECT_EQ(engine.stats().waiting, 1);
@@ -376,6 +390,9 @@ TEST_P(BatchEngineTest, CancellingAWaitingSequenceFinishesIt) {
   EXPECT_TRUE(finished);
   EXPECT_EQ(engine.stats().waiting, 0);
   step_until_idle(engine);
+  EXPECT_EQ(starts, 1);
+  EXPECT_EQ(tokens_before_start, 0);
+  EXPECT_TRUE(first_started);
 }
 
 TEST_P(BatchEngineTest, ABadPromptFailsItsSequenceOnly) {

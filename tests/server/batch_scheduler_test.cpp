@@ -109,11 +109,46 @@ TEST_F(BatchSchedulerTest, CancellingStopsWithinOneToken) {
   cb.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
   id = scheduler.submit(greedy_request(*model, 200), std::move(cb));
   finished.wait_for(1);
-  EXPECT_TRUE(finished.outcomes[0].cancelled);
+  EXPECT_EQ(finished.outcomes[0].end, GenerationEnd::kCancelled);
+  EXPECT_TRUE(finished.outcomes[0].started);
   ASSERT_GT(cancelled_at, 0);
   EXPECT_EQ(tokens, cancelled_at);  // no token after the one that cancelled
   EXPECT_LT(finished.outcomes[0].usage.completion_tokens, 200);
   EXPECT_EQ(scheduler.stats().kv_bytes_used, 0);
+}
+
+// Shutdown (cancel_all) ends the running request and the queued one as kShutdown, never as
+// a normal end with a finish reason; only the running one had started.
+TEST_F(BatchSchedulerTest, ShutdownEndsRunningAndQueuedRequestsAsShutdown) {
+  BatchScheduler scheduler(model, pool, {.max_sequences = 1, .kv_capacity_bytes = int64_t{64} << 20});
+  Finished finished;
+  std::promise<void> first_token;
+  std::atomic<int> started{0};
+  for (int i = 0; i < 2; ++i) {
+    GenerationCallbacks cb;
+    cb.on_start = [&] { ++started; };
+    cb.on_token = [&, i, told = false](int32_t) mutable {
+      if (i == 0 && !told) {
+        told = true;
+        first_token.set_value();
+      }
+      return true;
+    };
+    cb.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
+    scheduler.submit(greedy_request(*model, 400), std::move(cb));
+  }
+  first_token.get_future().wait();
+  scheduler.cancel_all();
+  finished.wait_for(2);
+  ASSERT_EQ(finished.outcomes.size(), 2u);
+  int ran = 0;
+  for (const auto& o : finished.outcomes) {
+    EXPECT_EQ(o.end, GenerationEnd::kShutdown);
+    EXPECT_LT(o.usage.completion_tokens, 400);
+    ran += o.started ? 1 : 0;
+  }
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(started, 1);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/test_server.h"
 #include "tools/cli_runner.h"
 
 namespace deferkv::testing {
@@ -71,6 +72,29 @@ TEST(BenchServe, RefusedRequestsAreCountedAndFailTheCommand) {
   EXPECT_NE(r.output.find("| requests ok / failed | 0 / 4 |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("error: 4 × HTTP 400:"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("4 of 4 requests failed"), std::string::npos) << r.output;
+}
+
+// --server: a server whose default press is SnapKV runs each press asked of it, the full
+// cache too (bench-serve sent no press for it, and the server's default ran under the
+// label "full"): the KV each request held is what the in-process server (default: the full
+// cache) gives for the same press.
+TEST(BenchServe, EachPressRunsAsAskedOnAServerWhoseDefaultDiffers) {
+  server::ServerOptions o = test_server_options();
+  o.defaults.press = "snapkv";
+  o.defaults.kv_budget = 48;
+  TestServer t(o);
+  const std::string common = "bench-serve -m " + stories_model_path() +
+                             " --task random --length 200 --samples 1 --clients 1 --requests 2 -n 4 --ignore-eos -t 1 "
+                             "--warmup 0 --poll-ms 0 --format json 2>/dev/null ";
+  const std::string remote = "--server http://127.0.0.1:" + std::to_string(t.server().port());
+  for (const std::string press : {"--press full", "--press snapkv --kv-budget 64"}) {
+    SCOPED_TRACE(press);
+    const CliResult there = run_cli(common + press + " " + remote);
+    const CliResult here = run_cli(common + press);
+    ASSERT_EQ(there.status, 0) << there.output;
+    ASSERT_EQ(here.status, 0) << here.output;
+    EXPECT_EQ(json::parse(there.output)["max_request_kv_peak_bytes"], json::parse(here.output)["max_request_kv_peak_bytes"]);
+  }
 }
 
 TEST(BenchServe, BadFlagsAreClearErrors) {

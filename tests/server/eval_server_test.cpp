@@ -5,7 +5,9 @@
 // sample, with the rows done kept for the rerun that resumes.
 // Mutants tried: keeping the server's leading space in the prediction fails
 // ScoresAndPredictionsEqualALocalRun and RequestsCarryThePromptIdsPressBudgetAndStop; not
-// sending kv_press fails both too (deferkv serve refuses a kv_budget without a press).
+// sending kv_press fails both too (deferkv serve refuses a kv_budget without a press);
+// sending none for the full rows (as before) fails ScoresAndPredictionsEqualALocalRun, whose
+// server then ran its default snapkv@128 under the label "full" (0.47 MB held, not 1.9 MB).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -49,6 +51,10 @@ TEST(EvalServer, ScoresAndPredictionsEqualALocalRun) {
   o.model_path = retrieval_model();
   o.n_slots = 2;
   o.threads = 1;
+  // The server's default press is none of the rows': each row must run its own (the full
+  // cache's row ran this default when eval sent no kv_press for it).
+  o.defaults.press = "snapkv";
+  o.defaults.kv_budget = 128;
   TestServer server(o);
   gguf_test::TempDir dir;
   const CliResult local = run_cli("eval " + kSweep + " -t 1 -o " + dir.file("local") + " 2>&1");
@@ -64,6 +70,8 @@ TEST(EvalServer, ScoresAndPredictionsEqualALocalRun) {
     EXPECT_EQ(got.at(key)["pred"], row["pred"]) << key;
     EXPECT_EQ(got.at(key)["score"], row["score"]) << key;
     EXPECT_EQ(got.at(key)["prompt_tokens"], row["prompt_tokens"]) << key;
+    // The full cache held what it holds locally: every token, none evicted.
+    if (row["budget"].is_null()) EXPECT_EQ(got.at(key)["peak_kv_bytes"], row["peak_kv_bytes"]) << key;
     // The server evicted for the SnapKV rows: what it kept is far below the full cache (the
     // sample's full-cache row; the SnapKV row's own peak is lower, evicted inside the prefill).
     if (row["budget"].is_string()) {
@@ -147,7 +155,11 @@ class FakeServer {
     } else {
       choice["text"] = text;
     }
-    return {200, json{{"choices", {choice}}, {"usage", {{"completion_tokens", 3}}}}.dump(), 0};
+    json usage = {{"completion_tokens", 3}};
+    if (request.contains("kv_press")) {  // as deferkv serve says which press it ran
+      for (const char* f : {"kv_press", "kv_budget", "kv_ratio"}) usage[f] = request.value(f, json());
+    }
+    return {200, json{{"choices", {choice}}, {"usage", usage}}.dump(), 0};
   }
 };
 
@@ -171,9 +183,15 @@ TEST(EvalServer, RequestsCarryThePromptIdsPressBudgetAndStop) {
     EXPECT_FALSE(q.body.contains("stop"));
     EXPECT_EQ(q.authorization, "");
   }
+  // deferkv serve is told each row's press, the full cache's too (else its default runs).
   int pressed = 0;
   for (const auto& q : requests) {
-    if (!q.body.contains("kv_press")) continue;
+    ASSERT_TRUE(q.body.contains("kv_press")) << q.body.dump();
+    if (q.body["kv_press"] == "full") {
+      EXPECT_FALSE(q.body.contains("kv_ratio"));
+      EXPECT_FALSE(q.body.contains("kv_budget"));
+      continue;
+    }
     ++pressed;
     EXPECT_EQ(q.body["kv_press"], "snapkv");
     EXPECT_EQ(q.body["kv_ratio"], 0.5);
@@ -205,6 +223,47 @@ TEST(EvalServer, RequestsCarryThePromptIdsPressBudgetAndStop) {
   EXPECT_EQ(all[3].authorization, "Bearer sesame");
 }
 
+// Defence in depth: an answer that says it ran another press than its row's (or says
+// nothing of it) fails its row, naming both, rather than being labelled with the row's.
+TEST(EvalServer, AnAnswerFromAnotherPressFailsItsRow) {
+  FakeServer fake;
+  fake.answer_with([](const json& body, int) {
+    FakeServer::Reply r = FakeServer::completion(body, "1");
+    json answer = json::parse(r.body);
+    answer["usage"]["kv_press"] = "snapkv";
+    answer["usage"]["kv_budget"] = 128;
+    answer["usage"]["kv_ratio"] = nullptr;
+    r.body = answer.dump();
+    return r;
+  });
+  gguf_test::TempDir dir;
+  const std::string command = "eval " + kSweep + " --retries 0 --server " + fake.url() + " -o " + dir.path().string() + " 2>&1";
+  const CliResult other = run_cli(command);
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.output.find(fake.url() + ": the server ran snapkv with kv_budget 128, not full as asked"),
+            std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("the server ran snapkv with kv_budget 128, not snapkv with kv_budget 64 as asked"),
+            std::string::npos)
+      << other.output;
+  EXPECT_TRUE(rows_in(dir.path().string()).empty());
+
+  fake.answer_with([](const json& body, int) {
+    FakeServer::Reply r = FakeServer::completion(body, "1");
+    json answer = json::parse(r.body);
+    answer["usage"].erase("kv_press");
+    r.body = answer.dump();
+    return r;
+  });
+  const CliResult silent = run_cli(command);
+  EXPECT_EQ(silent.status, 1);
+  EXPECT_NE(silent.output.find("the answer does not say which press the server ran (usage.kv_press), so it cannot "
+                               "count as full"),
+            std::string::npos)
+      << silent.output;
+  EXPECT_TRUE(rows_in(dir.path().string()).empty());
+}
+
 TEST(EvalServer, AServerThatIsNotDeferkvRunsTheFullCacheRowsOnly) {
   FakeServer fake("llamacpp");
   gguf_test::TempDir dir;
@@ -216,7 +275,8 @@ TEST(EvalServer, AServerThatIsNotDeferkvRunsTheFullCacheRowsOnly) {
   const CliResult full = run_cli("eval --tasks niah_single_1 --lengths 1k --samples 2 --server " + fake.url() + " -o " +
                                  dir.path().string() + " 2>&1");
   EXPECT_EQ(full.status, 0) << full.output;
-  EXPECT_EQ(fake.requests().size(), 2u);
+  ASSERT_EQ(fake.requests().size(), 2u);
+  for (const auto& q : fake.requests()) EXPECT_FALSE(q.body.contains("kv_press")) << q.body.dump();
 }
 
 TEST(EvalServer, GarbageFailsNamingTheUrlAndSampleAndTheRerunResumes) {

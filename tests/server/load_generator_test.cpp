@@ -209,5 +209,60 @@ TEST(LoadGenerator, AnUnreachableServerFailsEveryRequestNamingWhy) {
   EXPECT_THROW(client::run_load(client::OpenAiClient(co), {}, lo), Error);
 }
 
+// What deferkv serve says it ran, against what the body asked ("full" when it names no
+// press): equal, or an error naming both.
+TEST(PressMismatch, ComparesThePressAndBudgetTheServerSaysItRan) {
+  const json full_usage = {{"kv_press", "full"}, {"kv_budget", nullptr}, {"kv_ratio", nullptr}};
+  const json snap64 = {{"kv_press", "snapkv"}, {"kv_budget", 64}, {"kv_ratio", nullptr}};
+  EXPECT_EQ(client::press_mismatch(json{{"kv_press", "full"}}, full_usage), "");
+  EXPECT_EQ(client::press_mismatch(json::object(), full_usage), "");
+  EXPECT_EQ(client::press_mismatch(json{{"kv_press", "snapkv"}, {"kv_budget", 64}}, snap64), "");
+  EXPECT_EQ(client::press_mismatch(json{{"kv_press", "snapkv"}, {"kv_ratio", 0.5}},
+                                   json{{"kv_press", "snapkv"}, {"kv_budget", nullptr}, {"kv_ratio", 0.5}}),
+            "");
+  EXPECT_EQ(client::press_mismatch(json{{"kv_press", "full"}}, snap64),
+            "the server ran snapkv with kv_budget 64, not full as asked");
+  EXPECT_EQ(client::press_mismatch(json{{"kv_press", "snapkv"}, {"kv_budget", 32}}, snap64),
+            "the server ran snapkv with kv_budget 64, not snapkv with kv_budget 32 as asked");
+  EXPECT_EQ(client::press_mismatch(json{{"kv_press", "snapkv"}, {"kv_budget", 64}}, json{{"completion_tokens", 3}}),
+            "the answer does not say which press the server ran (usage.kv_press), so it cannot count as snapkv with "
+            "kv_budget 64");
+  EXPECT_NE(client::press_mismatch(json{{"kv_press", "full"}}, json()), "");
+}
+
+// A server whose default press is SnapKV: a body that asks for the full cache gets it (every
+// token kept), one that names no press gets the default, and check_press fails it rather
+// than count it as the full cache.
+TEST(LoadGenerator, CheckPressFailsAnAnswerFromAnotherPress) {
+  server::ServerOptions o = test_server_options();
+  o.defaults.press = "snapkv";
+  o.defaults.kv_budget = 40;
+  TestServer t(o);
+  std::string text;
+  for (int i = 0; i < 4; ++i) text += "Once upon a time, there was a little girl named Lily who loved to play outside. ";
+  const std::vector<int32_t> prompt = Model::load(stories_model_path())->tokenizer().encode(text, true, false);
+  ASSERT_GT(prompt.size(), 80u);  // past the budget: SnapKV evicts
+  json full = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"kv_press", "full"}};
+  json snap = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}, {"kv_press", "snapkv"}, {"kv_budget", 40}};
+  json unnamed = {{"prompt", prompt}, {"max_tokens", 2}, {"temperature", 0}};
+  client::ClientOptions co;
+  co.url = "http://127.0.0.1:" + std::to_string(t.server().port());
+  co.retries = 0;
+  client::LoadOptions lo;
+  lo.clients = 1;
+  lo.metrics_poll_seconds = 0;
+  lo.check_press = true;
+  const client::LoadRun run = client::run_load(client::OpenAiClient(co), {full, snap, unnamed}, lo);
+  ASSERT_EQ(run.requests.size(), 3u);
+  EXPECT_EQ(run.requests[0].answer.error, "");
+  EXPECT_EQ(run.requests[1].answer.error, "");
+  EXPECT_EQ(run.requests[2].answer.error, "the server ran snapkv with kv_budget 40, not full as asked");
+  const json& u_full = run.requests[0].answer.usage;
+  const json& u_snap = run.requests[1].answer.usage;
+  EXPECT_EQ(u_full["kv_press"], "full");
+  EXPECT_GT(u_full["kv_entries_kept"].get<int64_t>(), u_snap["kv_entries_kept"].get<int64_t>());
+  EXPECT_GT(u_full["kv_peak_bytes"].get<int64_t>(), u_snap["kv_peak_bytes"].get<int64_t>());
+}
+
 }  // namespace
 }  // namespace deferkv::testing

@@ -86,7 +86,10 @@ std::vector<Prompt> make_prompts(const BenchServeArgs& args, const Tokenizer& to
   return prompts;
 }
 
-std::vector<json> request_bodies(const BenchServeArgs& args, const std::vector<Prompt>& prompts) {
+// `deferkv_server`: the server is deferkv serve, which is always told the press (the full
+// cache too: its own --press default would apply otherwise); another server gets no
+// press field (it runs the full cache only).
+std::vector<json> request_bodies(const BenchServeArgs& args, const std::vector<Prompt>& prompts, bool deferkv_server) {
   std::vector<json> bodies;
   for (int64_t i = 0; i < args.requests; ++i) {
     const Prompt& p = prompts[static_cast<size_t>(i % static_cast<int64_t>(prompts.size()))];
@@ -95,7 +98,7 @@ std::vector<json> request_bodies(const BenchServeArgs& args, const std::vector<P
                  {"temperature", 0},
                  {"stream", true}};
     if (args.ignore_eos) body["ignore_eos"] = true;
-    if (args.press.spec != "full") {
+    if (deferkv_server) {
       body["kv_press"] = args.press.spec;
       if (args.press.budget != PressOptions::kNoBudget) body["kv_budget"] = args.press.budget;
       if (args.press.ratio >= 0) body["kv_ratio"] = args.press.ratio;
@@ -195,7 +198,6 @@ void run_bench_serve(const BenchServeArgs& args) {
   check_args(args);
   const auto model = Model::load(args.model);  // the tokenizer that sizes the prompts
   const std::vector<Prompt> prompts = make_prompts(args, model->tokenizer());
-  const std::vector<json> bodies = request_bodies(args, prompts);
 
   std::unique_ptr<server::HttpServer> local;
   std::string url = args.server_url;
@@ -216,14 +218,26 @@ void run_bench_serve(const BenchServeArgs& args) {
   co.timeout_seconds = args.timeout_seconds;
   co.retries = 0;
   const client::OpenAiClient client(co);
+  const client::ServedModel served = client.served_model();
+  const bool deferkv_server = served.owned_by == "deferkv";
+  if (!deferkv_server && args.press.spec != "full") {
+    fail("--server: {} is not deferkv serve (its model is owned by '{}'), so it cannot run --press {}", url,
+         served.owned_by, args.press.spec);
+  }
+  const std::vector<json> bodies = request_bodies(args, prompts, deferkv_server);
   // The warm-up: the weights paged in and the kernels' buffers grown before the clock runs.
   for (int64_t i = 0; i < args.warmup; ++i) {
-    const client::StreamedAnswer a = client.stream(bodies[static_cast<size_t>(i) % bodies.size()], false);
+    const json& body = bodies[static_cast<size_t>(i) % bodies.size()];
+    const client::StreamedAnswer a = client.stream(body, false);
     if (!a.error.empty()) fail("{}: the warm-up request failed: {}", url, a.error);
+    if (deferkv_server) {
+      if (const std::string m = client::press_mismatch(body, a.usage); !m.empty()) fail("{}: {}", url, m);
+    }
   }
   client::LoadOptions lo;
   lo.clients = args.clients;
   lo.metrics_poll_seconds = args.poll_ms / 1000;
+  lo.check_press = deferkv_server;  // no row under a press the server did not run
   const client::LoadSummary summary = client::summarize(client::run_load(client, bodies, lo));
   if (local) local->stop();
   const std::string target = args.server_url.empty() ? "in-process" : args.server_url;

@@ -63,6 +63,7 @@ EvalServerRunner::EvalServerRunner(const EvalServerArgs& args, const eval::Sweep
   if (clients_.empty()) fail("--server: give the URL of a server");
   for (size_t i = 0; i < clients_.size(); ++i) {
     const client::ServedModel served = clients_[i].served_model();
+    deferkv_servers_.push_back(served.owned_by == "deferkv");
     if (i == 0) {
       model_ = served;
     } else if (served.id != model_.id) {
@@ -91,7 +92,8 @@ void EvalServerRunner::describe_in(nlohmann::ordered_json& config) const {
   config["server"] = {{"api", chat_ ? "chat" : "completions"}, {"model", model_.id}, {"owned_by", model_.owned_by}};
 }
 
-json EvalServerRunner::request_of(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
+json EvalServerRunner::request_of(const eval::SweepMethod& method, const eval::TaskSample& sample,
+                                  bool deferkv_server) const {
   json body;
   body["model"] = model_.id;
   if (chat_) {
@@ -112,8 +114,11 @@ json EvalServerRunner::request_of(const eval::SweepMethod& method, const eval::T
     body["seed"] = eval::sample_seed_of(sampling_.seed, sample) >> 1;
   }
   if (sample.stop_at_newline) body["stop"] = json::array({"\n"});
+  // deferkv serve is told the press of every row, the full cache's too: without it, its own
+  // --press default would run under the row's label. Other servers run full rows only and
+  // may refuse fields they do not know (OpenAI does).
+  if (deferkv_server) body["kv_press"] = method.press;
   if (method.budget) {
-    body["kv_press"] = method.press;
     if (method.budget->is_ratio()) {
       body["kv_ratio"] = method.budget->compression_ratio();
     } else {
@@ -124,10 +129,18 @@ json EvalServerRunner::request_of(const eval::SweepMethod& method, const eval::T
 }
 
 eval::SampleRun EvalServerRunner::operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const {
-  const client::OpenAiClient& server = clients_[next_client_++ % clients_.size()];
+  const size_t which = next_client_++ % clients_.size();
+  const client::OpenAiClient& server = clients_[which];
+  const json request = request_of(method, sample, deferkv_servers_[which]);
   json answer;
   try {
-    answer = server.complete(request_of(method, sample), chat_);
+    answer = server.complete(request, chat_);
+    // The row is labelled with its press: deferkv serve must say it ran that one.
+    if (deferkv_servers_[which]) {
+      if (const std::string m = client::press_mismatch(request, answer["usage"]); !m.empty()) {
+        fail("{}: {}", server.url(), m);
+      }
+    }
   } catch (const Error& e) {
     eval::SweepPlan plan;
     plan.benchmark = benchmark_;

@@ -56,11 +56,13 @@ class EvalServerRunner : public eval::RemoteSampleRunner {
   eval::SampleRun operator()(const eval::SweepMethod& method, const eval::TaskSample& sample) const override;
 
  private:
-  nlohmann::json request_of(const eval::SweepMethod& method, const eval::TaskSample& sample) const;
+  // `deferkv_server`: the server is deferkv serve, told every row's press (see the .cpp).
+  nlohmann::json request_of(const eval::SweepMethod& method, const eval::TaskSample& sample, bool deferkv_server) const;
 
   std::vector<std::string> urls_;
   int concurrency_;
   std::vector<client::OpenAiClient> clients_;
+  std::vector<bool> deferkv_servers_;  // each client's server is deferkv serve
   client::ServedModel model_;
   eval::Benchmark benchmark_;  // for naming rows in errors
   bool chat_;

@@ -57,9 +57,16 @@ void run_serve(ServeArgs& args) {
 
   handle_stop_signals();
   server::HttpServer http(args.server);
-  http.start();
-  fmt::print(stderr, "deferkv serve: listening on http://{}:{} ({} slots, KV memory {} bytes)\n",
-             args.server.host, http.port(), args.server.n_slots, args.server.kv_memory_bytes);
+  http.listen();
+  // Said before the load, so that a client (or a test) knows the port while /health is 503.
+  fmt::print(stderr, "deferkv serve: listening on http://{}:{}, loading {}\n", args.server.host, http.port(),
+             args.server.model_path);
+  std::fflush(stderr);
+  // A model that cannot be loaded: the error propagates (main prints it and exits 1); the
+  // server's destructor stops the listener first, whatever clients are doing.
+  http.load_model();
+  fmt::print(stderr, "deferkv serve: ready ({} slots, KV memory {} bytes)\n", args.server.n_slots,
+             args.server.kv_memory_bytes);
   std::fflush(stderr);
   while (sem_wait(&g_stop_requested) != 0 && errno == EINTR) {
   }

@@ -7,6 +7,7 @@
 #include "deferkv/error.h"
 #include "kv/kv_cache.h"
 #include "observe/attention_tap.h"
+#include "press/core/prompt_press.h"
 
 namespace deferkv {
 
@@ -24,11 +25,7 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
   const int64_t window = parts_.window;
   // Budget rules (docs/budgets.md): the window is always kept, so a budget below it cannot
   // be met and one equal to it selects nothing from the rest of the prompt.
-  if (!budget.is_ratio() && budget.resolve(0) < window) {
-    fail("the KV budget of {} entries per head is smaller than the {} protected window entries of '{}': "
-         "raise the budget to at least {}, or shrink the window (window=N in the press's parameters)",
-         budget.resolve(0), window, description_, window);
-  }
+  check_budget_holds(budget, protected_window(window), description_);
   if (!budget.is_ratio() && window > 0 && budget.resolve(0) == window) {
     spdlog::warn("the KV budget of {} entries per head is the protected window of '{}': it keeps the last {} "
                  "prompt tokens and selects nothing from the rest of the prompt",
@@ -50,7 +47,7 @@ void ScoredPress::on_attach(const PressModelShape& shape, PressHost&) {
 
 bool ScoredPress::will_evict() const {
   if (parts_.trigger.per_step()) return pending_;  // the cache may outgrow b while decoding
-  return pending_ && prompt_end_ > resolved_budget_ && prompt_end_ > parts_.window;
+  return pending_ && prompt_outgrows(prompt_end_, resolved_budget_, parts_.window);
 }
 
 void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {

@@ -10,6 +10,7 @@
 // Defaults: window 32, max-pool 7, GQA mean, as SnapKV and SpecKV here (§13), so that at
 // one budget these methods differ only in what observes the prompt.
 #include "deferkv/error.h"
+#include "press/core/prompt_press.h"
 #include "press/core/window_scoring.h"
 #include "press/methods/lookaheadkv/lookahead_attention.h"
 #include "press/methods/lookaheadkv/lookahead_weights.h"
@@ -45,8 +46,8 @@ class LookaheadKvPress final : public ScoredPress {
   // The rows run only for a prompt that will be compressed; only they observe.
   void on_prefill_end(KvCache& cache) override {
     if (will_evict()) {
-      if (host_ == nullptr) fail("press '{}' runs lookahead rows: use it on a session", describe());
-      host_->run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
+      session_host(host_, describe(), "runs lookahead rows")
+          .run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
     }
     ScoredPress::on_prefill_end(cache);
   }

@@ -22,6 +22,18 @@ TEST(PressSpec, DescribeFillsEveryDefault) {
             "alpha=0.2,profile=,chunk=0,reuse=1");
 }
 
+// Methods give their defaults typed (SharedDefaults, window_scoring_parameters); the
+// catalogue shows them as the values a user writes.
+TEST(PressSpec, TypedDefaultsShowAsTheValuesAUserWrites) {
+  const KvBudget b = KvBudget::per_head(64);
+  EXPECT_NE(make_press("tova", b)->describe().find(",per_step=true,"), std::string::npos);
+  EXPECT_NE(make_press("behavior_preserving", b)->describe().find(",per_step=false,"), std::string::npos);
+  EXPECT_NE(make_press("pyramidkv", b)->describe().find(",alloc=pyramid,"), std::string::npos);
+  EXPECT_NE(make_press("adakv", b)->describe().find(",alloc=adakv,"), std::string::npos);
+  EXPECT_NE(make_press("chunkkv", b)->describe().find(",chunk=10,"), std::string::npos);
+  EXPECT_NE(make_press("laq", b)->describe().find(",pooling=max,"), std::string::npos);
+}
+
 TEST(PressSpec, BadInputIsAClearError) {
   EXPECT_NE(testing::press_error("snapkb").find("unknown press 'snapkb'"), std::string::npos);
   for (const char* spec : {"snapkv+", "+snapkv", "snapkv++knorm", ""}) {

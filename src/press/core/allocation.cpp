@@ -51,10 +51,14 @@ int64_t pyramid_budget(const AllocationRule& rule, const LayerShare& layer) {
 
 }  // namespace
 
-std::vector<PressParameter> allocation_parameters(const std::string& key, const std::string& default_kind) {
+std::vector<PressParameter> allocation_parameters(const std::string& key, AllocationKind default_kind) {
   const std::string help = key == "base" ? "allocation of the base method: " : "allocation over layers and heads: ";
+  std::string default_name;
+  for (const KindName& k : kKinds) {
+    if (k.kind == default_kind) default_name = key == "base" ? k.base_method : k.alloc;
+  }
   return {
-      {key, default_kind, help + joined(kind_names(key))},
+      {key, default_name, help + joined(kind_names(key))},
       {"rounding", "exact",
        "pyramid layer budgets: exact (the layers keep exactly the total) | reference (the reference code's floored "
        "step, which can keep more)"},

@@ -45,7 +45,7 @@ struct LayerShare {
 // The parameters alloc (under `key`, with its default), rounding, beta, alpha and profile.
 // DeferKV names its allocation by its base method: key "base", values snapkv | pyramidkv |
 // adakv | ada_pyramidkv | calibrated for uniform | pyramid | adakv | ada_pyramid | calibrated.
-std::vector<PressParameter> allocation_parameters(const std::string& key, const std::string& default_kind);
+std::vector<PressParameter> allocation_parameters(const std::string& key, AllocationKind default_kind);
 AllocationRule read_allocation(const PressParams& params, const std::string& key);
 
 // Per KV head of the layer: candidates to keep. `scores` are the heads' candidate scores

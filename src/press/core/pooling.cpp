@@ -13,6 +13,15 @@ Pooling parse_pooling(const std::string& name) {
   fail("unknown pooling '{}' (known: none, max, avg)", name);
 }
 
+const char* pooling_name(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kNone: return "none";
+    case Pooling::kMax: return "max";
+    case Pooling::kAvg: return "avg";
+  }
+  return "none";
+}
+
 std::vector<float> pool_scores(const std::vector<float>& scores, Pooling pooling, int64_t kernel) {
   if (pooling == Pooling::kNone || kernel <= 1) return scores;
   if (kernel % 2 == 0) fail("the pooling kernel must be odd, got {}", kernel);

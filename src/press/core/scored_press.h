@@ -156,9 +156,9 @@ class ScoredPress : public Press {
 // rounding, beta, alpha, profile), selection (chunk, reuse) and trigger (d, per_step,
 // every), with the method's defaults.
 struct SharedDefaults {
-  std::string alloc = "uniform";
-  std::string chunk = "0";
-  std::string per_step = "false";
+  AllocationKind alloc = AllocationKind::kUniform;
+  int64_t chunk = 0;      // 0: each head its own top-k
+  bool per_step = false;  // true: evict at the prefill's end and after every decode step
   bool triggers = true;  // false: the method evicts at the end of the prefill only
 };
 std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults = {});

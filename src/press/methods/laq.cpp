@@ -149,7 +149,7 @@ class LaqPress final : public PromptPress {
 };
 
 PressMethod laq_variant(const std::string& name, const std::string& local_window, const std::string& summary) {
-  auto params = window_scoring_parameters(32, 7, "max");
+  auto params = window_scoring_parameters(32, 7, Pooling::kMax);
   params.push_back({"n_lookahead", "8", "pseudo answer tokens generated on the stage-1 cache"});
   params.push_back({"local_window", local_window, "last prompt queries that join the pseudo queries (kept too)"});
   return {{name, summary, "Lookahead Q-Cache, arXiv 2505.20334", params},
@@ -157,7 +157,7 @@ PressMethod laq_variant(const std::string& name, const std::string& local_window
             return std::make_unique<LaqPress>(p, b, read_window_scoring(p), p.get_int("n_lookahead", 1, 4096),
                                               p.get_int("local_window", 0, 1 << 20));
           },
-          [](const PressParams&) { return PressRole{true, false, "lookahead"}; }};
+          [](const PressParams&) { return PressRole{true, false, ExtraForward::kLookahead}; }};
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ PressMethod moment_kv_method() {
             return std::make_unique<MomentKvPress>(p, p.get_int("decode_budget", 1, 1 << 24),
                                                    p.get_double("alpha", 0.0, 1.0), p.get_bool("per_kv_head"));
           },
-          [](const PressParams&) { return PressRole{false, true, "", false, false}; }};
+          [](const PressParams&) { return PressRole{false, true, ExtraForward::kNone, false, false}; }};
 }
 
 }  // namespace deferkv

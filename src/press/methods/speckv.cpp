@@ -93,7 +93,7 @@ PressMethod speckv_method() {
                                                  parse_pooling(p.get_choice("pooling", {"max", "avg", "none"})),
                                                  p.get_int("n_draft", 1, 4096));
           },
-          [](const PressParams&) { return PressRole{true, false, "draft"}; }};
+          [](const PressParams&) { return PressRole{true, false, ExtraForward::kDraft}; }};
 }
 
 }  // namespace deferkv

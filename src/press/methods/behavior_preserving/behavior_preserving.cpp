@@ -160,7 +160,7 @@ PressMethod behavior_preserving_method() {
       {"sinks", "4", "first positions never deleted"},
       {"flexible", "false", "budget per layer (G x b, split among KV heads by the greedy) instead of b per KV head"},
   };
-  for (const PressParameter& p : per_step_parameters("false")) params.push_back(p);
+  for (const PressParameter& p : per_step_parameters(false)) params.push_back(p);
   return {{"behavior_preserving",
            "keeps the entries whose deletion would move the next-token distribution most: estimated KL(full || "
            "compressed) through pass-through residuals, the final-norm Jacobian and the LM head's top-K rows; "
@@ -178,7 +178,7 @@ PressMethod behavior_preserving_method() {
           },
           [](const PressParams& p) {
             const bool per_step = read_trigger(p).per_step();
-            return PressRole{true, per_step, "", true, !per_step};
+            return PressRole{true, per_step, ExtraForward::kNone, true, !per_step};
           }};
 }
 

@@ -80,7 +80,7 @@ class LookaheadKvPress final : public ScoredPress {
 }  // namespace
 
 PressMethod lookaheadkv_method() {
-  auto params = window_scoring_parameters(32, 7, "max");
+  auto params = window_scoring_parameters(32, 7, Pooling::kMax);
   params[0].help = "protected window: the last w prompt tokens, always kept (only the lookahead rows observe)";
   params.insert(params.begin(), PressParameter{"weights", "", "LookaheadKV weights GGUF: lookahead embeddings and "
                                                                "LoRA deltas (format: docs/lookaheadkv_weights.md)"});
@@ -96,7 +96,7 @@ PressMethod lookaheadkv_method() {
                                                       p.get_choice("queries", {"mean", "sum"}) == "sum", path,
                                                       load_lookahead_weights(path));
           },
-          [](const PressParams&) { return PressRole{true, false, "rows"}; }};
+          [](const PressParams&) { return PressRole{true, false, ExtraForward::kRows}; }};
 }
 
 }  // namespace deferkv

@@ -257,7 +257,8 @@ void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vect
 }
 
 std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults) {
-  for (const auto& group : {allocation_parameters("alloc", defaults.alloc), selection_parameters(defaults.chunk)}) {
+  for (const auto& group :
+       {allocation_parameters(AllocationKey::kAlloc, defaults.alloc), selection_parameters(defaults.chunk)}) {
     own.insert(own.end(), group.begin(), group.end());
   }
   if (!defaults.triggers) return own;
@@ -268,7 +269,7 @@ std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> o
 
 ScoredParts read_scored_parts(const PressParams& params) {
   ScoredParts parts;
-  parts.allocation = read_allocation(params, params.has("alloc") ? "alloc" : "base");
+  parts.allocation = read_allocation(params, params.has("alloc") ? AllocationKey::kAlloc : AllocationKey::kBase);
   parts.selection = read_selection(params);
   parts.trigger = read_trigger(params);
   if (parts.selection.chunk > 0 &&

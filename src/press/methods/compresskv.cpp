@@ -84,7 +84,8 @@ class CompressKvPress final : public PromptPress {
       for (int64_t j = 0; j < candidates; ++j) shared[j] += head[j];
     }
     scores_[static_cast<size_t>(l)] = {};
-    const std::vector<int32_t> keep = top_k_then_range(pool_scores(shared, pooling_, kernel_), budget - window_, prompt_end());
+    const std::vector<int32_t> keep =
+        top_k_then_range(pool_scores(shared, pooling_, kernel_), budget - window_, prompt_end());
     for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
       if (cache.length(l, g) != prompt_end()) fail("internal: compresskv needs every prompt entry in the cache");
       cache.retain(l, g, keep);

@@ -61,7 +61,8 @@ PressMethod deferkv_method() {
       {"pool_order", "fuse_then_pool", "fuse_then_pool | pool_then_fuse (each observation pooled before fusion)"},
   };
   for (const auto& group : {window_scoring_parameters(32, 7, Pooling::kMax),
-                            allocation_parameters("base", AllocationKind::kUniform), selection_parameters(0)}) {
+                            allocation_parameters(AllocationKey::kBase, AllocationKind::kUniform),
+                            selection_parameters(0)}) {
     params.insert(params.end(), group.begin(), group.end());
   }
   return {{"deferkv", "one-shot eviction deferred to decode step d, scored by prompt and decode queries",

@@ -1,7 +1,8 @@
 #pragma once
-// The base of a press whose eviction is its own (not a scorer on the shared parts):
-// LAQ, SpecKV, CompressKV, Behavior-Preserving and Moment-KV. They choose what to keep in
-// their own way, but each needs the same bookkeeping around it, written once here: the
+// The base of every press of a method: ScoredPress (the scorers) and the presses whose
+// eviction is their own, LAQ, SpecKV, CompressKV, Behavior-Preserving and Moment-KV. They
+// choose what to keep in different ways, but each needs the same bookkeeping around it,
+// written once here: the
 // prompt's end and the budget resolved for it, where decode step 1 starts (after the
 // question in question-agnostic mode), the check that the budget holds the entries the
 // press always keeps, whether a one-shot eviction of the prompt cuts anything, and the
@@ -68,9 +69,10 @@ class PromptPress : public Press {
   int64_t prompt_end() const { return prompt_end_; }        // T; 0 before any prefill
   int64_t decode_origin() const { return decode_origin_; }  // the position of decode step 1's token
   int64_t budget_entries() const { return budget_entries_; }  // b for this prompt
+  const KvBudget& budget() const { return budget_; }
   // A one-shot eviction at the prompt's end cuts something (prompt_outgrows with the
   // protected entries).
-  bool will_evict() const { return prompt_outgrows(prompt_end_, budget_entries_, protected_entries_); }
+  bool cuts_prompt() const { return prompt_outgrows(prompt_end_, budget_entries_, protected_entries_); }
   // session_host of this press.
   PressHost& host(std::string_view uses) const { return session_host(host_, description_, uses); }
 

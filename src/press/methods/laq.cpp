@@ -46,7 +46,7 @@ class LaqPress final : public PromptPress {
   }
 
   void on_attention(const AttentionEvent& event) override {
-    if (!will_evict()) return;
+    if (!cuts_prompt()) return;
     shape_ = event.shape;
     pool_ = &event.pool;
     if (event.positions[0] >= prompt_end()) return;  // the lookahead's queries come through its observer
@@ -56,7 +56,7 @@ class LaqPress final : public PromptPress {
   // Compresses a working copy with stage 1, generates the pseudo answer on it, and scores
   // the full cache with the pseudo queries.
   void on_prefill_end(KvCache& cache) override {
-    if (!will_evict()) return;
+    if (!cuts_prompt()) return;
     host("runs a lookahead")
         .greedy_lookahead(
             lookahead_, [this](KvCache& working) { compress_stage1(working); },

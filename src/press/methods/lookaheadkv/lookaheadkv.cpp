@@ -10,7 +10,6 @@
 // Defaults: window 32, max-pool 7, GQA mean, as SnapKV and SpecKV here (§13), so that at
 // one budget these methods differ only in what observes the prompt.
 #include "deferkv/error.h"
-#include "press/core/prompt_press.h"
 #include "press/core/window_scoring.h"
 #include "press/methods/lookaheadkv/lookahead_attention.h"
 #include "press/methods/lookaheadkv/lookahead_weights.h"
@@ -30,7 +29,6 @@ class LookaheadKvPress final : public ScoredPress {
     ScoredPress::on_attach(shape, host);
     check_lookahead_weights_fit(weights_, shape, path_);
     host.reserve_after_prompt(weights_.rows.n_rows());
-    host_ = &host;
   }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
@@ -46,7 +44,7 @@ class LookaheadKvPress final : public ScoredPress {
   // The rows run only for a prompt that will be compressed; only they observe.
   void on_prefill_end(KvCache& cache) override {
     if (will_evict()) {
-      session_host(host_, describe(), "runs lookahead rows")
+      host("runs lookahead rows")
           .run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
     }
     ScoredPress::on_prefill_end(cache);
@@ -74,7 +72,6 @@ class LookaheadKvPress final : public ScoredPress {
   std::string path_;
   LookaheadWeights weights_;
   LookaheadAttention attention_;
-  PressHost* host_ = nullptr;
 };
 
 }  // namespace

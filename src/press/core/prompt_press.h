@@ -1,12 +1,11 @@
 #pragma once
-// The base of every press of a method: ScoredPress (the scorers) and the presses whose
-// eviction is their own, LAQ, SpecKV, CompressKV, Behavior-Preserving and Moment-KV. They
-// choose what to keep in different ways, but each needs the same bookkeeping around it,
-// written once here: the
-// prompt's end and the budget resolved for it, where decode step 1 starts (after the
-// question in question-agnostic mode), the check that the budget holds the entries the
+// The base of every method's press: ScoredPress (the scorers) and the presses whose
+// eviction is their own (LAQ, SpecKV, CompressKV, Behavior-Preserving, Moment-KV). They
+// choose what to keep in different ways, but each needs the same bookkeeping, written once
+// here: the prompt's end and the budget resolved for it, where decode step 1 starts (after
+// the question in question-agnostic mode), the refusal of a budget below the entries the
 // press always keeps, whether a one-shot eviction of the prompt cuts anything, and the
-// session's host for its capabilities. A method overrides the hooks it needs and calls
+// session's host for its capabilities. A press overrides the hooks it needs and calls
 // PromptPress's first, as a scorer method calls ScoredPress's (scored_press.h).
 #include <cstdint>
 #include <span>

@@ -19,7 +19,6 @@
 #include "observe/attention_tap.h"
 #include "press/core/pooling.h"
 #include "press/core/prompt_press.h"
-#include "press/core/selection.h"
 #include "press/core/window_scoring.h"
 #include "press/registry.h"
 

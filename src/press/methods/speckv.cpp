@@ -9,7 +9,6 @@
 // prefill here is dense.
 #include <algorithm>
 
-#include "deferkv/error.h"
 #include "kv/kv_cache.h"
 #include "press/core/attention_sums.h"
 #include "press/core/pooling.h"
@@ -23,8 +22,8 @@ class SpecKvPress final : public PromptPress {
  public:
   SpecKvPress(const PressParams& params, const KvBudget& budget, int64_t window, int64_t kernel, Pooling pooling,
               int64_t n_draft)
-      : PromptPress(params, budget, protected_window(window)),
-        window_(window), kernel_(kernel), pooling_(pooling), n_draft_(n_draft) {}
+      : PromptPress(params, budget, protected_window(window)), window_(window), kernel_(kernel), pooling_(pooling),
+        n_draft_(n_draft) {}
 
   void on_attach(const PressModelShape& shape, PressHost& host) override {
     PromptPress::on_attach(shape, host);

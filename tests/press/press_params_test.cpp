@@ -5,6 +5,7 @@
 
 #include "deferkv/error.h"
 #include "deferkv/press.h"
+#include "kv/kv_cache.h"
 #include "press/press_test_util.h"
 #include "support/scratch_dir.h"
 
@@ -89,6 +90,25 @@ TEST(PressSpec, TwoExtraForwardProtocolsAreNamedInTheRefusal) {
   const std::string error = testing::press_error("laq+speckv");
   EXPECT_NE(error.find("(lookahead) and 'speckv:"), std::string::npos) << error;
   EXPECT_NE(error.find("(draft) cannot be composed: both run extra forward passes"), std::string::npos) << error;
+}
+
+// A press that needs the session's capabilities (a lookahead, a draft) and is driven by
+// hand, never set on a session, fails naming itself and what it needed, at the point it
+// would have used them.
+TEST(PressSpec, APressDrivenWithoutASessionSaysWhatItNeeded) {
+  for (const auto& [spec, needs] : {std::pair{"laq", "runs a lookahead"}, std::pair{"speckv", "drafts"}}) {
+    auto press = make_press(spec, KvBudget::per_head(40));
+    KvCache cache(1, 1, 8, 256);
+    press->on_prefill_begin(0, 200);
+    try {
+      press->on_prefill_end(cache);
+      ADD_FAILURE() << spec << " ran without a session";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(needs) + ": use it on a session"), std::string::npos)
+          << e.what();
+      EXPECT_EQ(std::string(e.what()).find(std::string("press '") + spec + ":"), 0u) << e.what();
+    }
+  }
 }
 
 TEST(PressSpec, BudgetsResolveAsThePapersAndKvpressDo) {

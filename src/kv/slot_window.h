@@ -12,8 +12,8 @@
 // The OS commits the storage page by page as items arrive; the pages a shrinking window
 // leaves, after or before it, go back in batches of kReleaseBatchBytes (over all the
 // window's buffers), not at every shrink: a per-step press that drops one item and appends
-// one would otherwise release a page and fault it in again (~10 µs on these VMs) whenever
-// the window's end sat at a page boundary.
+// one would otherwise release a page and fault it in again at every step whenever the
+// window's end sat at a page boundary (what that cost: bench/README.md, "Per-step eviction").
 #include <cstddef>
 #include <cstdint>
 #include <vector>

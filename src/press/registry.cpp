@@ -26,6 +26,16 @@ const std::vector<PressMethod>& methods() {
 
 PressRole prompt_press_role(const PressParams&) { return {}; }
 
+const char* extra_forward_name(ExtraForward extra) {
+  switch (extra) {
+    case ExtraForward::kNone: return "";
+    case ExtraForward::kLookahead: return "lookahead";
+    case ExtraForward::kDraft: return "draft";
+    case ExtraForward::kRows: return "rows";
+  }
+  return "";
+}
+
 KvBudget KvBudget::per_head(int64_t entries) {
   if (entries <= 0) {
     fail("the KV budget must be a positive number of entries per head, got {} (press 'full' keeps every entry)",

@@ -8,13 +8,22 @@
 
 namespace deferkv {
 
+// The extra forward passes a press scores with (a prefill has room for one such protocol).
+enum class ExtraForward {
+  kNone,
+  kLookahead,  // greedy decode steps on a compressed copy (LAQ)
+  kDraft,      // a draft model's continuation fed after the prompt (SpecKV)
+  kRows,       // learned rows fed after the prompt (LookaheadKV)
+};
+// "lookahead", "draft", "rows" ("" for kNone), as the errors name them.
+const char* extra_forward_name(ExtraForward extra);
+
 // What a press does that decides whether it composes with another (the rules: make_press
 // in deferkv/press.h; checked in composed_press.cpp).
 struct PressRole {
   bool evicts_prompt = true;      // it evicts prompt entries
   bool evicts_generated = false;  // it evicts generated entries
-  // The extra forward passes it scores with, "" for none: "lookahead", "draft", "rows".
-  const char* extra_forward = "";
+  ExtraForward extra_forward = ExtraForward::kNone;
   // It finds what to keep from the entries the cache holds when it evicts (their
   // positions, or scores matched to them by position), so an earlier press's eviction
   // cannot mislead it.

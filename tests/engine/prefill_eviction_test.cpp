@@ -307,7 +307,7 @@ TEST(PrefillEviction, ComposedOrder) {
   for (const bool snapkv_first : {false, true}) {
     std::vector<int64_t> seen;
     std::vector<RolePress> parts;
-    parts.push_back({std::make_unique<WholeUntilEnd>(seen), PressRole{false, false, ""}});
+    parts.push_back({std::make_unique<WholeUntilEnd>(seen), PressRole{false, false}});
     parts.push_back({make_press("snapkv", KvBudget::per_head(kBudget)), PressRole{}});
     if (snapkv_first) std::swap(parts[0], parts[1]);
     SessionOptions options;

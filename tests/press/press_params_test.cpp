@@ -1,9 +1,13 @@
 // Press specs: parsing, defaults, and clear errors for bad input.
+#include <fstream>
+
 #include <gtest/gtest.h>
 
 #include "deferkv/error.h"
 #include "deferkv/press.h"
+#include "kv/kv_cache.h"
 #include "press/press_test_util.h"
+#include "support/scratch_dir.h"
 
 namespace deferkv {
 namespace {
@@ -17,6 +21,18 @@ TEST(PressSpec, DescribeFillsEveryDefault) {
             "deferkv:d=2,eta=0.7,temporal_mode=block,no_decode_feedback=false,no_temporal_weighting=false,"
             "pool_order=fuse_then_pool,window=32,kernel=7,pooling=max,gqa=mean,base=adakv,rounding=exact,beta=20,"
             "alpha=0.2,profile=,chunk=0,reuse=1");
+}
+
+// Methods give their defaults typed (SharedDefaults, window_scoring_parameters); the
+// catalogue shows them as the values a user writes.
+TEST(PressSpec, TypedDefaultsShowAsTheValuesAUserWrites) {
+  const KvBudget b = KvBudget::per_head(64);
+  EXPECT_NE(make_press("tova", b)->describe().find(",per_step=true,"), std::string::npos);
+  EXPECT_NE(make_press("behavior_preserving", b)->describe().find(",per_step=false,"), std::string::npos);
+  EXPECT_NE(make_press("pyramidkv", b)->describe().find(",alloc=pyramid,"), std::string::npos);
+  EXPECT_NE(make_press("adakv", b)->describe().find(",alloc=adakv,"), std::string::npos);
+  EXPECT_NE(make_press("chunkkv", b)->describe().find(",chunk=10,"), std::string::npos);
+  EXPECT_NE(make_press("laq", b)->describe().find(",pooling=max,"), std::string::npos);
 }
 
 TEST(PressSpec, BadInputIsAClearError) {
@@ -36,6 +52,63 @@ TEST(PressSpec, BadInputIsAClearError) {
   EXPECT_THROW(KvBudget::per_head(0), Error);
   EXPECT_THROW(KvBudget::ratio(1.0), Error);
   EXPECT_THROW(KvBudget::ratio(-0.1), Error);
+}
+
+// The scorers and the presses that evict in their own way (PromptPress) refuse a budget
+// below the entries they always keep with one message: how many, which, and the fix.
+TEST(PressSpec, EveryPressRefusesABudgetBelowWhatItAlwaysKeeps) {
+  const std::string profile = testing::scratch_file("press-params-compresskv.json");
+  std::ofstream(profile) << R"({"format": "deferkv-compresskv-profile/1",
+    "model": {"name": "tiny", "n_layer": 2, "n_head": 2},
+    "retrieval_heads": [[0], [1]], "layer_scores": [0.5, 0.5]})";
+  const std::string window = "window entries of '";
+  const std::string shrink_window = ": raise the budget to at least 32, or shrink the window (window=N";
+  const struct {
+    std::string spec, what, fix;
+  } cases[] = {
+      {"snapkv", "the 32 protected " + window + "snapkv:", shrink_window},
+      {"speckv", "the 32 protected " + window + "speckv:", shrink_window},
+      {"compresskv:window=32,profile=" + profile, "the 32 protected " + window + "compresskv:", shrink_window},
+      {"laqpp:window=8,local_window=32", "the 32 protected window entries (window=8, local_window=32) of 'laqpp:",
+       ": raise the budget to at least 32, or shrink the windows (window=N, local_window=N"},
+      {"behavior_preserving:window=28", "the 32 protected entries (window=28 + sinks=4) of 'behavior_preserving:",
+       ": raise the budget to at least 32, or shrink the window or the sinks (window=N, sinks=N"},
+  };
+  for (const auto& c : cases) {
+    const std::string error = testing::press_error(c.spec, KvBudget::per_head(16));
+    EXPECT_NE(error.find("the KV budget of 16 entries per head is smaller than " + c.what), std::string::npos)
+        << c.spec << ": " << error;
+    EXPECT_NE(error.find(c.fix), std::string::npos) << c.spec << ": " << error;
+    EXPECT_NO_THROW(make_press(c.spec, KvBudget::per_head(32))) << c.spec;  // the budget may equal them
+    EXPECT_NO_THROW(make_press(c.spec, KvBudget::ratio(0.9))) << c.spec;    // a ratio resolves per prompt
+  }
+}
+
+// The presses that score with forward passes of their own are refused together, each
+// named with the protocol it runs.
+TEST(PressSpec, TwoExtraForwardProtocolsAreNamedInTheRefusal) {
+  const std::string error = testing::press_error("laq+speckv");
+  EXPECT_NE(error.find("(lookahead) and 'speckv:"), std::string::npos) << error;
+  EXPECT_NE(error.find("(draft) cannot be composed: both run extra forward passes"), std::string::npos) << error;
+}
+
+// A press that needs the session's capabilities (a lookahead, a draft) and is driven by
+// hand, never set on a session, fails naming itself and what it needed, at the point it
+// would have used them.
+TEST(PressSpec, APressDrivenWithoutASessionSaysWhatItNeeded) {
+  for (const auto& [spec, needs] : {std::pair{"laq", "runs a lookahead"}, std::pair{"speckv", "drafts"}}) {
+    auto press = make_press(spec, KvBudget::per_head(40));
+    KvCache cache(1, 1, 8, 256);
+    press->on_prefill_begin(0, 200);
+    try {
+      press->on_prefill_end(cache);
+      ADD_FAILURE() << spec << " ran without a session";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string(needs) + ": use it on a session"), std::string::npos)
+          << e.what();
+      EXPECT_EQ(std::string(e.what()).find(std::string("press '") + spec + ":"), 0u) << e.what();
+    }
+  }
 }
 
 TEST(PressSpec, BudgetsResolveAsThePapersAndKvpressDo) {

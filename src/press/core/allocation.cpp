@@ -23,9 +23,14 @@ constexpr KindName kKinds[] = {
     {AllocationKind::kCalibrated, "calibrated", "calibrated"},
 };
 
-std::vector<std::string> kind_names(const std::string& key) {
+const char* key_name(AllocationKey key) { return key == AllocationKey::kBase ? "base" : "alloc"; }
+const char* kind_name(const KindName& k, AllocationKey key) {
+  return key == AllocationKey::kBase ? k.base_method : k.alloc;
+}
+
+std::vector<std::string> kind_names(AllocationKey key) {
   std::vector<std::string> out;
-  for (const KindName& k : kKinds) out.push_back(key == "base" ? k.base_method : k.alloc);
+  for (const KindName& k : kKinds) out.push_back(kind_name(k, key));
   return out;
 }
 
@@ -51,10 +56,15 @@ int64_t pyramid_budget(const AllocationRule& rule, const LayerShare& layer) {
 
 }  // namespace
 
-std::vector<PressParameter> allocation_parameters(const std::string& key, const std::string& default_kind) {
-  const std::string help = key == "base" ? "allocation of the base method: " : "allocation over layers and heads: ";
+std::vector<PressParameter> allocation_parameters(AllocationKey key, AllocationKind default_kind) {
+  const std::string help =
+      key == AllocationKey::kBase ? "allocation of the base method: " : "allocation over layers and heads: ";
+  std::string default_name;
+  for (const KindName& k : kKinds) {
+    if (k.kind == default_kind) default_name = kind_name(k, key);
+  }
   return {
-      {key, default_kind, help + joined(kind_names(key))},
+      {key_name(key), default_name, help + joined(kind_names(key))},
       {"rounding", "exact",
        "pyramid layer budgets: exact (the layers keep exactly the total) | reference (the reference code's floored "
        "step, which can keep more)"},
@@ -64,11 +74,12 @@ std::vector<PressParameter> allocation_parameters(const std::string& key, const 
   };
 }
 
-AllocationRule read_allocation(const PressParams& params, const std::string& key) {
+AllocationRule read_allocation(const PressParams& params, AllocationKey allocation_key) {
   AllocationRule rule;
-  const std::string kind = params.get_choice(key, kind_names(key));
+  const char* key = key_name(allocation_key);
+  const std::string kind = params.get_choice(key, kind_names(allocation_key));
   for (const KindName& k : kKinds) {
-    if (kind == (key == "base" ? k.base_method : k.alloc)) rule.kind = k.kind;
+    if (kind == kind_name(k, allocation_key)) rule.kind = k.kind;
   }
   rule.rounding = params.get_choice("rounding", {"exact", "reference"}) == "reference" ? PyramidRounding::kReference
                                                                                           : PyramidRounding::kExact;

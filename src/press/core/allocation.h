@@ -42,11 +42,14 @@ struct LayerShare {
   std::vector<int64_t> candidates;  // per KV head
 };
 
-// The parameters alloc (under `key`, with its default), rounding, beta, alpha and profile.
-// DeferKV names its allocation by its base method: key "base", values snapkv | pyramidkv |
-// adakv | ada_pyramidkv | calibrated for uniform | pyramid | adakv | ada_pyramid | calibrated.
-std::vector<PressParameter> allocation_parameters(const std::string& key, const std::string& default_kind);
-AllocationRule read_allocation(const PressParams& params, const std::string& key);
+// How a method's parameters name its allocation: alloc=uniform | pyramid | adakv |
+// ada_pyramid | calibrated (every scorer), or, as DeferKV does, by its base method:
+// base=snapkv | pyramidkv | adakv | ada_pyramidkv | calibrated, for the same rules.
+enum class AllocationKey { kAlloc, kBase };
+
+// The parameters alloc or base (with its default), rounding, beta, alpha and profile.
+std::vector<PressParameter> allocation_parameters(AllocationKey key, AllocationKind default_kind);
+AllocationRule read_allocation(const PressParams& params, AllocationKey key);
 
 // Per KV head of the layer: candidates to keep. `scores` are the heads' candidate scores
 // (AdaKV ranks them together); every count is at most the head's candidates.

@@ -75,11 +75,11 @@ const char* shared_region(const PressRole& a, const PressRole& b) {
 
 // `later` comes after `earlier` in the composition (the rules: make_press in press.h).
 void check_pair(const RolePress& earlier, const RolePress& later) {
-  const std::string_view extra_a = earlier.role.extra_forward, extra_b = later.role.extra_forward;
-  if (!extra_a.empty() && !extra_b.empty()) {
+  const ExtraForward extra_a = earlier.role.extra_forward, extra_b = later.role.extra_forward;
+  if (extra_a != ExtraForward::kNone && extra_b != ExtraForward::kNone) {
     fail("presses '{}' ({}) and '{}' ({}) cannot be composed: both run extra forward passes to score, and a "
          "prefill has room for one such protocol",
-         earlier.press->describe(), extra_a, later.press->describe(), extra_b);
+         earlier.press->describe(), extra_forward_name(extra_a), later.press->describe(), extra_forward_name(extra_b));
   }
   const char* shared = shared_region(earlier.role, later.role);
   if (shared == nullptr) return;

@@ -6,11 +6,29 @@
 
 namespace deferkv {
 
+namespace {
+
+// Each pooling with the name a parameter gives it: parse_pooling and pooling_name read one table.
+struct PoolingName {
+  Pooling pooling;
+  const char* name;
+};
+constexpr PoolingName kPoolingNames[] = {{Pooling::kNone, "none"}, {Pooling::kMax, "max"}, {Pooling::kAvg, "avg"}};
+
+}  // namespace
+
 Pooling parse_pooling(const std::string& name) {
-  if (name == "none") return Pooling::kNone;
-  if (name == "max") return Pooling::kMax;
-  if (name == "avg") return Pooling::kAvg;
+  for (const PoolingName& p : kPoolingNames) {
+    if (name == p.name) return p.pooling;
+  }
   fail("unknown pooling '{}' (known: none, max, avg)", name);
+}
+
+const char* pooling_name(Pooling pooling) {
+  for (const PoolingName& p : kPoolingNames) {
+    if (pooling == p.pooling) return p.name;
+  }
+  fail("internal: pooling {} has no name", static_cast<int>(pooling));
 }
 
 std::vector<float> pool_scores(const std::vector<float>& scores, Pooling pooling, int64_t kernel) {

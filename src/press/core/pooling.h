@@ -12,6 +12,7 @@ namespace deferkv {
 enum class Pooling { kNone, kMax, kAvg };
 
 Pooling parse_pooling(const std::string& name);  // "none" | "max" | "avg"
+const char* pooling_name(Pooling pooling);       // parse_pooling's inverse
 std::vector<float> pool_scores(const std::vector<float>& scores, Pooling pooling, int64_t kernel);
 
 }  // namespace deferkv

@@ -20,19 +20,15 @@ std::vector<std::vector<float>> LayerEviction::candidate_attention() const {
 }
 
 ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts)
-    : description_(params.describe()), budget_(budget), parts_(std::move(parts)) {
+    : PromptPress(params, budget, protected_window(parts.window)), parts_(std::move(parts)) {
   const int64_t window = parts_.window;
   // Budget rules (docs/budgets.md): the window is always kept, so a budget below it cannot
-  // be met and one equal to it selects nothing from the rest of the prompt.
-  if (!budget.is_ratio() && budget.resolve(0) < window) {
-    fail("the KV budget of {} entries per head is smaller than the {} protected window entries of '{}': "
-         "raise the budget to at least {}, or shrink the window (window=N in the press's parameters)",
-         budget.resolve(0), window, description_, window);
-  }
+  // be met (PromptPress refuses it) and one equal to it selects nothing from the rest of
+  // the prompt.
   if (!budget.is_ratio() && window > 0 && budget.resolve(0) == window) {
     spdlog::warn("the KV budget of {} entries per head is the protected window of '{}': it keeps the last {} "
                  "prompt tokens and selects nothing from the rest of the prompt",
-                 window, description_, window);
+                 window, description(), window);
   }
   const CaptureConfig& c = parts_.capture;
   if (!c.window_weights.empty() && static_cast<int64_t>(c.window_weights.size()) != c.window) {
@@ -40,27 +36,26 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
   }
 }
 
-void ScoredPress::on_attach(const PressModelShape& shape, PressHost&) {
+void ScoredPress::on_attach(const PressModelShape& shape, PressHost& host) {
+  PromptPress::on_attach(shape, host);
   const AllocationRule& rule = parts_.allocation;
   if (rule.kind == AllocationKind::kCalibrated && static_cast<int64_t>(rule.layer_scores.size()) != shape.n_layer) {
-    fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description_,
+    fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description(),
          rule.layer_scores.size(), shape.n_layer);
   }
 }
 
 bool ScoredPress::will_evict() const {
   if (parts_.trigger.per_step()) return pending_;  // the cache may outgrow b while decoding
-  return pending_ && prompt_end_ > resolved_budget_ && prompt_end_ > parts_.window;
+  return pending_ && cuts_prompt();
 }
 
 void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
-  prompt_end_ = first_position + n_tokens;
-  decode_origin_ = prompt_end_;
-  resolved_budget_ = budget_.resolve(prompt_end_);
-  if (budget_.is_ratio() && prompt_end_ > parts_.window && resolved_budget_ <= parts_.window) {
+  PromptPress::on_prefill_begin(first_position, n_tokens);
+  if (budget().is_ratio() && prompt_end() > parts_.window && budget_entries() <= parts_.window) {
     spdlog::warn("{} of a {}-token prompt is {} entries per head, not more than the {}-entry window of '{}': "
                  "only the window is kept",
-                 budget_.describe(), prompt_end_, resolved_budget_, parts_.window, description_);
+                 budget().describe(), prompt_end(), budget_entries(), parts_.window, description());
   }
   pending_ = true;
   evicted_layers_ = 0;
@@ -93,12 +88,14 @@ void ScoredPress::on_attention(const AttentionEvent& event) {
   if (!will_evict()) return;
   const CaptureConfig& c = parts_.capture;
   const int64_t position = event.positions[0];
-  if (position < prompt_end_) {
+  if (position < prompt_end()) {
     capture_prompt(event);
     return;
   }
-  if (position < decode_origin_) return;  // the question's rows: neither window nor decode queries
-  const int64_t step = position - decode_origin_ + 1;
+  // Decode step 1 is the first token after the question in question-agnostic mode, whose
+  // rows are neither window nor decode observers.
+  if (position < decode_origin()) return;
+  const int64_t step = position - decode_origin() + 1;
   if (step <= c.decode_steps) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
   if (c.all_decode_queries) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
   if (c.trigger_queries && parts_.trigger.fires_after(step)) {
@@ -110,7 +107,7 @@ void ScoredPress::on_attention(const AttentionEvent& event) {
 
 void ScoredPress::capture_prompt(const AttentionEvent& event) {
   const CaptureConfig& c = parts_.capture;
-  const int64_t window_start = prompt_end_ - c.window;
+  const int64_t window_start = prompt_end() - c.window;
   const int64_t first_observed = c.all_prompt_queries ? prompt_first_ : window_start;
   // The batch's rows have consecutive positions; the observed ones are a suffix.
   const int64_t skip = std::clamp<int64_t>(first_observed - event.positions[0], 0, event.n);
@@ -125,8 +122,6 @@ void ScoredPress::capture_prompt(const AttentionEvent& event) {
   }
   capture_rows(event, skip, weights.data(), layer_of(prompt_attention_, event));
 }
-
-void ScoredPress::on_question(int64_t first_position, int64_t n_tokens) { decode_origin_ = first_position + n_tokens; }
 
 bool ScoredPress::on_prefill_layer_end(KvCache& cache, int64_t layer) {
   // With a later trigger (DeferKV's step d) nothing happens at the prefill's end.
@@ -164,7 +159,7 @@ std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t
     if (parts_.trigger.per_step()) {
       out.push_back(std::max<int64_t>(0, len - window));  // all but the newest entries
     } else {  // the prompt entries before its window
-      out.push_back(std::lower_bound(positions, positions + len, static_cast<int32_t>(prompt_end_ - window)) - positions);
+      out.push_back(entries_before(positions, len, prompt_end() - window));
     }
   }
   return out;
@@ -210,14 +205,14 @@ void ScoredPress::evict(KvCache& cache, int64_t step) {
 }
 
 void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
-  if (l != evicted_layers_) fail("internal: '{}' evicts layer {} after {} layers", description_, l, evicted_layers_);
+  if (l != evicted_layers_) fail("internal: '{}' evicts layer {} after {} layers", description(), l, evicted_layers_);
   const int64_t n_layer = cache.n_layer();
   if (l == 0) {
     prompt_attention_.resize(static_cast<size_t>(n_layer));
     for (auto& s : decode_attention_) s.resize(static_cast<size_t>(n_layer));
     selector_.emplace(parts_.selection);
   }
-  const int64_t b = resolved_budget_;
+  const int64_t b = budget_entries();
   const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
   CapturedAttention& prompt = prompt_attention_[l];
   if (parts_.capture.captures_anything()) match_to_cache(prompt, cache, l);
@@ -226,7 +221,7 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
     match_to_cache(s[l], cache, l);
     decode.push_back(std::move(s[l].values));  // a decode step's capture serves one eviction
   }
-  const LayerEviction view{l, n_layer, prompt_end_, decode_origin_ + step, b, window, candidate_counts(cache, l, window),
+  const LayerEviction view{l, n_layer, prompt_end(), decode_origin() + step, b, window, candidate_counts(cache, l, window),
                            prompt.values, decode, cache};
   const std::vector<std::vector<int32_t>> dropped = choose(view, score(view), *selector_);
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
@@ -260,7 +255,8 @@ void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vect
 }
 
 std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults) {
-  for (const auto& group : {allocation_parameters("alloc", defaults.alloc), selection_parameters(defaults.chunk)}) {
+  for (const auto& group :
+       {allocation_parameters(AllocationKey::kAlloc, defaults.alloc), selection_parameters(defaults.chunk)}) {
     own.insert(own.end(), group.begin(), group.end());
   }
   if (!defaults.triggers) return own;
@@ -271,7 +267,7 @@ std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> o
 
 ScoredParts read_scored_parts(const PressParams& params) {
   ScoredParts parts;
-  parts.allocation = read_allocation(params, params.has("alloc") ? "alloc" : "base");
+  parts.allocation = read_allocation(params, params.has("alloc") ? AllocationKey::kAlloc : AllocationKey::kBase);
   parts.selection = read_selection(params);
   parts.trigger = read_trigger(params);
   if (parts.selection.chunk > 0 &&

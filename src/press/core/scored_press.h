@@ -4,7 +4,8 @@
 // end of prefill, decode step d, or every n steps) it asks the scorer, one layer at a
 // time, for a score per candidate of each KV head, lets the allocation (allocation.h)
 // decide how many each head keeps and the selection (selection.h) which, and compacts the
-// cache. A method file is a ScoredPress that implements score(), with its defaults.
+// cache. A method file is a ScoredPress that implements score(), with its defaults. The
+// prompt's bookkeeping, the budget check and the host are PromptPress's (prompt_press.h).
 //
 // An eviction at the end of the prefill runs layer by layer inside the prefill
 // (on_prefill_layer_end): each layer's scores read only that layer's captured attention,
@@ -27,6 +28,7 @@
 #include "press/core/captured_attention.h"
 #include "press/core/allocation.h"
 #include "press/core/press_params.h"
+#include "press/core/prompt_press.h"
 #include "press/core/selection.h"
 #include "press/core/trigger.h"
 #include "press/registry.h"
@@ -84,7 +86,7 @@ struct ScoredParts {
   Trigger trigger = Trigger::at_prefill_end();
 };
 
-class ScoredPress : public Press {
+class ScoredPress : public PromptPress {
  public:
   ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts);
 
@@ -103,8 +105,6 @@ class ScoredPress : public Press {
   // was observed.
   bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override;
   void on_decode_step(KvCache& cache, int64_t step) override;
-  void on_question(int64_t first_position, int64_t n_tokens) override;
-  std::string describe() const override { return description_; }
 
  protected:
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.
@@ -133,16 +133,9 @@ class ScoredPress : public Press {
   // or (per step) kept for the next eviction, following the entries kept.
   void keep_captured(const KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& dropped);
 
-  std::string description_;
-  KvBudget budget_;
   ScoredParts parts_;
 
   int64_t prompt_first_ = 0;  // first position of the last prefill
-  int64_t prompt_end_ = 0;
-  // Where decode step 1's token goes: the prompt's end, or the question's (question-agnostic
-  // mode, whose question queries are neither window nor decode observers).
-  int64_t decode_origin_ = 0;
-  int64_t resolved_budget_ = 0;
   bool pending_ = false;  // a prefill ran and its (first) eviction has not fired yet
   std::vector<CapturedAttention> prompt_attention_;               // [layer]
   std::vector<std::vector<CapturedAttention>> decode_attention_;  // [step][layer]
@@ -156,9 +149,9 @@ class ScoredPress : public Press {
 // rounding, beta, alpha, profile), selection (chunk, reuse) and trigger (d, per_step,
 // every), with the method's defaults.
 struct SharedDefaults {
-  std::string alloc = "uniform";
-  std::string chunk = "0";
-  std::string per_step = "false";
+  AllocationKind alloc = AllocationKind::kUniform;
+  int64_t chunk = 0;      // 0: each head its own top-k
+  bool per_step = false;  // true: evict at the prefill's end and after every decode step
   bool triggers = true;  // false: the method evicts at the end of the prefill only
 };
 std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults = {});

@@ -8,10 +8,11 @@
 
 namespace deferkv {
 
-std::vector<PressParameter> selection_parameters(const std::string& chunk_default) {
+std::vector<PressParameter> selection_parameters(int64_t chunk_default) {
   return {
-      {"chunk", chunk_default, "selection: keep whole chunks of this many consecutive tokens, shared by the heads (0: "
-                               "each head its own top-k)"},
+      {"chunk", std::to_string(chunk_default),
+       "selection: keep whole chunks of this many consecutive tokens, shared by the heads (0: each head its own "
+       "top-k)"},
       {"reuse", "1", "chunk: layers sharing one chunk choice (1: every layer chooses)"},
   };
 }

@@ -22,7 +22,7 @@ struct Selection {
 };
 
 // The parameters chunk (with the method's default) and reuse.
-std::vector<PressParameter> selection_parameters(const std::string& chunk_default);
+std::vector<PressParameter> selection_parameters(int64_t chunk_default);
 // Reads chunk and reuse where the method declares them (sinks are the method's own).
 Selection read_selection(const PressParams& params);
 

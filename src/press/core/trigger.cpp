@@ -8,9 +8,9 @@ PressParameter delay_parameter(const std::string& default_value) {
   return {"d", default_value, "trigger: evict once, after decode step d (0: at the end of the prefill)"};
 }
 
-std::vector<PressParameter> per_step_parameters(const std::string& per_step_default) {
+std::vector<PressParameter> per_step_parameters(bool per_step_default) {
   return {
-      {"per_step", per_step_default,
+      {"per_step", per_step_default ? "true" : "false",
        "trigger: evict at the end of the prefill and after every decode step, the budget holding the whole cache "
        "(generated entries included)"},
       {"every", "0", "trigger: per-step eviction every n-th decode step (n > 0 implies per_step; 0: per_step decides)"},

@@ -37,7 +37,7 @@ class Trigger {
 // The parameter d, with the method's default ("0": at the end of the prefill).
 PressParameter delay_parameter(const std::string& default_value);
 // The parameters per_step (with the method's default) and every.
-std::vector<PressParameter> per_step_parameters(const std::string& per_step_default);
+std::vector<PressParameter> per_step_parameters(bool per_step_default);
 
 // Reads d, per_step and every where the method declares them. every = n > 0 evicts per
 // step every n steps; else per_step=true every step; else once (at step d, or at the end

@@ -6,11 +6,11 @@
 
 namespace deferkv {
 
-std::vector<PressParameter> window_scoring_parameters(int64_t window, int64_t kernel, const std::string& pooling) {
+std::vector<PressParameter> window_scoring_parameters(int64_t window, int64_t kernel, Pooling pooling) {
   return {
       {"window", std::to_string(window), "observation window: the last w prompt queries (always kept)"},
       {"kernel", std::to_string(kernel), "pooling kernel along the tokens (odd)"},
-      {"pooling", pooling, "max | avg | none"},
+      {"pooling", pooling_name(pooling), "max | avg | none"},
       {"gqa", "mean", "reduction over a KV head's query heads: mean | max | sum"},
   };
 }
@@ -73,7 +73,7 @@ class WindowScoredPress final : public ScoredPress {
 
 PressMethod window_scored_method(const std::string& name, const std::string& summary, const std::string& paper,
                                  const SharedDefaults& defaults) {
-  return {{name, summary, paper, with_shared_parameters(window_scoring_parameters(32, 7, "max"), defaults)},
+  return {{name, summary, paper, with_shared_parameters(window_scoring_parameters(32, 7, Pooling::kMax), defaults)},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<WindowScoredPress>(p, b, read_window_scoring(p));
           },

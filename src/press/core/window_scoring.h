@@ -20,7 +20,7 @@ struct WindowScoring {
 };
 
 // The parameters window, kernel, pooling and gqa, with the given defaults.
-std::vector<PressParameter> window_scoring_parameters(int64_t window, int64_t kernel, const std::string& pooling);
+std::vector<PressParameter> window_scoring_parameters(int64_t window, int64_t kernel, Pooling pooling);
 WindowScoring read_window_scoring(const PressParams& params);
 CaptureConfig window_capture(const WindowScoring& scoring);
 

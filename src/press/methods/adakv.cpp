@@ -7,7 +7,7 @@ namespace deferkv {
 
 PressMethod adakv_method() {
   return window_scored_method("adakv", "SnapKV scoring with head-adaptive budgets inside each layer",
-                              "Ada-KV, arXiv 2407.11550", {.alloc = "adakv"});
+                              "Ada-KV, arXiv 2407.11550", {.alloc = AllocationKind::kAdaKv});
 }
 
 }  // namespace deferkv

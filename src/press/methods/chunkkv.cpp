@@ -10,7 +10,7 @@ namespace deferkv {
 
 PressMethod chunkkv_method() {
   return window_scored_method("chunkkv", "whole chunks of consecutive tokens chosen by SnapKV scores, shared by all heads",
-                              "ChunkKV, arXiv 2502.00299", {.chunk = "10"});
+                              "ChunkKV, arXiv 2502.00299", {.chunk = 10});
 }
 
 }  // namespace deferkv

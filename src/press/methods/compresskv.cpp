@@ -13,22 +13,18 @@
 #include "press/core/attention_sums.h"
 #include "press/core/compresskv_profile.h"
 #include "press/core/pooling.h"
-#include "press/core/selection.h"
+#include "press/core/prompt_press.h"
 #include "press/registry.h"
 
 namespace deferkv {
 namespace {
 
-class CompressKvPress final : public Press {
+class CompressKvPress final : public PromptPress {
  public:
   CompressKvPress(const PressParams& params, const KvBudget& budget, CompressKvProfile profile, int64_t first_k,
                   int64_t window, int64_t kernel, Pooling pooling)
-      : description_(params.describe()), budget_(budget), profile_(std::move(profile)), window_(window),
+      : PromptPress(params, budget, protected_window(window)), profile_(std::move(profile)), window_(window),
         kernel_(kernel), pooling_(pooling) {
-    if (!budget.is_ratio() && budget.resolve(0) < window) {
-      fail("the KV budget of {} entries per head is smaller than the {} window entries of '{}'", budget.resolve(0),
-           window, description_);
-    }
     for (const auto& heads : profile_.retrieval_heads) {
       std::vector<float> weights(static_cast<size_t>(profile_.n_head), 0.0f);
       const auto k = std::min<int64_t>(first_k, static_cast<int64_t>(heads.size()));
@@ -37,9 +33,8 @@ class CompressKvPress final : public Press {
     }
   }
 
-  std::string describe() const override { return description_; }
-
-  void on_attach(const PressModelShape& shape, PressHost&) override {
+  void on_attach(const PressModelShape& shape, PressHost& host) override {
+    PromptPress::on_attach(shape, host);
     if (shape.n_layer != profile_.n_layer || shape.n_head != profile_.n_head) {
       fail("the CompressKV profile is for a model with {} layers and {} heads ('{}'); this model has {} and {}",
            profile_.n_layer, profile_.n_head, profile_.model_name, shape.n_layer, shape.n_head);
@@ -47,16 +42,16 @@ class CompressKvPress final : public Press {
   }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    prompt_end_ = first_position + n_tokens;
-    const int64_t b = budget_.resolve(prompt_end_);
+    PromptPress::on_prefill_begin(first_position, n_tokens);
+    const int64_t b = budget_entries();
     layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, calibrated_floor(b), calibrated_cap(b));
     scores_.clear();
     evicted_layers_ = 0;
   }
 
   void on_attention(const AttentionEvent& event) override {
-    if (prompt_end_ <= window_ || event.positions[0] >= prompt_end_) return;
-    const int64_t skip = std::clamp<int64_t>(prompt_end_ - window_ - event.positions[0], 0, event.n);
+    if (prompt_end() <= window_ || event.positions[0] >= prompt_end()) return;
+    const int64_t skip = std::clamp<int64_t>(prompt_end() - window_ - event.positions[0], 0, event.n);
     if (skip == event.n) return;
     add_attention(event, skip, RowReduction::kWeightedSum, GroupReduction::kSum, scores_,
                   head_weights_[static_cast<size_t>(event.layer)].data());
@@ -78,33 +73,29 @@ class CompressKvPress final : public Press {
  private:
   // Layer l (the next one: evicted_layers_).
   void evict_layer(KvCache& cache, int64_t l) {
-    if (l != evicted_layers_) fail("internal: '{}' evicts layer {} after {} layers", description_, l, evicted_layers_);
+    if (l != evicted_layers_) fail("internal: '{}' evicts layer {} after {} layers", description(), l, evicted_layers_);
     ++evicted_layers_;
     if (static_cast<size_t>(l) >= scores_.size()) return;  // nothing observed: the prompt is within the window
     const int64_t budget = layer_budgets_[static_cast<size_t>(l)];
-    if (prompt_end_ <= budget) return;
-    const int64_t candidates = prompt_end_ - window_;
+    if (!prompt_outgrows(prompt_end(), budget, window_)) return;
+    const int64_t candidates = prompt_end() - window_;
     std::vector<float> shared(static_cast<size_t>(candidates), 0.0f);
     for (const auto& head : scores_[static_cast<size_t>(l)]) {
       for (int64_t j = 0; j < candidates; ++j) shared[j] += head[j];
     }
     scores_[static_cast<size_t>(l)] = {};
     const std::vector<int32_t> keep =
-        merge_indices(top_k(pool_scores(shared, pooling_, kernel_), budget - window_), index_range(candidates, prompt_end_));
+        top_k_then_range(pool_scores(shared, pooling_, kernel_), budget - window_, prompt_end());
     for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-      if (cache.length(l, g) != prompt_end_) fail("internal: compresskv needs every prompt entry in the cache");
+      if (cache.length(l, g) != prompt_end()) fail("internal: compresskv needs every prompt entry in the cache");
       cache.retain(l, g, keep);
     }
   }
 
-
-  std::string description_;
-  KvBudget budget_;
   CompressKvProfile profile_;
   int64_t window_, kernel_;
   Pooling pooling_;
   std::vector<std::vector<float>> head_weights_;  // [layer][query head]: 1/k on the retrieval heads
-  int64_t prompt_end_ = 0;
   std::vector<int64_t> layer_budgets_;
   LayerAttention scores_;
   int64_t evicted_layers_ = 0;  // of this prefill's eviction

@@ -16,7 +16,7 @@ class FullPress final : public Press {
 PressMethod full_method() {
   return {{"full", "no compression: every entry is kept", "-", {}, false},
           [](const PressParams&, const KvBudget&) -> std::unique_ptr<Press> { return std::make_unique<FullPress>(); },
-          [](const PressParams&) { return PressRole{false, false, ""}; }};
+          [](const PressParams&) { return PressRole{false, false}; }};
 }
 
 }  // namespace deferkv

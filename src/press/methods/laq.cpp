@@ -18,7 +18,7 @@
 #include "observe/attention_observation.h"
 #include "observe/attention_tap.h"
 #include "press/core/pooling.h"
-#include "press/core/selection.h"
+#include "press/core/prompt_press.h"
 #include "press/core/window_scoring.h"
 #include "press/registry.h"
 
@@ -31,48 +31,45 @@ struct QueryRows {
   std::vector<int32_t> positions;
 };
 
-class LaqPress final : public Press {
+class LaqPress final : public PromptPress {
  public:
   LaqPress(const PressParams& params, const KvBudget& budget, const WindowScoring& stage1, int64_t lookahead,
            int64_t local_window)
-      : description_(params.describe()), budget_(budget), stage1_(stage1), lookahead_(lookahead),
-        local_window_(local_window) {
-    if (!budget.is_ratio() && budget.resolve(0) < std::max(stage1.window, local_window)) {
-      fail("the KV budget of {} entries per head is smaller than the windows of '{}'", budget.resolve(0), description_);
-    }
-  }
-
-  std::string describe() const override { return description_; }
-  void on_attach(const PressModelShape&, PressHost& host) override { host_ = &host; }
+      : PromptPress(params, budget, protected_windows(stage1.window, local_window)), stage1_(stage1),
+        lookahead_(lookahead), local_window_(local_window) {}
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    prompt_end_ = first_position + n_tokens;
-    budget_entries_ = budget_.resolve(prompt_end_);
+    PromptPress::on_prefill_begin(first_position, n_tokens);
     prompt_queries_.clear();
     pseudo_queries_.clear();
   }
 
   void on_attention(const AttentionEvent& event) override {
-    if (!evicts()) return;
+    if (!cuts_prompt()) return;
     shape_ = event.shape;
     pool_ = &event.pool;
-    if (event.positions[0] >= prompt_end_) return;  // the lookahead's queries come through its observer
-    keep_queries(event, prompt_end_ - std::max(stage1_.window, local_window_), prompt_queries_);
+    if (event.positions[0] >= prompt_end()) return;  // the lookahead's queries come through its observer
+    keep_queries(event, prompt_end() - std::max(stage1_.window, local_window_), prompt_queries_);
   }
 
   // Compresses a working copy with stage 1, generates the pseudo answer on it, and scores
   // the full cache with the pseudo queries.
   void on_prefill_end(KvCache& cache) override {
-    if (!evicts()) return;
-    if (host_ == nullptr) fail("press '{}' runs a lookahead: use it on a session", description_);
-    host_->greedy_lookahead(
-        lookahead_, [this](KvCache& working) { compress_stage1(working); },
-        [this](const AttentionEvent& event) { keep_queries(event, 0, pseudo_queries_); });
+    if (!cuts_prompt()) return;
+    host("runs a lookahead")
+        .greedy_lookahead(
+            lookahead_, [this](KvCache& working) { compress_stage1(working); },
+            [this](const AttentionEvent& event) { keep_queries(event, 0, pseudo_queries_); });
     evict_with_pseudo_queries(cache);
   }
 
  private:
-  bool evicts() const { return prompt_end_ > budget_entries_ && prompt_end_ > std::max(stage1_.window, local_window_); }
+  // Stage 1 keeps its window in the working copy, the final eviction the local window.
+  static ProtectedEntries protected_windows(int64_t window, int64_t local_window) {
+    return {std::max(window, local_window),
+            fmt::format("protected window entries (window={}, local_window={})", window, local_window),
+            "the windows (window=N, local_window=N in the press's parameters)"};
+  }
 
   // Appends the event's queries at positions >= first to store[layer].
   static void keep_queries(const AttentionEvent& event, int64_t first, std::vector<QueryRows>& store) {
@@ -123,8 +120,7 @@ class LaqPress final : public Press {
     std::vector<std::vector<float>> scores(static_cast<size_t>(n_kv));
     for (int64_t g = 0; g < n_kv; ++g) {
       const int32_t* positions = cache.positions(layer, g);
-      const int64_t prompt_entries =
-          std::lower_bound(positions, positions + cache.length(layer, g), static_cast<int32_t>(prompt_end_)) - positions;
+      const int64_t prompt_entries = entries_before(positions, cache.length(layer, g), prompt_end());
       prompt_views.push_back({cache.keys(layer, g), cache.values(layer, g), positions, prompt_entries});
       scores[g].assign(static_cast<size_t>(prompt_entries), 0.0f);
     }
@@ -137,17 +133,14 @@ class LaqPress final : public Press {
     for (int64_t g = 0; g < n_kv; ++g) {
       const int64_t candidates = prompt_views[g].length - window;
       std::vector<float> s(scores[g].begin(), scores[g].begin() + std::max<int64_t>(0, candidates));
-      std::vector<int32_t> keep = top_k(pool_scores(s, stage1_.pooling, stage1_.kernel), budget_entries_ - window);
-      cache.retain(layer, g, merge_indices(keep, index_range(std::max<int64_t>(0, candidates), cache.length(layer, g))));
+      cache.retain(layer, g,
+                   top_k_then_range(pool_scores(s, stage1_.pooling, stage1_.kernel), budget_entries() - window,
+                                    cache.length(layer, g)));
     }
   }
 
-  std::string description_;
-  KvBudget budget_;
   WindowScoring stage1_;
   int64_t lookahead_, local_window_;
-  int64_t prompt_end_ = 0, budget_entries_ = 0;
-  PressHost* host_ = nullptr;
   AttentionShape shape_{};
   ThreadPool* pool_ = nullptr;
   std::vector<QueryRows> prompt_queries_;  // [layer]: the last prompt queries
@@ -155,7 +148,7 @@ class LaqPress final : public Press {
 };
 
 PressMethod laq_variant(const std::string& name, const std::string& local_window, const std::string& summary) {
-  auto params = window_scoring_parameters(32, 7, "max");
+  auto params = window_scoring_parameters(32, 7, Pooling::kMax);
   params.push_back({"n_lookahead", "8", "pseudo answer tokens generated on the stage-1 cache"});
   params.push_back({"local_window", local_window, "last prompt queries that join the pseudo queries (kept too)"});
   return {{name, summary, "Lookahead Q-Cache, arXiv 2505.20334", params},
@@ -163,7 +156,7 @@ PressMethod laq_variant(const std::string& name, const std::string& local_window
             return std::make_unique<LaqPress>(p, b, read_window_scoring(p), p.get_int("n_lookahead", 1, 4096),
                                               p.get_int("local_window", 0, 1 << 20));
           },
-          [](const PressParams&) { return PressRole{true, false, "lookahead"}; }};
+          [](const PressParams&) { return PressRole{true, false, ExtraForward::kLookahead}; }};
 }
 
 }  // namespace

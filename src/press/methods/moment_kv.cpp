@@ -13,32 +13,32 @@
 #include "kv/kv_cache.h"
 #include "observe/attention_observation.h"
 #include "observe/attention_tap.h"
+#include "press/core/prompt_press.h"
 #include "press/core/selection.h"
 #include "press/registry.h"
 
 namespace deferkv {
 namespace {
 
-class MomentKvPress final : public Press {
+// The entries from decode_origin() on are the generated ones: the question (PromptPress's
+// on_question moves the origin past it) is kept as the prompt is, and only the answer's
+// tokens are ranked. Its budget is decode_budget, not the session's KV budget.
+class MomentKvPress final : public PromptPress {
  public:
   MomentKvPress(const PressParams& params, int64_t decode_budget, double alpha, bool per_kv_head)
-      : description_(params.describe()), decode_budget_(decode_budget), alpha_(static_cast<float>(alpha)),
+      : PromptPress(params, KvBudget()), decode_budget_(decode_budget), alpha_(static_cast<float>(alpha)),
         per_kv_head_(per_kv_head) {}
 
-  std::string describe() const override { return description_; }
-
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    prompt_end_ = first_position + n_tokens;
+    PromptPress::on_prefill_begin(first_position, n_tokens);
     importance_.clear();
   }
   // The prompt is never evicted.
   bool on_prefill_layer_end(KvCache&, int64_t) override { return true; }
   PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kPassesLayers; }
-  // The question is kept as the prompt is: only the answer's tokens are ranked.
-  void on_question(int64_t first_position, int64_t n_tokens) override { prompt_end_ = first_position + n_tokens; }
 
   void on_attention(const AttentionEvent& event) override {
-    if (event.positions[0] < prompt_end_) return;  // prompt rows: nothing to track yet
+    if (event.positions[0] < decode_origin()) return;  // prompt or question rows: nothing to track yet
     // Only the generated entries' attention is read: the rest is neither zeroed nor reduced.
     first_generated_.resize(event.kv.size());
     attention_.resize(event.kv.size());
@@ -101,17 +101,14 @@ class MomentKvPress final : public Press {
   }
 
  private:
-  // Index of the head's first generated entry (positions ascend).
+  // Index of the head's first generated entry.
   int64_t generated_start(const KvHeadView& head) const {
-    return std::lower_bound(head.positions, head.positions + head.length, static_cast<int32_t>(prompt_end_)) -
-           head.positions;
+    return entries_before(head.positions, head.length, decode_origin());
   }
 
-  std::string description_;
   int64_t decode_budget_;
   float alpha_;
   bool per_kv_head_;
-  int64_t prompt_end_ = 0;
   std::vector<std::vector<std::vector<float>>> importance_;  // [layer][g or 0][generated entry]
   // Scratch of on_attention, kept between steps: per KV head the index of its first
   // generated entry, and the new query's attention over its entries.
@@ -132,7 +129,7 @@ PressMethod moment_kv_method() {
             return std::make_unique<MomentKvPress>(p, p.get_int("decode_budget", 1, 1 << 24),
                                                    p.get_double("alpha", 0.0, 1.0), p.get_bool("per_kv_head"));
           },
-          [](const PressParams&) { return PressRole{false, true, "", false, false}; }};
+          [](const PressParams&) { return PressRole{false, true, ExtraForward::kNone, false, false}; }};
 }
 
 }  // namespace deferkv

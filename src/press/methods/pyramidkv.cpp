@@ -6,7 +6,7 @@ namespace deferkv {
 
 PressMethod pyramidkv_method() {
   return window_scored_method("pyramidkv", "SnapKV scoring with pyramidal (linearly decreasing) layer budgets",
-                              "PyramidKV, arXiv 2406.02069", {.alloc = "pyramid"});
+                              "PyramidKV, arXiv 2406.02069", {.alloc = AllocationKind::kPyramid});
 }
 
 }  // namespace deferkv

@@ -47,7 +47,7 @@ class TovaPress final : public ScoredPress {
 
 PressMethod tova_method() {
   return {{"tova", "the newest query's head-averaged attention keeps b entries, shared by all KV heads",
-           "TOVA, arXiv 2401.06104", with_shared_parameters({}, {.per_step = "true"})},
+           "TOVA, arXiv 2401.06104", with_shared_parameters({}, {.per_step = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<TovaPress>(p, b);
           },

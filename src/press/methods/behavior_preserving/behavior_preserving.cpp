@@ -17,6 +17,7 @@
 #include "deferkv/model_readout.h"
 #include "kv/kv_cache.h"
 #include "observe/attention_tap.h"
+#include "press/core/prompt_press.h"
 #include "press/core/trigger.h"
 #include "press/methods/behavior_preserving/kl_greedy_selection.h"
 #include "press/methods/behavior_preserving/reference_capture.h"
@@ -31,37 +32,30 @@ struct Settings {
   Trigger trigger;  // at the end of the prefill, then per step if asked
 };
 
-class BehaviorPreservingPress final : public Press {
+class BehaviorPreservingPress final : public PromptPress {
  public:
   BehaviorPreservingPress(const PressParams& params, const KvBudget& budget, const Settings& settings)
-      : description_(params.describe()), budget_(budget), settings_(settings), capture_(settings.queries) {
-    const int64_t protected_entries = settings.window + settings.sinks;
-    if (!budget.is_ratio() && budget.resolve(0) < protected_entries) {
-      fail("the KV budget of {} entries per head is smaller than the {} protected entries (window={} + sinks={}) of '{}'",
-           budget.resolve(0), protected_entries, settings.window, settings.sinks, description_);
-    }
-  }
+      : PromptPress(params, budget,
+                    {settings.window + settings.sinks,
+                     fmt::format("protected entries (window={} + sinks={})", settings.window, settings.sinks),
+                     "the window or the sinks (window=N, sinks=N in the press's parameters)"}),
+        settings_(settings), capture_(settings.queries) {}
 
-  std::string describe() const override { return description_; }
-  void on_attach(const PressModelShape&, PressHost& host) override {
+  void on_attach(const PressModelShape& shape, PressHost& host) override {
+    PromptPress::on_attach(shape, host);
     readout_ = &host.read_model_output([this](const ResidualEvent& event) { capture_.add_residuals(event); });
   }
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    prompt_end_ = first_position + n_tokens;
-    decode_origin_ = prompt_end_;
-    budget_entries_ = budget_.resolve(prompt_end_);
-  }
-  // Decode steps count from the question's end; its entries are cut like generated ones.
-  void on_question(int64_t first_position, int64_t n_tokens) override { decode_origin_ = first_position + n_tokens; }
   void on_attention(const AttentionEvent& event) override {
     capture_.add_queries(event);
     shape_ = event.shape;
     pool_ = &event.pool;  // the session's, alive as long as the press is set on it
   }
-  void on_prefill_end(KvCache& cache) override { compress(cache, prompt_end_); }
+  void on_prefill_end(KvCache& cache) override { compress(cache, prompt_end()); }
+  // Steps count from decode_origin(): after a question, whose entries are cut like
+  // generated ones.
   void on_decode_step(KvCache& cache, int64_t step) override {
-    if (settings_.trigger.per_step() && settings_.trigger.fires_after(step)) compress(cache, decode_origin_ + step);
+    if (settings_.trigger.per_step() && settings_.trigger.fires_after(step)) compress(cache, decode_origin() + step);
   }
 
  private:
@@ -75,16 +69,16 @@ class BehaviorPreservingPress final : public Press {
 
   // Cuts every (layer, KV head) back to the budget; `end` is the position after the newest.
   void compress(KvCache& cache, int64_t end) {
-    if (prompt_end_ == 0) return;  // no prefill seen: no budget resolved
+    if (prompt_end() == 0) return;  // no prefill seen: no budget resolved
     std::vector<const ReferencePosition*> references;
     std::vector<OutputSensitivity> outputs;
     for (int64_t l = 0; l < cache.n_layer(); ++l) {
       const LayerQuota quota = layer_quota(cache, l, end);
       if (!quota.any) continue;
       if (outputs.empty()) {  // the first layer with something to delete
-        if (readout_ == nullptr) fail("press '{}' reads the model's output: use it on a session", description_);
+        host("reads the model's output");  // readout_ comes with the session's host
         references = capture_.complete(cache.n_layer());
-        if (references.empty()) fail("internal: '{}' has no reference position captured", description_);
+        if (references.empty()) fail("internal: '{}' has no reference position captured", description());
         for (const ReferencePosition* ref : references) {
           outputs.push_back(output_sensitivity(*readout_, ref->residual.data(), settings_.top_k));
         }
@@ -101,7 +95,7 @@ class BehaviorPreservingPress final : public Press {
     LayerQuota out;
     int64_t over_budget = 0, deletable = 0;
     for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
-      out.over_budget.push_back(cache.length(l, g) - budget_entries_);
+      out.over_budget.push_back(cache.length(l, g) - budget_entries());
       out.candidates.emplace_back();
       if (out.over_budget.back() <= 0 && !settings_.greedy.flexible) continue;
       const int32_t* positions = cache.positions(l, g);
@@ -144,8 +138,6 @@ class BehaviorPreservingPress final : public Press {
     }
   }
 
-  std::string description_;
-  KvBudget budget_;
   Settings settings_;
   ReferenceCapture capture_;
   LayerDeletionModel model_;  // rebuilt for each layer, its buffers reused
@@ -153,9 +145,6 @@ class BehaviorPreservingPress final : public Press {
   const ModelReadout* readout_ = nullptr;
   AttentionShape shape_{};
   ThreadPool* pool_ = nullptr;
-  int64_t prompt_end_ = 0;
-  int64_t decode_origin_ = 0;  // the position of decode step 1's token
-  int64_t budget_entries_ = 0;
 };
 
 }  // namespace
@@ -171,7 +160,7 @@ PressMethod behavior_preserving_method() {
       {"sinks", "4", "first positions never deleted"},
       {"flexible", "false", "budget per layer (G x b, split among KV heads by the greedy) instead of b per KV head"},
   };
-  for (const PressParameter& p : per_step_parameters("false")) params.push_back(p);
+  for (const PressParameter& p : per_step_parameters(false)) params.push_back(p);
   return {{"behavior_preserving",
            "keeps the entries whose deletion would move the next-token distribution most: estimated KL(full || "
            "compressed) through pass-through residuals, the final-norm Jacobian and the LM head's top-K rows; "
@@ -189,7 +178,7 @@ PressMethod behavior_preserving_method() {
           },
           [](const PressParams& p) {
             const bool per_step = read_trigger(p).per_step();
-            return PressRole{true, per_step, "", true, !per_step};
+            return PressRole{true, per_step, ExtraForward::kNone, true, !per_step};
           }};
 }
 

@@ -35,8 +35,8 @@ class LayerDeletionModel {
   // (Re)builds the model of one layer. attention_output: the layer's W_O [n_embd x
   // n_head * head_dim]. candidates[g]: the entries of KV head g that may be deleted
   // (indices into the head's entries). One instance serves layer after layer, so the
-  // large buffers (K values per candidate, head and reference) keep their pages: on
-  // our VMs a fresh page costs ~10 us, seconds for a long prompt's layers.
+  // large buffers (K values per candidate, head and reference) keep their pages rather
+  // than fault fresh ones in for every layer (bench/README.md, Behavior-Preserving).
   void build(std::vector<LayerReference> references, const std::vector<float>& attention_output, int64_t n_embd,
              const AttentionShape& shape, const std::vector<KvHeadView>& kv, std::vector<std::vector<int32_t>> candidates,
              ThreadPool& pool);

@@ -60,8 +60,9 @@ PressMethod deferkv_method() {
       {"no_temporal_weighting", "false", "ablation: eta = 1"},
       {"pool_order", "fuse_then_pool", "fuse_then_pool | pool_then_fuse (each observation pooled before fusion)"},
   };
-  for (const auto& group : {window_scoring_parameters(32, 7, "max"), allocation_parameters("base", "snapkv"),
-                            selection_parameters("0")}) {
+  for (const auto& group : {window_scoring_parameters(32, 7, Pooling::kMax),
+                            allocation_parameters(AllocationKey::kBase, AllocationKind::kUniform),
+                            selection_parameters(0)}) {
     params.insert(params.end(), group.begin(), group.end());
   }
   return {{"deferkv", "one-shot eviction deferred to decode step d, scored by prompt and decode queries",

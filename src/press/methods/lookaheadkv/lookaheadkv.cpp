@@ -29,7 +29,6 @@ class LookaheadKvPress final : public ScoredPress {
     ScoredPress::on_attach(shape, host);
     check_lookahead_weights_fit(weights_, shape, path_);
     host.reserve_after_prompt(weights_.rows.n_rows());
-    host_ = &host;
   }
 
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
@@ -45,8 +44,8 @@ class LookaheadKvPress final : public ScoredPress {
   // The rows run only for a prompt that will be compressed; only they observe.
   void on_prefill_end(KvCache& cache) override {
     if (will_evict()) {
-      if (host_ == nullptr) fail("press '{}' runs lookahead rows: use it on a session", describe());
-      host_->run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
+      host("runs lookahead rows")
+          .run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
     }
     ScoredPress::on_prefill_end(cache);
   }
@@ -73,13 +72,12 @@ class LookaheadKvPress final : public ScoredPress {
   std::string path_;
   LookaheadWeights weights_;
   LookaheadAttention attention_;
-  PressHost* host_ = nullptr;
 };
 
 }  // namespace
 
 PressMethod lookaheadkv_method() {
-  auto params = window_scoring_parameters(32, 7, "max");
+  auto params = window_scoring_parameters(32, 7, Pooling::kMax);
   params[0].help = "protected window: the last w prompt tokens, always kept (only the lookahead rows observe)";
   params.insert(params.begin(), PressParameter{"weights", "", "LookaheadKV weights GGUF: lookahead embeddings and "
                                                                "LoRA deltas (format: docs/lookaheadkv_weights.md)"});
@@ -95,7 +93,7 @@ PressMethod lookaheadkv_method() {
                                                       p.get_choice("queries", {"mean", "sum"}) == "sum", path,
                                                       load_lookahead_weights(path));
           },
-          [](const PressParams&) { return PressRole{true, false, "rows"}; }};
+          [](const PressParams&) { return PressRole{true, false, ExtraForward::kRows}; }};
 }
 
 }  // namespace deferkv

@@ -154,7 +154,7 @@ TEST(OpenAiShapes, CompletionLogprobsStreamedAndNot) {
     EXPECT_DOUBLE_EQ(top[lp["tokens"][i].get<std::string>()].get<double>(), chosen);  // greedy: the likeliest
     EXPECT_EQ(lp["text_offset"][i], i == 0 ? 0 : lp["text_offset"][i - 1].get<size_t>() + lp["tokens"][i - 1].get<std::string>().size());
   }
-  EXPECT_EQ(joined, r["choices"][0]["text"]);
+  EXPECT_EQ(joined, r["choices"][0]["text"].get<std::string>());
   json streamed_body = body;
   streamed_body["stream"] = true;
   auto s = t.post("/v1/completions", streamed_body);

@@ -221,6 +221,7 @@ void ForwardPass::attend(int64_t layer, const ForwardSegment& segment, int64_t f
                                             segment.n == 1 ? &attention_scratch_.decode_probabilities : nullptr,
                                             segment.phase, segment.step});
   }
+  if (segment.layer_done != nullptr && *segment.layer_done) (*segment.layer_done)(layer);
 }
 
 void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas) {
@@ -404,9 +405,6 @@ void ForwardPass::run_layers(const int32_t* positions, int64_t n, std::span<cons
     const LayerDeltas* layer_deltas = rows != nullptr ? &rows->layers[static_cast<size_t>(layer)] : nullptr;
     attention_block(layer, n, segments, layer_deltas);
     feed_forward_block(layer, n, layer_deltas);
-    for (const ForwardSegment& s : segments) {
-      if (s.layer_done != nullptr && *s.layer_done) (*s.layer_done)(layer);
-    }
   }
 }
 

@@ -26,8 +26,9 @@ class ThreadPool;
 // Layer `layer` is done with the rows that ran it: their attention has run and been observed,
 // and nothing later in the pass reads the layer's entries, so a press may evict them. A prompt
 // run layer by layer reports each layer once the whole prompt has passed it (run_prompt,
-// run_prompt_chunk); a segment that carries one hears of each layer after its rows' pass
-// through it (a decode step: Press::on_decode_layer_end).
+// run_prompt_chunk); a segment that carries one hears of each layer right after its rows'
+// attention there and its attention tap, while the layer's entries are still in the
+// processor's caches (a decode step: Press::on_decode_layer_end).
 using LayerDone = std::function<void(int64_t layer)>;
 
 // One sequence's rows in a forward pass of several: its tokens at their positions, appended
@@ -123,12 +124,13 @@ class ForwardPass {
   // out rows [0, n) = RMSNorm(x_ rows [first, first + n)) * weight.
   void normalize(const std::vector<float>& weight, int64_t first, int64_t n, float* out);
   // Every layer over the n rows in x_, the segments' rows one after the other; the deltas
-  // of `rows` (may be null) apply to all of them. After each layer, each segment's layer_done.
+  // of `rows` (may be null) apply to all of them.
   void run_layers(const int32_t* positions, int64_t n, std::span<const ForwardSegment> segments,
                   const LookaheadRows* rows);
   void attention_block(int64_t layer, int64_t n, std::span<const ForwardSegment> segments,
                        const LayerDeltas* deltas);
-  // One segment's part of attention_block, its rows starting at row `first`.
+  // One segment's part of attention_block, its rows starting at row `first`; then its taps:
+  // the attention tap, and layer_done.
   void attend(int64_t layer, const ForwardSegment& segment, int64_t first);
   // After the last layer: each segment's residual tap, then its logits.
   void finish(std::span<const ForwardSegment> segments);

@@ -7,8 +7,10 @@
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
 //   expect_phase accepts every phase                    -> StepsOutOfOrder* (set_press mid-prompt included)
 //   Host::at_prefill_end accepts a capability running   -> ACapabilityInsideACapabilityIsRefused
-//   decode_segment stamps step decode_step_ (one early) -> PhasesOf*
-//   the decode segment carries no layer_done            -> PhasesOf* (and the kept sets)
+//   decode_segment stamps step decode_step_ (one early) -> StepsOutOfOrder*, PhasesOf*
+//   the decode segment carries no layer_done            -> PhasesOf* (the kept sets stay: a
+//                                                          press's on_decode_step does the
+//                                                          layers it was not given)
 #include <gtest/gtest.h>
 
 #include <map>

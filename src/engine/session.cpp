@@ -214,9 +214,9 @@ void Session::prefill_question(const std::vector<int32_t>& tokens) {
   expect_phase("a question", {SessionPhase::kIdle});
   if (n_past_ == 0) fail("a question follows a context: prefill the context first");
   check_input(tokens, "question");
-  if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
   phase_ = Question{};
   IdleOnExit<Phase> idle{phase_};
+  if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
   {
     ScopedTimer prefill(timings_.prefill_seconds);
     feed(tokens, PassPhase::kQuestion);

@@ -5,7 +5,9 @@
 // DeferKV d=2 run and in the batch engine.
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
-//   expect_phase accepts every phase                    -> StepsOutOfOrder* (set_press mid-prompt included)
+//   expect_phase accepts every phase                    -> StepsOutOfOrder* (set_press mid-prompt included),
+//                                                          ASessionCalledFromItsPress*
+//   on_question before the question's phase begins       -> ASessionCalledFromItsPress*
 //   Host::at_prefill_end accepts a capability running   -> ACapabilityInsideACapabilityIsRefused
 //   decode_segment stamps step decode_step_ (one early) -> StepsOutOfOrder*, PhasesOf*
 //   the decode segment carries no layer_done            -> PhasesOf* (the kept sets stay: a
@@ -179,6 +181,7 @@ class HostCaller : public Press {
   }
   PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kPassesLayers; }
   void on_prefill_end(KvCache&) override { at("on_prefill_end"); }
+  void on_question(int64_t, int64_t) override { at("on_question"); }
   void on_decode_step(KvCache&, int64_t) override { at("on_decode_step"); }
   std::string describe() const override { return "host_caller"; }
 
@@ -243,6 +246,37 @@ TEST(SessionPhases, ACapabilityInsideACapabilityIsRefused) {
   const std::string message = host_error("on_prefill_end", nested);
   EXPECT_NE(message.find("outside on_prefill_end"), std::string::npos) << message;
   EXPECT_NE(message.find(session_phase_name(SessionPhase::kCapability)), std::string::npos) << message;
+}
+
+// A press (a Python one, say) that calls its own session from a hook or from a capability's
+// observer finds it in that hook's phase: the call is refused, and the session goes on.
+TEST(SessionPhases, ASessionCalledFromItsPressIsRefused) {
+  const std::map<std::string, SessionPhase> phases = {{"on_attach", SessionPhase::kAttaching},
+                                                      {"on_prefill_begin", SessionPhase::kPrefilling},
+                                                      {"on_prefill_layer_end", SessionPhase::kPrefilling},
+                                                      {"on_prefill_end", SessionPhase::kPromptEnd},
+                                                      {"capability", SessionPhase::kCapability},
+                                                      {"on_question", SessionPhase::kQuestion},
+                                                      {"on_decode_step", SessionPhase::kDecoding}};
+  for (const auto& [hook, phase] : phases) {
+    Session session(stories(), std::make_shared<ThreadPool>(1), small_batches());
+    const auto call_session = [&session] { session.prefill(prompt(4)); };
+    HostCaller::Use use = [&](PressHost&) { call_session(); };
+    if (hook == "capability") {
+      use = [&](PressHost& host) {
+        host.run_after_prompt(std::vector<int32_t>{3}, [&](const AttentionEvent&) { call_session(); });
+      };
+    }
+    const std::string message = error_of([&] {
+      session.set_press(std::make_unique<HostCaller>(hook == "capability" ? "on_prefill_end" : hook, use));
+      session.prefill(prompt(20));
+      session.prefill_question(prompt(3));
+      session.decode(5);
+    });
+    EXPECT_EQ(message, std::string("a prefill is not allowed while the session is ") + session_phase_name(phase))
+        << hook;
+    EXPECT_EQ(SessionDriver(session).phase(), SessionPhase::kIdle) << hook;
+  }
 }
 
 // Records what a press (`inner`, which it passes everything to) is told: each hook, each

@@ -3,9 +3,11 @@
 // the last token fed. Clients (CLI, eval, server) drive a model only through this.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "deferkv/model.h"
@@ -20,6 +22,7 @@ struct ForwardSegment;
 class ModelReadout;
 struct AttentionEvent;
 struct ResidualEvent;
+enum class PassPhase : uint8_t;
 
 struct SessionOptions {
   int64_t n_ctx = 0;      // tokens the cache can hold; 0: the model's training context, at most 4096
@@ -76,6 +79,9 @@ struct EvictionRecord {
 // A saved state of a session (cache, position, logits), for rollback.
 struct SessionCheckpoint;
 
+// Where a session stands (engine/session_phase.h).
+enum class SessionPhase : uint8_t;
+
 class Session {
  public:
   friend struct SessionInternals;  // the cache itself, for the engine and tests (engine/session_internals.h)
@@ -127,13 +133,59 @@ class Session {
   const Model& model() const { return *model_; }
   const SessionTimings& timings() const { return timings_; }
 
+  // The engine's steps of a prefill and a decode step, one at a time
+  // (engine/session_driver.h): the batch engine runs several sessions' decode steps in one
+  // forward pass, between the feeds of a prompt.
+  class Driver;
+
  private:
-  // The batch engine runs sessions' prefills and decode steps through the steps below,
-  // several sessions' decode steps in one forward pass.
-  friend class BatchEngine;
-  // The engine prefills with begin_prefill(), feed_prompt() until it returns true, and
-  // end_prefill(), so that other sequences decode between the feeds. prefill() is these
-  // three with no limit on a feed.
+  // The press's side of the session: the capabilities it may call (PressHost), what it
+  // declared at on_attach.
+  class Host;
+  struct PressNeeds {
+    int64_t reserved_after_prompt = 0;
+    bool drafts = false;
+    std::unique_ptr<ModelReadout> readout;
+    std::vector<std::function<void(const ResidualEvent&)>> residual_observers;
+  };
+
+  // The phases (SessionPhase, in this order), each with what only it needs. Each call checks
+  // the phase it starts from (expect_phase) and sets the one it leaves the session in, on an
+  // error too.
+  struct Idle {};
+  struct Attaching {
+    PressNeeds* needs;  // the press's declarations, taking the place of the last press's once it is in
+  };
+  struct Prefilling {
+    int64_t first_position = 0;
+    size_t next = 0;          // without a press: the next batch's first token
+    bool layers_open = true;  // the press takes each layer as it completes
+    bool evicted = false;     // a layer lost entries at its end
+  };
+  struct PromptComplete {
+    bool evicted = false;  // Prefilling's: end_prefill records the cache when a layer lost entries
+  };
+  struct PromptEnd {
+    const std::vector<int32_t>* tokens;  // the prompt, for the capabilities that feed it again
+  };
+  struct Capability {  // inside PromptEnd, which it returns to
+    const std::function<void(const AttentionEvent&)>* observer;  // null: the press's on_attention
+  };
+  struct Question {};
+  struct Decoding {
+    int32_t position = 0;  // of the token being decoded: the step's segment points at it
+    bool evicted = false;  // a layer lost entries as it finished (Press::on_decode_layer_end)
+  };
+  using Phase = std::variant<Idle, Attaching, Prefilling, PromptComplete, PromptEnd, Capability, Question, Decoding>;
+
+  SessionPhase phase() const;
+  // Refuses a call (`call`, as its caller knows it) unless the session is in one of `allowed`.
+  void expect_phase(const char* call, std::initializer_list<SessionPhase> allowed) const;
+
+  // The steps of prefill() and decode(), which the batch engine runs through Driver.
+  //
+  // prefill() is begin_prefill(), feed_prompt() until it returns true, and end_prefill(), so
+  // that a driver can run other sequences between the feeds.
   void begin_prefill(const std::vector<int32_t>& tokens);
   // Runs about `layer_rows` rows x layers more of the prompt begun, timed as prefill (the
   // press's layer evictions as eviction); true once the whole prompt is in. Without a press,
@@ -148,6 +200,16 @@ class Session {
   // outlive the pass.
   ForwardSegment decode_segment(const int32_t& token);
   void end_decode(double seconds);
+  // A step's forward pass failed: back to idle, as if the step had not begun.
+  void abandon_decode();
+  // Layer `layer` of the prompt (ForwardPass::run_prompt_chunk) or of the decode step
+  // (ForwardSegment::layer_done) running is done: the press's on_prefill_layer_end or
+  // on_decode_layer_end, timed as eviction.
+  void prompt_layer_done(int64_t layer);
+  void decode_layer_done(int64_t layer);
+  // The forward pass's taps for the press set (none without one): its attention and, when
+  // it asked, the final residual stream.
+  void set_taps();
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<ThreadPool> pool_;
@@ -157,44 +219,17 @@ class Session {
   std::unique_ptr<ForwardPass> forward_;
   std::vector<float> logits_;
   std::vector<int32_t> positions_;
-  int32_t decode_position_ = 0;  // of the token being decoded
   int64_t n_past_ = 0;
   int64_t decode_step_ = 0;  // decode steps since the last prefill
-  // What the press did with the running decode step's layers as they finished
-  // (Press::on_decode_layer_end), from decode_segment to end_decode.
-  struct DecodeLayers {
-    double eviction_seconds = 0;
-    bool evicted = false;
-  };
-  DecodeLayers decode_layers_;
   SessionTimings timings_;
   std::unique_ptr<Press> press_;
   std::shared_ptr<const Model> draft_model_;
   std::optional<EvictionRecord> last_eviction_;
-
-  // The press's side of the session: the capabilities it may call (PressHost), what it
-  // declared at on_attach, and the state of a capability running.
-  class Host;
-  struct PressNeeds {
-    int64_t reserved_after_prompt = 0;
-    bool drafts = false;
-    std::unique_ptr<ModelReadout> readout;
-    std::vector<std::function<void(const ResidualEvent&)>> residual_observers;
-  };
   std::unique_ptr<Host> host_;
-  PressNeeds needs_;                  // the press's, while it is set
-  PressNeeds* attaching_ = nullptr;  // a press's, during its on_attach
-  const std::vector<int32_t>* prefill_tokens_ = nullptr;  // during on_prefill_end
-  // The prompt being prefilled (begin_prefill to end_prefill).
-  struct PromptFeed {
-    int64_t first_position = 0;
-    size_t next = 0;           // without a press: the next batch's first token
-    bool layers_open = true;   // the press takes each layer as it completes
-    bool evicted = false;      // a layer lost entries at its end
-  };
-  PromptFeed prompt_feed_;
-  const std::function<void(const AttentionEvent&)>* capability_observer_ = nullptr;
-  bool in_capability_ = false;  // the press's capture is then timed as lookahead
+  PressNeeds needs_;  // the press's, while it is set
+  Phase phase_;
+  // Set on a decode step's segment while a press is set: decode_layer_done.
+  std::function<void(int64_t)> decode_layer_done_;
 
   // Runs a press hook timed as eviction; records the cache when it (or, `evicted_before`,
   // the prefill's layer evictions before it) removed entries.
@@ -204,11 +239,10 @@ class Session {
   // do not fit in the context.
   void check_input(const std::vector<int32_t>& tokens, const char* what) const;
   // Runs tokens (a question, a token fed again) through the model at the next positions,
-  // untimed. With a press set, layer by layer (ForwardPass::run_prompt); without one,
-  // n_batch batch by batch, holding no residual stream of the whole prompt.
-  void feed(const std::vector<int32_t>& tokens);
-  // feed(), timed as prefill; decode steps then count from the tokens' end.
-  void feed_input(const std::vector<int32_t>& tokens);
+  // untimed, their attention events stamped `phase`. With a press set, layer by layer
+  // (ForwardPass::run_prompt); without one, n_batch batch by batch, holding no residual
+  // stream of the whole prompt.
+  void feed(const std::vector<int32_t>& tokens, PassPhase phase);
   // For a layer-by-layer run of tokens at the next positions: positions_ set, logits_ sized
   // for every row when all_logits. Returns the number of tokens.
   int64_t prepare_prompt_rows(const std::vector<int32_t>& tokens);

@@ -7,6 +7,7 @@
 #include "deferkv/error.h"
 #include "engine/generation_step.h"
 #include "engine/kv_admission.h"
+#include "engine/session_driver.h"
 #include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
@@ -193,7 +194,7 @@ void BatchEngine::start(Sequence& s) {
     s.sampler = std::make_unique<Sampler>(s.request.sampling);
     s.generate.n_predict = s.request.max_tokens;
     s.generate.stop_at_end_of_generation = s.request.stop_at_end_of_generation;
-    s.session->begin_prefill(s.request.prompt);
+    SessionDriver(*s.session).begin_prefill(s.request.prompt);
   } catch (const std::exception& e) {
     finish(s, e.what());
   }
@@ -207,9 +208,10 @@ bool BatchEngine::prefill_step() {
     const std::vector<int32_t>& prompt = s->request.prompt;
     if (s->done || s->prefilled) continue;
     try {
-      s->prefilled = s->session->feed_prompt(prompt, layer_rows);
+      SessionDriver driver(*s->session);
+      s->prefilled = driver.feed_prompt(prompt, layer_rows);
       if (s->prefilled) {
-        s->session->end_prefill(prompt);
+        driver.end_prefill(prompt);
         after_forward(*s);
         for (int32_t t : prompt) s->sampler->accept(t);
         advance(*s);
@@ -230,7 +232,7 @@ bool BatchEngine::decode_all() {
   for (auto& s : running_) {
     if (s->done || !s->to_decode) continue;
     try {
-      segments.push_back(s->session->decode_segment(*s->to_decode));
+      segments.push_back(SessionDriver(*s->session).decode_segment(*s->to_decode));
       batch.push_back(s.get());
     } catch (const std::exception& e) {
       finish(*s, e.what());
@@ -252,7 +254,7 @@ bool BatchEngine::decode_all() {
   }
   for (Sequence* s : batch) {
     try {
-      s->session->end_decode(seconds);
+      SessionDriver(*s->session).end_decode(seconds);
       after_forward(*s);
       advance(*s);
     } catch (const std::exception& e) {

@@ -1,17 +1,20 @@
 #include "deferkv/session.h"
 
 #include <algorithm>
-#include <chrono>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <type_traits>
 #include <utility>
+#include <variant>
 
 #include "base/allocation_error.h"
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "deferkv/model_readout.h"
 #include "deferkv/tokenizer.h"
+#include "engine/scoped_timer.h"
+#include "engine/session_phase.h"
 #include "engine/session_press_host.h"
 #include "kernels/matvec.h"
 #include "kv/kv_cache.h"
@@ -25,9 +28,13 @@ namespace {
 
 constexpr int64_t kDefaultMaxContext = 4096;
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
+// Returns a session to idle (its phase variant's first alternative) when the scope ends, on
+// an error too.
+template <typename Phase>
+struct IdleOnExit {
+  Phase& phase;
+  ~IdleOnExit() { phase.template emplace<0>(); }
+};
 
 }  // namespace
 
@@ -65,12 +72,47 @@ Session::Session(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool>
     logits_.resize(static_cast<size_t>(c.n_vocab) * (options.all_logits ? batch : 1));
   });
   host_ = std::make_unique<Host>(*this);
+  decode_layer_done_ = [this](int64_t layer) { decode_layer_done(layer); };
 }
 
 Session::~Session() = default;
 
 const float* Session::last_logits() const {
   return logits_.data() + logits_.size() - static_cast<size_t>(model_->config().n_vocab);
+}
+
+const char* session_phase_name(SessionPhase phase) {
+  switch (phase) {
+    case SessionPhase::kIdle: return "idle";
+    case SessionPhase::kAttaching: return "attaching a press";
+    case SessionPhase::kPrefilling: return "prefilling a prompt";
+    case SessionPhase::kPromptComplete: return "done with a prompt's forward pass, before its end";
+    case SessionPhase::kPromptEnd: return "at a prompt's end (the press's on_prefill_end)";
+    case SessionPhase::kCapability: return "running a press capability";
+    case SessionPhase::kQuestion: return "feeding a question";
+    case SessionPhase::kDecoding: return "decoding a token";
+  }
+  return "in an unknown phase";
+}
+
+SessionPhase Session::phase() const {
+  static_assert(std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kIdle), Phase>, Idle> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kAttaching), Phase>, Attaching> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kPrefilling), Phase>, Prefilling> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kPromptComplete), Phase>, PromptComplete> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kPromptEnd), Phase>, PromptEnd> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kCapability), Phase>, Capability> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kQuestion), Phase>, Question> &&
+                std::is_same_v<std::variant_alternative_t<size_t(SessionPhase::kDecoding), Phase>, Decoding> &&
+                std::variant_size_v<Phase> == 8);
+  return static_cast<SessionPhase>(phase_.index());
+}
+
+void Session::expect_phase(const char* call, std::initializer_list<SessionPhase> allowed) const {
+  const SessionPhase now = phase();
+  if (std::find(allowed.begin(), allowed.end(), now) == allowed.end()) {
+    fail("{} is not allowed while the session is {}", call, session_phase_name(now));
+  }
 }
 
 void Session::check_input(const std::vector<int32_t>& tokens, const char* what) const {
@@ -90,82 +132,95 @@ void Session::prefill(const std::vector<int32_t>& tokens) {
 }
 
 void Session::begin_prefill(const std::vector<int32_t>& tokens) {
+  expect_phase("a prefill", {SessionPhase::kIdle});
   check_input(tokens, "prompt");
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
-  if (press_) press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
-  prompt_feed_ = {.first_position = n_past_};
+  phase_ = Prefilling{.first_position = n_past_};
   if (!press_) return;
-  // With a press the prompt runs layer by layer, each layer going to the press as soon as
-  // the whole prompt has passed it, so that a one-shot press evicts it there, before the
-  // next layer's entries arrive.
-  const int64_t n_tokens = prepare_prompt_rows(tokens);
-  forward_->begin_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data());
+  try {
+    press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
+    // With a press the prompt runs layer by layer, each layer going to the press as soon as
+    // the whole prompt has passed it, so that a one-shot press evicts it there, before the
+    // next layer's entries arrive.
+    const int64_t n_tokens = prepare_prompt_rows(tokens);
+    forward_->begin_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data(),
+                           PassPhase::kPrompt);
+  } catch (...) {
+    phase_ = Idle{};
+    throw;
+  }
 }
 
 bool Session::feed_prompt(const std::vector<int32_t>& tokens, int64_t layer_rows) {
-  const auto start = std::chrono::steady_clock::now();
+  expect_phase("feeding a prompt", {SessionPhase::kPrefilling});
+  auto& prompt = std::get<Prefilling>(phase_);
   const int64_t n_layer = model_->config().n_layer;
-  double eviction_seconds = 0;
   bool done = false;
   try {
+    ScopedTimer prefill(timings_.prefill_seconds);
     for (int64_t fed = 0; !done && fed < layer_rows;) {
       if (!press_) {
         // Batch by batch through every layer, holding no residual stream of the whole prompt.
-        const size_t next = run_batch(tokens, prompt_feed_.next);
-        fed += static_cast<int64_t>(next - prompt_feed_.next) * n_layer;
-        prompt_feed_.next = next;
+        const size_t next = run_batch(tokens, prompt.next);
+        fed += static_cast<int64_t>(next - prompt.next) * n_layer;
+        prompt.next = next;
         done = next == tokens.size();
         continue;
       }
       const std::optional<int64_t> layer = forward_->run_prompt_chunk();
       fed += forward_->max_batch();
-      if (layer && prompt_feed_.layers_open) {
-        const int64_t before = cache_->bytes_held();
-        const auto evict_start = std::chrono::steady_clock::now();
-        prompt_feed_.layers_open = press_->on_prefill_layer_end(*cache_, *layer);
-        eviction_seconds += seconds_since(evict_start);
-        prompt_feed_.evicted = prompt_feed_.evicted || cache_->bytes_held() < before;
-      }
+      if (layer) prompt_layer_done(*layer);
       done = !forward_->prompt_running();
-      if (done) n_past_ += static_cast<int64_t>(tokens.size());
     }
   } catch (...) {
     // The prompt's entries so far, in whichever layers took them.
     forward_->end_prompt();
-    cache_->truncate(static_cast<int32_t>(prompt_feed_.first_position));
-    n_past_ = prompt_feed_.first_position;
+    cache_->truncate(static_cast<int32_t>(prompt.first_position));
+    n_past_ = prompt.first_position;
+    phase_ = Idle{};
     throw;
   }
-  // The press's evictions are timed as eviction, as if they ran after the prefill.
-  timings_.prefill_seconds += seconds_since(start) - eviction_seconds;
-  timings_.eviction_seconds += eviction_seconds;
-  if (done) {
-    timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
-    decode_step_ = 0;
+  if (!done) return false;
+  // run_batch has moved n_past_ batch by batch; a layer-by-layer prompt moves it at its end.
+  if (press_) n_past_ += static_cast<int64_t>(tokens.size());
+  timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
+  decode_step_ = 0;
+  phase_ = PromptComplete{.evicted = prompt.evicted};
+  return true;
+}
+
+void Session::prompt_layer_done(int64_t layer) {
+  auto& prompt = std::get<Prefilling>(phase_);
+  if (!prompt.layers_open) return;
+  const int64_t before = cache_->bytes_held();
+  {
+    // Timed as eviction, as if it ran after the prefill.
+    ScopedTimer evict(timings_.eviction_seconds, &timings_.prefill_seconds);
+    prompt.layers_open = press_->on_prefill_layer_end(*cache_, layer);
   }
-  return done;
+  prompt.evicted = prompt.evicted || cache_->bytes_held() < before;
 }
 
 void Session::end_prefill(const std::vector<int32_t>& tokens) {
+  expect_phase("ending a prefill", {SessionPhase::kPromptComplete});
+  const bool evicted = std::get<PromptComplete>(phase_).evicted;
+  IdleOnExit<Phase> idle{phase_};
   if (!press_) return;
-  struct Scope {
-    const std::vector<int32_t>*& tokens;
-    ~Scope() { tokens = nullptr; }
-  } scope{prefill_tokens_ = &tokens};
-  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, prompt_feed_.evicted);
+  phase_ = PromptEnd{.tokens = &tokens};
+  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, evicted);
 }
 
 void Session::prefill_question(const std::vector<int32_t>& tokens) {
+  expect_phase("a question", {SessionPhase::kIdle});
   if (n_past_ == 0) fail("a question follows a context: prefill the context first");
   check_input(tokens, "question");
+  phase_ = Question{};
+  IdleOnExit<Phase> idle{phase_};
   if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
-  feed_input(tokens);
-}
-
-void Session::feed_input(const std::vector<int32_t>& tokens) {
-  const auto start = std::chrono::steady_clock::now();
-  feed(tokens);
-  timings_.prefill_seconds += seconds_since(start);
+  {
+    ScopedTimer prefill(timings_.prefill_seconds);
+    feed(tokens, PassPhase::kQuestion);
+  }
   timings_.prefill_tokens += static_cast<int64_t>(tokens.size());
   decode_step_ = 0;
 }
@@ -189,7 +244,7 @@ void Session::check_press_needs(int64_t n_tokens) const {
   }
 }
 
-void Session::feed(const std::vector<int32_t>& tokens) {
+void Session::feed(const std::vector<int32_t>& tokens, PassPhase phase) {
   if (!press_) {
     for (size_t begin = 0; begin < tokens.size();) begin = run_batch(tokens, begin);
     return;
@@ -197,7 +252,7 @@ void Session::feed(const std::vector<int32_t>& tokens) {
   const int64_t n_tokens = prepare_prompt_rows(tokens);
   try {
     forward_->run_prompt(tokens.data(), positions_.data(), n_tokens, *cache_, options_.all_logits, logits_.data(),
-                         {});
+                         {}, phase);
   } catch (...) {
     cache_->truncate(static_cast<int32_t>(n_past_));  // the layers that took the prompt's entries
     throw;
@@ -247,37 +302,68 @@ void Session::set_draft_model(std::shared_ptr<const Model> draft) {
 }
 
 void Session::decode(int32_t token) {
-  const auto start = std::chrono::steady_clock::now();
+  double seconds = 0;
   const ForwardSegment segment = decode_segment(token);
-  forward_->run(std::span(&segment, 1));
-  end_decode(seconds_since(start));
+  try {
+    ScopedTimer pass(seconds);
+    forward_->run(std::span(&segment, 1));
+  } catch (...) {
+    abandon_decode();
+    throw;
+  }
+  end_decode(seconds);
 }
 
 ForwardSegment Session::decode_segment(const int32_t& token) {
+  expect_phase("a decode step", {SessionPhase::kIdle});
   if (n_past_ + 1 > n_ctx_) fail("the context of {} tokens is full", n_ctx_);
   check_token(token);
-  decode_position_ = static_cast<int32_t>(n_past_);
   logits_.resize(static_cast<size_t>(model_->config().n_vocab));
-  decode_layers_ = {};
-  return {&token, &decode_position_, 1, cache_.get(), &forward_->attention_tap(), &forward_->residual_tap(),
-          logits_.data()};
+  const int32_t& position = std::get<Decoding>(phase_ = Decoding{.position = static_cast<int32_t>(n_past_)}).position;
+  return {.tokens = &token,
+          .positions = &position,
+          .n = 1,
+          .cache = cache_.get(),
+          .attention_tap = &forward_->attention_tap(),
+          .residual_tap = &forward_->residual_tap(),
+          .logits = logits_.data(),
+          .phase = PassPhase::kDecode,
+          .step = decode_step_ + 1,  // end_decode counts it
+          .layer_done = press_ ? &decode_layer_done_ : nullptr};
+}
+
+void Session::decode_layer_done(int64_t layer) {
+  auto& step = *std::get_if<Decoding>(&phase_);  // only a decode step's segment carries this callback
+  const int64_t before = cache_->bytes_held();
+  {
+    ScopedTimer evict(timings_.eviction_seconds, &timings_.decode_seconds);  // timed as eviction
+    press_->on_decode_layer_end(*cache_, layer, decode_step_ + 1);
+  }
+  step.evicted = step.evicted || cache_->bytes_held() < before;
 }
 
 void Session::end_decode(double seconds) {
-  const DecodeLayers layers = std::exchange(decode_layers_, {});
+  expect_phase("ending a decode step", {SessionPhase::kDecoding});
+  const bool evicted = std::get<Decoding>(phase_).evicted;
+  IdleOnExit<Phase> idle{phase_};
   ++n_past_;
-  timings_.decode_seconds += seconds - layers.eviction_seconds;  // timed as eviction
+  timings_.decode_seconds += seconds;  // less the layers' evictions (decode_layer_done)
   ++timings_.decode_tokens;
   ++decode_step_;
-  if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); }, layers.evicted);
+  if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); }, evicted);
+}
+
+void Session::abandon_decode() {
+  if (phase() == SessionPhase::kDecoding) phase_ = Idle{};
 }
 
 template <typename Hook>
 void Session::run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_before) {
   const int64_t before = cache_->bytes_held();
-  const auto start = std::chrono::steady_clock::now();
-  hook();
-  timings_.eviction_seconds += seconds_since(start);
+  {
+    ScopedTimer evict(timings_.eviction_seconds);
+    hook();
+  }
   if (!evicted_before && cache_->bytes_held() >= before) return;
   EvictionRecord record{decode_step, n_past_, {}, {}, cache_->bytes_held()};
   for (int64_t l = 0; l < cache_->n_layer(); ++l) {
@@ -288,52 +374,50 @@ void Session::run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_befo
 }
 
 void Session::set_press(std::unique_ptr<Press> press) {
+  expect_phase("set_press", {SessionPhase::kIdle});
   PressNeeds needs;
   if (press) {
-    struct Scope {
-      PressNeeds*& attaching;
-      ~Scope() { attaching = nullptr; }
-    } scope{attaching_ = &needs};
+    phase_ = Attaching{.needs = &needs};
+    IdleOnExit<Phase> idle{phase_};
     const ModelConfig& c = model_->config();
     press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff}, *host_);
   }
   // The press is in: its declarations take the place of the last press's.
   needs_ = std::move(needs);
   press_ = std::move(press);
+  set_taps();
+}
+
+void Session::set_taps() {
   if (!press_) {
     forward_->set_attention_tap({});
     forward_->set_residual_tap({});
     return;
   }
   forward_->set_attention_tap([this](const AttentionEvent& event) {
-    const auto start = std::chrono::steady_clock::now();
-    if (capability_observer_ != nullptr) {  // timed as the press's lookahead
-      (*capability_observer_)(event);
+    if (event.phase == PassPhase::kCapability) {  // timed as the press's lookahead
+      const auto* observer = std::get<Capability>(phase_).observer;
+      if (observer != nullptr) {
+        (*observer)(event);
+      } else {
+        press_->on_attention(event);
+      }
       return;
     }
+    ScopedTimer capture(timings_.capture_seconds);
     press_->on_attention(event);
-    if (in_capability_) return;
-    timings_.capture_seconds += seconds_since(start);
-    // A decode segment's rows are its own decode_position_ (decode_segment); a prompt's or a
-    // question's are not.
-    if (event.positions == &decode_position_) {
-      const int64_t before = cache_->bytes_held();
-      const auto evict_start = std::chrono::steady_clock::now();
-      press_->on_decode_layer_end(*cache_, event.layer, decode_step_ + 1);  // end_decode counts the step
-      const double seconds = seconds_since(evict_start);
-      timings_.eviction_seconds += seconds;
-      decode_layers_.eviction_seconds += seconds;
-      decode_layers_.evicted = decode_layers_.evicted || cache_->bytes_held() < before;
-    }
   });
   if (needs_.residual_observers.empty()) {
     forward_->set_residual_tap({});
     return;
   }
   forward_->set_residual_tap([this](const ResidualEvent& event) {
-    const auto start = std::chrono::steady_clock::now();
+    if (phase() == SessionPhase::kCapability) {  // timed as the press's lookahead
+      for (const auto& observe : needs_.residual_observers) observe(event);
+      return;
+    }
+    ScopedTimer capture(timings_.capture_seconds);
     for (const auto& observe : needs_.residual_observers) observe(event);
-    if (!in_capability_) timings_.capture_seconds += seconds_since(start);
   });
 }
 
@@ -348,12 +432,16 @@ KvStats Session::kv_stats() const {
   return stats;
 }
 
+// A greedy lookahead saves and restores the session at its prompt's end, besides clients
+// between calls.
 std::shared_ptr<const SessionCheckpoint> Session::checkpoint() const {
+  expect_phase("checkpoint", {SessionPhase::kIdle, SessionPhase::kPromptEnd});
   return std::make_shared<const SessionCheckpoint>(
       SessionCheckpoint{model_.get(), cache_->snapshot(), n_past_, decode_step_, logits_});
 }
 
 void Session::rollback(const SessionCheckpoint& checkpoint) {
+  expect_phase("rollback", {SessionPhase::kIdle, SessionPhase::kPromptEnd});
   if (checkpoint.model != model_.get()) fail("cannot roll back to a checkpoint of a session of another model");
   cache_->restore(checkpoint.kv);
   n_past_ = checkpoint.n_past;
@@ -362,6 +450,7 @@ void Session::rollback(const SessionCheckpoint& checkpoint) {
 }
 
 void Session::truncate(int64_t n_past) {
+  expect_phase("truncate", {SessionPhase::kIdle});
   if (n_past < 0 || n_past > n_past_) fail("cannot truncate a session of {} tokens to {}", n_past_, n_past);
   cache_->truncate(static_cast<int32_t>(n_past));
   n_past_ = n_past;

@@ -1,10 +1,11 @@
 #include "engine/session_press_host.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/scoped_timer.h"
+#include "engine/session_phase.h"
 #include "kv/kv_cache.h"
 #include "model/forward_pass.h"
 #include "model/weights_readout.h"
@@ -12,13 +13,6 @@
 #include "observe/lookahead_rows.h"
 
 namespace deferkv {
-namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-}  // namespace
 
 void Session::Host::reserve_after_prompt(int64_t n_positions) {
   PressNeeds& needs = attaching("reserve_after_prompt");
@@ -48,7 +42,7 @@ void Session::Host::greedy_lookahead(int64_t n_tokens, const std::function<void(
       const auto token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
       if (s_.model_->tokenizer().is_end_of_generation(token)) break;
       const auto position = static_cast<int32_t>(s_.n_past_);
-      s_.forward_->run(&token, &position, 1, *s_.cache_, false, logits.data());
+      s_.forward_->run(&token, &position, 1, *s_.cache_, false, logits.data(), PassPhase::kCapability);
       ++s_.n_past_;
     }
   });
@@ -56,11 +50,10 @@ void Session::Host::greedy_lookahead(int64_t n_tokens, const std::function<void(
 }
 
 std::vector<int32_t> Session::Host::draft(int64_t n_tokens) {
-  at_prefill_end("a draft");
+  const std::vector<int32_t>& prompt = at_prefill_end("a draft");
   if (!s_.needs_.drafts || !s_.draft_model_) {
     fail("internal: press '{}' drafts without use_draft_model()", press_name());
   }
-  const std::vector<int32_t>& prompt = *s_.prefill_tokens_;
   std::vector<int32_t> out;
   run_observed(nullptr, [&] {
     // The draft model continues the prompt greedily, as far as the context goes.
@@ -86,7 +79,7 @@ std::vector<int32_t> Session::Host::draft(int64_t n_tokens) {
 void Session::Host::run_after_prompt(const std::vector<int32_t>& tokens, const AttentionObserver& observe) {
   const int64_t n = std::min(static_cast<int64_t>(tokens.size()), s_.n_ctx_ - s_.n_past_);
   run_n_after_prompt(n, observe, [&](int64_t begin, const int32_t* positions, int64_t count) {
-    s_.forward_->run(tokens.data() + begin, positions, count, *s_.cache_, false, nullptr);
+    s_.forward_->run(tokens.data() + begin, positions, count, *s_.cache_, false, nullptr, PassPhase::kCapability);
   });
 }
 
@@ -96,48 +89,52 @@ void Session::Host::run_after_prompt(const LookaheadRows& rows, const AttentionO
          rows.n_rows());
   }
   run_n_after_prompt(rows.n_rows(), observe, [&](int64_t begin, const int32_t* positions, int64_t count) {
-    s_.forward_->run_rows(rows, begin, positions, count, *s_.cache_);
+    s_.forward_->run_rows(rows, begin, positions, count, *s_.cache_, PassPhase::kCapability);
   });
 }
 
 void Session::Host::refeed_last_token() {
-  at_prefill_end("feeding the prompt's last token again");
+  const int32_t last = at_prefill_end("feeding the prompt's last token again").back();
   if (s_.options_.all_logits) {
     fail("press '{}' feeds the prompt's last token again: turn all_logits off", press_name());
   }
   run_observed(nullptr, [&] {
     s_.cache_->truncate(static_cast<int32_t>(s_.n_past_ - 1));
     --s_.n_past_;
-    s_.feed({s_.prefill_tokens_->back()});
+    s_.feed({last}, PassPhase::kCapability);
   });
 }
 
 std::string Session::Host::press_name() const { return s_.press_ ? s_.press_->describe() : std::string("(none)"); }
 
 Session::PressNeeds& Session::Host::attaching(const char* what) const {
-  if (s_.attaching_ == nullptr) fail("internal: press '{}' called {} outside on_attach", press_name(), what);
-  return *s_.attaching_;
+  const auto* attaching = std::get_if<Attaching>(&s_.phase_);
+  if (attaching == nullptr) {
+    fail("internal: press '{}' called {} outside on_attach, while the session is {}", press_name(), what,
+         session_phase_name(s_.phase()));
+  }
+  return *attaching->needs;
 }
 
-void Session::Host::at_prefill_end(const char* what) const {
-  if (s_.prefill_tokens_ == nullptr) {
-    fail("internal: press '{}' asked for {} outside on_prefill_end", press_name(), what);
+const std::vector<int32_t>& Session::Host::at_prefill_end(const char* what) const {
+  const auto* prompt_end = std::get_if<PromptEnd>(&s_.phase_);
+  if (prompt_end == nullptr) {
+    fail("internal: press '{}' asked for {} outside on_prefill_end, while the session is {}", press_name(), what,
+         session_phase_name(s_.phase()));
   }
+  return *prompt_end->tokens;
 }
 
 void Session::Host::run_observed(const AttentionObserver* observe, const std::function<void()>& run) {
+  const PromptEnd prompt_end = std::get<PromptEnd>(s_.phase_);  // at_prefill_end checked it
   struct Scope {
-    Session& s;
-    ~Scope() {
-      s.capability_observer_ = nullptr;
-      s.in_capability_ = false;
-    }
-  } scope{s_};
-  const auto start = std::chrono::steady_clock::now();
-  s_.capability_observer_ = observe;
-  s_.in_capability_ = true;
+    Phase& phase;
+    PromptEnd prompt_end;
+    ~Scope() { phase = prompt_end; }
+  } scope{s_.phase_, prompt_end};
+  s_.phase_ = Capability{.observer = observe};
+  ScopedTimer lookahead(s_.timings_.lookahead_seconds);
   run();
-  s_.timings_.lookahead_seconds += seconds_since(start);
 }
 
 void Session::Host::run_n_after_prompt(int64_t n, const AttentionObserver& observe,

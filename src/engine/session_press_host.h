@@ -27,10 +27,12 @@ class Session::Host final : public PressHost {
   std::string press_name() const;
   // The declarations of the press being attached; fails outside on_attach.
   PressNeeds& attaching(const char* what) const;
-  // Fails outside on_prefill_end.
-  void at_prefill_end(const char* what) const;
-  // Runs forward passes for the press, timed as its lookahead; their attention goes to
-  // `observe` (null: to on_attention, as the prompt's own).
+  // The prompt whose end the press is at; fails outside on_prefill_end, and inside a
+  // capability already running (one capability at a time).
+  const std::vector<int32_t>& at_prefill_end(const char* what) const;
+  // Runs forward passes for the press (their attention events stamped
+  // PassPhase::kCapability), timed as its lookahead; their attention goes to `observe`
+  // (null: to on_attention, as the prompt's own).
   void run_observed(const AttentionObserver* observe, const std::function<void()>& run);
   // n positions after the prompt, in batches of run_batch(first, positions, count); then
   // their entries go.

@@ -218,8 +218,10 @@ void ForwardPass::attend(int64_t layer, const ForwardSegment& segment, int64_t f
   attention(queries, segment.n, shape, kv_views_, attn_out_.data() + first * c.q_dim(), attention_scratch_, pool_);
   if (tapped) {
     (*segment.attention_tap)(AttentionEvent{layer, segment.n, segment.positions, queries, shape, kv_views_, rotary_, pool_,
-                                            segment.n == 1 ? &attention_scratch_.decode_probabilities : nullptr});
+                                            segment.n == 1 ? &attention_scratch_.decode_probabilities : nullptr,
+                                            segment.phase, segment.step});
   }
+  if (segment.layer_done != nullptr && *segment.layer_done) (*segment.layer_done)(layer);
 }
 
 void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas) {
@@ -234,8 +236,8 @@ void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas
 }
 
 void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
-                      bool all_logits, float* logits) {
-  const ForwardSegment segment{tokens, positions, n, &cache, &tap_, &residual_tap_, logits, all_logits};
+                      bool all_logits, float* logits, PassPhase phase) {
+  const ForwardSegment segment{tokens, positions, n, &cache, &tap_, &residual_tap_, logits, all_logits, phase};
   run(std::span(&segment, 1));
 }
 
@@ -273,8 +275,8 @@ void ForwardPass::finish(std::span<const ForwardSegment> segments) {
 }
 
 void ForwardPass::run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
-                             bool all_logits, float* logits, const LayerDone& layer_done) {
-  begin_prompt(tokens, positions, n, cache, all_logits, logits);
+                             bool all_logits, float* logits, const LayerDone& layer_done, PassPhase phase) {
+  begin_prompt(tokens, positions, n, cache, all_logits, logits, phase);
   try {
     while (prompt_running()) {
       const std::optional<int64_t> layer = run_prompt_chunk();
@@ -287,13 +289,13 @@ void ForwardPass::run_prompt(const int32_t* tokens, const int32_t* positions, in
 }
 
 void ForwardPass::begin_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
-                               bool all_logits, float* logits) {
+                               bool all_logits, float* logits, PassPhase phase) {
   if (n <= 0) fail("internal: a prompt of {} tokens", n);
   if (prompt_running()) fail("internal: a prompt begins while another is running");
   stream_.resize(static_cast<size_t>(n * config_.n_embd));
   build_rope_table(positions, n, config_.n_rot, config_.rope_base, config_.rope_linear_scale,
                    weights_.rope_freq_factors, prompt_rope_);
-  prompt_ = {tokens, positions, n, &cache, all_logits, logits, 0, 0};
+  prompt_ = {tokens, positions, n, &cache, all_logits, logits, phase, 0, 0};
 }
 
 std::optional<int64_t> ForwardPass::run_prompt_chunk() {
@@ -311,7 +313,7 @@ std::optional<int64_t> ForwardPass::run_prompt_chunk() {
                : last_chunk        ? p.logits
                                    : nullptr;
   const ForwardSegment chunk{p.tokens + first, p.positions + first, m, p.cache, &tap_, &residual_tap_, out,
-                             p.all_logits};
+                             p.all_logits, p.phase};
   float* rows = stream_.data() + first * e;
   if (layer == 0) {
     embed(p.tokens + first, m, 0);
@@ -384,12 +386,13 @@ void ForwardPass::output_logits(std::span<const ForwardSegment> segments) {
 }
 
 void ForwardPass::run_rows(const LookaheadRows& rows, int64_t first, const int32_t* positions, int64_t n,
-                           KvCache& cache) {
+                           KvCache& cache, PassPhase phase) {
   if (n <= 0 || n > max_batch_) fail("internal: batch of {} rows (max {})", n, max_batch_);
   const ModelConfig& c = config_;
   check_rows_fit(rows, first, n, c, weights_);
   std::copy_n(rows.embeddings.data() + first * c.n_embd, n * c.n_embd, x_.data());
-  const ForwardSegment segment{nullptr, positions, n, &cache, &tap_};
+  const ForwardSegment segment{.tokens = nullptr, .positions = positions, .n = n, .cache = &cache, .attention_tap = &tap_,
+                               .phase = phase};
   run_layers(positions, n, std::span(&segment, 1), &rows);
 }
 

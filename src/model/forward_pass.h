@@ -23,6 +23,14 @@ namespace deferkv {
 class KvCache;
 class ThreadPool;
 
+// Layer `layer` is done with the rows that ran it: their attention has run and been observed,
+// and nothing later in the pass reads the layer's entries, so a press may evict them. A prompt
+// run layer by layer reports each layer once the whole prompt has passed it (run_prompt,
+// run_prompt_chunk); a segment that carries one hears of each layer right after its rows'
+// attention there and its attention tap, while the layer's entries are still in the
+// processor's caches (a decode step: Press::on_decode_layer_end).
+using LayerDone = std::function<void(int64_t layer)>;
+
 // One sequence's rows in a forward pass of several: its tokens at their positions, appended
 // to its own cache and attending over it alone; its taps see its rows only, as they would
 // in a pass of their own.
@@ -35,6 +43,9 @@ struct ForwardSegment {
   const ResidualTap* residual_tap = nullptr;    // null or empty: none
   float* logits = nullptr;  // the last row's logits (every row's when all_logits); null: none
   bool all_logits = false;
+  PassPhase phase = PassPhase::kPrompt;  // stamped on its attention events, with the step
+  int64_t step = 0;
+  const LayerDone* layer_done = nullptr;  // null or empty: none
 };
 
 class ForwardPass {
@@ -45,9 +56,9 @@ class ForwardPass {
   // Runs n (<= max_batch) tokens at the given positions, appending their keys and
   // values to `cache`. Writes vocabulary logits to `logits`: for all n rows when
   // all_logits (n x n_vocab), else for the last row only; nothing when logits is null.
-  // The pass's own taps (set_attention_tap, set_residual_tap) see these rows.
+  // The pass's own taps (set_attention_tap, set_residual_tap) see these rows, as `phase`.
   void run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,
-           bool all_logits, float* logits);
+           bool all_logits, float* logits, PassPhase phase = PassPhase::kPrompt);
   // Runs every segment's rows in one pass (their total <= max_batch): each weight matrix
   // is read once for all of them; attention, cache and taps are each segment's own. When
   // every segment is one token (a batch's decode step), the rows go through the multi-row
@@ -62,16 +73,16 @@ class ForwardPass {
   // and logits are exactly those of run() called on each chunk in turn (the same batches
   // through the same kernels), in another order: layer_done(l) may evict layer l, which no
   // later row reads. Logits as run()'s over the whole prompt: n x n_vocab when all_logits.
-  using LayerDone = std::function<void(int64_t layer)>;
+  using LayerDone = deferkv::LayerDone;
   void run_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache, bool all_logits,
-                  float* logits, const LayerDone& layer_done);
+                  float* logits, const LayerDone& layer_done, PassPhase phase = PassPhase::kPrompt);
   // run_prompt() in steps, so that a scheduler can run other passes between them (the batch
   // engine decodes its other sequences there): begin_prompt() takes run_prompt()'s
   // arguments, which must outlive the prompt, and each run_prompt_chunk() runs the next
   // chunk through the next layer, returning that layer when the chunk was its last. Between
   // the chunks this pass may run() other caches' rows; a second prompt waits for this one.
   void begin_prompt(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache, bool all_logits,
-                    float* logits);
+                    float* logits, PassPhase phase = PassPhase::kPrompt);
   std::optional<int64_t> run_prompt_chunk();
   bool prompt_running() const { return prompt_.cache != nullptr; }
   // Stops the prompt begun (its entries so far stay in its cache) and frees its residual stream.
@@ -82,7 +93,7 @@ class ForwardPass {
   // added to its projections for these rows only. Appends their keys and values to
   // `cache`; computes no logits.
   void run_rows(const LookaheadRows& rows, int64_t first, const int32_t* positions, int64_t n,
-                KvCache& cache);
+                KvCache& cache, PassPhase phase = PassPhase::kCapability);
 
   int64_t max_batch() const { return max_batch_; }
 
@@ -118,7 +129,8 @@ class ForwardPass {
                   const LookaheadRows* rows);
   void attention_block(int64_t layer, int64_t n, std::span<const ForwardSegment> segments,
                        const LayerDeltas* deltas);
-  // One segment's part of attention_block, its rows starting at row `first`.
+  // One segment's part of attention_block, its rows starting at row `first`; then its taps:
+  // the attention tap, and layer_done.
   void attend(int64_t layer, const ForwardSegment& segment, int64_t first);
   // After the last layer: each segment's residual tap, then its logits.
   void finish(std::span<const ForwardSegment> segments);
@@ -142,6 +154,7 @@ class ForwardPass {
     KvCache* cache = nullptr;  // null: no prompt running
     bool all_logits = false;
     float* logits = nullptr;
+    PassPhase phase = PassPhase::kPrompt;
     int64_t layer = 0;
     int64_t first = 0;
   };

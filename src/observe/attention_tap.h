@@ -14,6 +14,12 @@ namespace deferkv {
 
 class ThreadPool;
 
+// Which of a session's forward passes an event comes from: its prompt, a question after the
+// context (Session::prefill_question), a decode step, or a pass a press capability runs
+// (lookahead, draft, rows after the prompt, the last token fed again). The session stamps it
+// on its segments (ForwardSegment), so an observer never infers it from the rows.
+enum class PassPhase : uint8_t { kPrompt, kQuestion, kDecode, kCapability };
+
 struct AttentionEvent {
   int64_t layer;
   int64_t n;                             // tokens in this forward pass
@@ -27,6 +33,8 @@ struct AttentionEvent {
   // KV head (AttentionScratch::decode_probabilities); nullptr when not kept. observed_rows
   // passes them on.
   const std::vector<std::vector<float>>* probabilities = nullptr;
+  PassPhase phase = PassPhase::kPrompt;
+  int64_t step = 0;  // kDecode: the decode step (1: the first token fed after the prompt); else 0
 };
 
 using AttentionTap = std::function<void(const AttentionEvent&)>;

@@ -5,8 +5,8 @@
 namespace deferkv::server {
 
 BatchScheduler::BatchScheduler(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
-                               const BatchEngineOptions& options)
-    : engine_(std::move(model), std::move(pool), options) {
+                               const BatchEngineOptions& options, int64_t max_waiting)
+    : max_waiting_(max_waiting), engine_(std::move(model), std::move(pool), options) {
   driver_ = std::thread([this] {
     while (engine_.wait_for_work()) engine_.step();
   });
@@ -18,6 +18,13 @@ BatchScheduler::~BatchScheduler() {
 }
 
 RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks callbacks) {
+  std::lock_guard lock(submit_mutex_);
+  if (shutting_down_) throw SubmitError(SubmitRefusal::kShuttingDown, "the server is shutting down");
+  if (const int64_t waiting = engine_.stats().waiting; waiting >= max_waiting_) {
+    throw SubmitError(SubmitRefusal::kQueueFull,
+                      fmt::format("{} requests are waiting for a slot, the server's limit (--max-queue); retry later",
+                                  waiting));
+  }
   const auto prompt_tokens = static_cast<int64_t>(request.prompt.size());
   SequenceCallbacks cb;
   cb.on_start = std::move(callbacks.on_start);
@@ -46,7 +53,13 @@ RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks 
     u.decode_ms = s.timings.decode_seconds * 1e3;
     on_finish(o);
   };
-  return engine_.submit(std::move(request), std::move(cb));
+  try {
+    return engine_.submit(std::move(request), std::move(cb));
+  } catch (const Error& e) {
+    // The engine refuses a request only after cancel_all (which may come after the check
+    // above) or for KV it can never hold (deferkv/batch_engine.h).
+    throw SubmitError(shutting_down_ ? SubmitRefusal::kShuttingDown : SubmitRefusal::kKvMemoryExceeded, e.what());
+  }
 }
 
 void BatchScheduler::cancel(RequestId id) { engine_.cancel(id); }

@@ -4,6 +4,36 @@
 
 namespace deferkv::server {
 
+namespace {
+
+// The engine's outcome as the HTTP layer reads it: a cancelled sequence ended by shutdown
+// (cancel_all) or by its client (cancel), a failure logged.
+GenerationOutcome outcome_of(const SequenceOutcome& s, int64_t prompt_tokens, bool shutting_down) {
+  GenerationOutcome o;
+  o.stop = s.result.stop;
+  o.started = s.started;
+  o.error = s.error;
+  if (!s.error.empty()) {
+    o.end = GenerationEnd::kFailed;
+    spdlog::error("request failed: {}", s.error);
+  } else if (s.cancelled) {
+    o.end = shutting_down ? GenerationEnd::kShutdown : GenerationEnd::kCancelled;
+  }
+  GenerationUsage& u = o.usage;
+  u.prompt_tokens = prompt_tokens;
+  u.completion_tokens = static_cast<int64_t>(s.result.tokens.size());
+  u.kv_entries_kept = s.kv_entries_kept;
+  u.kv_bytes = s.kv_bytes;
+  u.kv_peak_bytes = s.kv_peak_bytes;
+  u.capture_ms = s.timings.capture_seconds * 1e3;
+  u.eviction_ms = s.timings.eviction_seconds * 1e3;
+  u.prefill_ms = s.timings.prefill_seconds * 1e3;
+  u.decode_ms = s.timings.decode_seconds * 1e3;
+  return o;
+}
+
+}  // namespace
+
 BatchScheduler::BatchScheduler(std::shared_ptr<const Model> model, std::shared_ptr<ThreadPool> pool,
                                const BatchEngineOptions& options, int64_t max_waiting)
     : max_waiting_(max_waiting), engine_(std::move(model), std::move(pool), options) {
@@ -31,27 +61,7 @@ RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks 
   cb.on_token = std::move(callbacks.on_token);
   cb.on_logprobs = std::move(callbacks.on_logprobs);
   cb.on_finish = [this, on_finish = std::move(callbacks.on_finish), prompt_tokens](const SequenceOutcome& s) {
-    GenerationOutcome o;
-    o.stop = s.result.stop;
-    o.started = s.started;
-    o.error = s.error;
-    if (!s.error.empty()) {
-      o.end = GenerationEnd::kFailed;
-      spdlog::error("request failed: {}", s.error);
-    } else if (s.cancelled) {
-      o.end = shutting_down_ ? GenerationEnd::kShutdown : GenerationEnd::kCancelled;
-    }
-    GenerationUsage& u = o.usage;
-    u.prompt_tokens = prompt_tokens;
-    u.completion_tokens = static_cast<int64_t>(s.result.tokens.size());
-    u.kv_entries_kept = s.kv_entries_kept;
-    u.kv_bytes = s.kv_bytes;
-    u.kv_peak_bytes = s.kv_peak_bytes;
-    u.capture_ms = s.timings.capture_seconds * 1e3;
-    u.eviction_ms = s.timings.eviction_seconds * 1e3;
-    u.prefill_ms = s.timings.prefill_seconds * 1e3;
-    u.decode_ms = s.timings.decode_seconds * 1e3;
-    on_finish(o);
+    on_finish(outcome_of(s, prompt_tokens, shutting_down_));
   };
   try {
     return engine_.submit(std::move(request), std::move(cb));

@@ -386,6 +386,7 @@ std::unique_ptr<Scheduler> make_batch_scheduler(std::shared_ptr<const Model> mod
 HttpServer::HttpServer(const ServerOptions& options, SchedulerFactory make_scheduler)
     : options_(options), make_scheduler_(std::move(make_scheduler)), http_(std::make_unique<httplib::Server>()) {
   model_name_ = std::filesystem::path(options.model_path).filename().string();
+  add_connection_handling();
   add_routes();
 }
 
@@ -410,7 +411,7 @@ void HttpServer::guarded(httplib::Response& res, Handler&& handler) {
   }
 }
 
-void HttpServer::add_routes() {
+void HttpServer::add_connection_handling() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.max_body_bytes);
   // A connection holds its thread while its request waits for a slot or streams, so a
@@ -429,14 +430,6 @@ void HttpServer::add_routes() {
     send_error(res, res.status, "invalid_request_error", "", "", message);
     return httplib::Server::HandlerResponse::Handled;
   }));
-  // No lock: it answers at once whatever the requests do.
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    switch (state_.load()) {
-      case State::kLoading: return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
-      case State::kStopping: return send_shutting_down(res, "the server is shutting down");
-      case State::kReady: return send_json(res, 200, {{"status", "ok"}});
-    }
-  });
   // CORS as llama-server answers it, so that a page on another origin can call the API:
   // every response allows the caller's origin, and a preflight (OPTIONS) gets the methods
   // and headers allowed, whatever its path.
@@ -450,6 +443,18 @@ void HttpServer::add_routes() {
   });
   s.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Access-Control-Allow-Origin", req.has_header("Origin") ? req.get_header_value("Origin") : "*");
+  });
+}
+
+void HttpServer::add_routes() {
+  httplib::Server& s = *http_;
+  // No lock: it answers at once whatever the requests do.
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    switch (state_.load()) {
+      case State::kLoading: return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
+      case State::kStopping: return send_shutting_down(res, "the server is shutting down");
+      case State::kReady: return send_json(res, 200, {{"status", "ok"}});
+    }
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {

@@ -87,6 +87,8 @@ class HttpServer {
  private:
   enum class State { kLoading, kReady, kStopping };
 
+  // Body limit, connection threads, httplib's errors in OpenAI's shape, CORS.
+  void add_connection_handling();
   void add_routes();
   // Stops httplib's listener and joins its thread, also when it has not begun to listen yet.
   void stop_listener();

@@ -15,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/batch_scheduler.h"
 #include "server/client_connection.h"
+#include "server/completion_plan.h"
 #include "server/completion_stream.h"
 #include "server/connection_threads.h"
 #include "server/request_body.h"
@@ -37,6 +38,12 @@ constexpr std::chrono::seconds kShutdownWriteGrace{10};
 // Text that is not UTF-8 (an error message quoting a client's bytes, a token piece that is
 // part of a character) is written with U+FFFD rather than failing the response.
 std::string dump(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// One server-sent event; false when the client is gone.
+bool write_event(httplib::DataSink& sink, const json& event) {
+  const std::string frame = "data: " + dump(event) + "\n\n";
+  return sink.write(frame.data(), frame.size());
+}
 
 void send_json(httplib::Response& res, int status, const json& body) {
   res.status = status;
@@ -190,10 +197,196 @@ json model_json(const std::string& name, const ModelConfig& c) {
           {"meta", {{"n_ctx_train", c.n_ctx_train}, {"n_vocab", c.n_vocab}}}};
 }
 
+// One choice of a completion: its text on the way, and its request in the scheduler.
+struct Choice {
+  std::shared_ptr<CompletionStream> stream;
+  RequestId id = 0;
+};
+
+// What a completion's reply needs, blocking or streamed (a stream's provider holds it until
+// the stream's end).
+struct CompletionReply {
+  Scheduler* scheduler;
+  const Tokenizer* tok;
+  bool chat;
+  int32_t logprobs;  // as asked (-1: none)
+  json head;         // id, object, created, model: the start of the response and of each chunk
+  json press;        // what usage echoes
+  ClientConnection client;
+  std::vector<Choice> choices{};
+  bool cancelled = false;  // its client left
+
+  void cancel_all() const {
+    for (const Choice& c : choices) scheduler->cancel(c.id);
+  }
+  // A client that leaves before its answer (a non-streamed request's, or a stream's first
+  // event) cancels its requests, as a stream's does at its next write.
+  void cancel_if_client_left() {
+    if (!cancelled && client.closed()) {
+      cancel_all();
+      cancelled = true;
+    }
+  }
+};
+
+// A request the scheduler refused, as the answer its cause calls for (docs/serving.md,
+// "Statuses"): nothing of it runs.
+[[noreturn]] void refuse(const SubmitError& e) {
+  switch (e.refusal) {
+    case SubmitRefusal::kShuttingDown:
+      throw ApiError(503, "unavailable_error", "", "server_shutting_down", "the server is shutting down");
+    case SubmitRefusal::kQueueFull: throw ApiError(429, "requests", "", "rate_limit_exceeded", e.what());
+    case SubmitRefusal::kKvMemoryExceeded: bad_request("max_tokens", e.what(), "kv_memory_exceeded");
+  }
+  throw ApiError(500, "server_error", "", "", e.what());  // not a refusal the scheduler has
+}
+
+// Queues one generation a prompt (OpenAI's list of prompts: one choice each, run side by
+// side); a refusal of any cancels those queued before it.
+void submit_choices(CompletionReply& reply, CompletionPlan plan, const std::vector<std::string>& stop,
+                    ServerMetrics& metrics) {
+  for (GenerationRequest& g : plan.generations) {
+    auto stream = std::make_shared<CompletionStream>(*reply.tok, DecodeStart::kContinuation, stop);
+    GenerationCallbacks callbacks;
+    callbacks.on_start = [stream] { stream->start(); };
+    callbacks.on_token = [stream](int32_t token) { return stream->push(token); };
+    if (reply.logprobs >= 0) callbacks.on_logprobs = [stream](const TokenLogprobs& lp) { stream->push_logprobs(lp); };
+    // The metrics first, so a client that has its response finds its request counted.
+    callbacks.on_finish = [&metrics, stream](const GenerationOutcome& outcome) {
+      metrics.record_request(outcome.usage, stream->first_token_seconds().value_or(0), stream->seconds_since_start(),
+                             stream->first_token_seconds().has_value());
+      stream->finish(outcome);
+    };
+    try {
+      reply.choices.push_back({stream, reply.scheduler->submit(std::move(g), std::move(callbacks))});
+    } catch (const SubmitError& e) {
+      reply.cancel_all();
+      refuse(e);
+    } catch (const std::exception& e) {  // outside the scheduler's contract: a bug, not the request's fault
+      reply.cancel_all();
+      spdlog::error("submit failed: {}", e.what());
+      throw ApiError(500, "server_error", "", "", e.what());
+    }
+  }
+}
+
+// The whole response once every choice has finished; one that did not fails it.
+void reply_blocking(CompletionReply& reply, httplib::Response& res) {
+  json out = reply.head;
+  out["choices"] = json::array();
+  GenerationUsage total;
+  for (size_t i = 0; i < reply.choices.size(); ++i) {
+    CompletionStream& stream = *reply.choices[i].stream;
+    std::string text;
+    std::vector<TokenLogprobs> logprobs;
+    std::vector<size_t> offsets;
+    for (;;) {
+      CompletionStream::Update u = stream.wait_for_update(kClientCheckPeriod);
+      text += u.text;
+      logprobs.insert(logprobs.end(), u.logprobs.begin(), u.logprobs.end());
+      offsets.insert(offsets.end(), u.text_offsets.begin(), u.text_offsets.end());
+      if (u.ended) break;
+      reply.cancel_if_client_left();
+    }
+    const GenerationOutcome& outcome = stream.outcome();
+    if (outcome.end != GenerationEnd::kFinished) {
+      reply.cancel_all();
+      return send_unfinished(res, outcome);
+    }
+    out["choices"].push_back(
+        choice_json(reply.chat, false, i, text, finish_reason(stream),
+                    reply.logprobs >= 0 ? logprobs_json(reply.chat, *reply.tok, logprobs, offsets) : json()));
+    add_usage(total, outcome.usage);
+  }
+  out["usage"] = usage_json(total, reply.press);
+  send_json(res, 200, out);
+}
+
+// The last event of a stream: the finish reason and usage, or an error in OpenAI's shape
+// (then [DONE] all the same), never a finish reason for a request that did not finish;
+// nothing for a client that is gone.
+void end_stream(const CompletionReply& reply, httplib::DataSink& sink, const json& chunk_logprobs) {
+  const CompletionStream& stream = *reply.choices[0].stream;
+  const GenerationOutcome& outcome = stream.outcome();
+  json last = reply.head;
+  switch (outcome.end) {
+    case GenerationEnd::kFinished:
+      last["choices"] = json::array({choice_json(reply.chat, true, 0, "", finish_reason(stream), chunk_logprobs)});
+      last["usage"] = usage_json(outcome.usage, reply.press);
+      break;
+    case GenerationEnd::kShutdown:
+      last = error_body(shutdown_message(outcome), "unavailable_error", "", "server_shutting_down");
+      break;
+    case GenerationEnd::kFailed: last = error_body(outcome.error, "server_error", "", ""); break;
+    case GenerationEnd::kCancelled: sink.done(); return;
+  }
+  static const std::string kDone = "data: [DONE]\n\n";
+  if (write_event(sink, last)) sink.write(kDone.data(), kDone.size());
+  sink.done();
+}
+
+// One step of a stream's provider: waits for the next text and writes it as a chunk, or
+// ends the stream. False once the client is gone (its request is cancelled).
+bool stream_step(CompletionReply& reply, httplib::DataSink& sink, bool& first) {
+  const Choice& choice = reply.choices[0];
+  const CompletionStream::Update u = choice.stream->wait_for_update(kClientCheckPeriod);
+  // A chunk's logprobs are those of the tokens whose text it carries; at the end the rest
+  // go with the last chunk.
+  json chunk_logprobs = reply.logprobs >= 0 && !u.logprobs.empty()
+                            ? logprobs_json(reply.chat, *reply.tok, u.logprobs, u.text_offsets)
+                            : json();
+  if (!u.text.empty() || (first && reply.chat)) {
+    json chunk = reply.head;
+    json c = choice_json(reply.chat, true, 0, u.text, nullptr, chunk_logprobs);
+    chunk_logprobs = nullptr;
+    if (reply.chat && first) c["delta"]["role"] = "assistant";
+    chunk["choices"] = json::array({c});
+    first = false;
+    if (!write_event(sink, chunk)) {
+      reply.scheduler->cancel(choice.id);  // the client is gone
+      return false;
+    }
+  } else if (!u.ended && reply.client.closed()) {  // gone while nothing was written (a long prefill)
+    reply.scheduler->cancel(choice.id);
+    return false;
+  }
+  if (u.ended) end_stream(reply, sink, chunk_logprobs);
+  return true;
+}
+
+// A stream (one choice): its status goes with its headers, before its first event, so they
+// wait until the request leaves the queue; one that ends there (shutdown) gets its error
+// status, as a non-streamed request does. `answering` is held until the stream's end.
+void reply_streamed(std::shared_ptr<CompletionReply> reply, std::shared_ptr<void> answering, httplib::Response& res) {
+  CompletionStream& stream = *reply->choices[0].stream;
+  while (!stream.wait_for_start(kClientCheckPeriod)) reply->cancel_if_client_left();
+  if (!stream.started()) return send_unfinished(res, stream.outcome());
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [reply, answering, first = true](size_t, httplib::DataSink& sink) mutable { return stream_step(*reply, sink, first); },
+      [reply](bool) { reply->scheduler->cancel(reply->choices[0].id); });  // finished already: ignored
+}
+
 }  // namespace
 
-HttpServer::HttpServer(const ServerOptions& options) : options_(options), http_(std::make_unique<httplib::Server>()) {
+int64_t queue_limit(const ServerOptions& options) {
+  return options.max_queue > 0 ? options.max_queue : std::max(kMinDefaultQueue, kDefaultQueuePerSlot * options.n_slots);
+}
+
+std::unique_ptr<Scheduler> make_batch_scheduler(std::shared_ptr<const Model> model, const ServerOptions& options) {
+  BatchEngineOptions o;
+  o.max_sequences = options.n_slots;
+  o.kv_capacity_bytes = options.kv_memory_bytes;
+  o.session.n_ctx = options.n_ctx;
+  return std::make_unique<BatchScheduler>(std::move(model), std::make_shared<ThreadPool>(options.threads), o,
+                                          queue_limit(options));
+}
+
+HttpServer::HttpServer(const ServerOptions& options, SchedulerFactory make_scheduler)
+    : options_(options), make_scheduler_(std::move(make_scheduler)), http_(std::make_unique<httplib::Server>()) {
   model_name_ = std::filesystem::path(options.model_path).filename().string();
+  add_connection_handling();
   add_routes();
 }
 
@@ -218,7 +411,7 @@ void HttpServer::guarded(httplib::Response& res, Handler&& handler) {
   }
 }
 
-void HttpServer::add_routes() {
+void HttpServer::add_connection_handling() {
   httplib::Server& s = *http_;
   s.set_payload_max_length(options_.max_body_bytes);
   // A connection holds its thread while its request waits for a slot or streams, so a
@@ -237,14 +430,6 @@ void HttpServer::add_routes() {
     send_error(res, res.status, "invalid_request_error", "", "", message);
     return httplib::Server::HandlerResponse::Handled;
   }));
-  // No lock: it answers at once whatever the requests do.
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-    switch (state_.load()) {
-      case State::kLoading: return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
-      case State::kStopping: return send_shutting_down(res, "the server is shutting down");
-      case State::kReady: return send_json(res, 200, {{"status", "ok"}});
-    }
-  });
   // CORS as llama-server answers it, so that a page on another origin can call the API:
   // every response allows the caller's origin, and a preflight (OPTIONS) gets the methods
   // and headers allowed, whatever its path.
@@ -258,6 +443,18 @@ void HttpServer::add_routes() {
   });
   s.set_post_routing_handler([](const httplib::Request& req, httplib::Response& res) {
     res.set_header("Access-Control-Allow-Origin", req.has_header("Origin") ? req.get_header_value("Origin") : "*");
+  });
+}
+
+void HttpServer::add_routes() {
+  httplib::Server& s = *http_;
+  // No lock: it answers at once whatever the requests do.
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    switch (state_.load()) {
+      case State::kLoading: return send_error(res, 503, "unavailable_error", "", "", "the model is loading");
+      case State::kStopping: return send_shutting_down(res, "the server is shutting down");
+      case State::kReady: return send_json(res, 200, {{"status", "ok"}});
+    }
   });
   s.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) {
     guarded(res, [&] {
@@ -330,13 +527,8 @@ void HttpServer::load_model() {
     chat_template_fallback_ = true;
     spdlog::warn("{}; chat requests use {} (--chat-template NAME picks another)", e.what(), kFallbackChatTemplate);
   }
-  BatchEngineOptions o;
-  o.max_sequences = options_.n_slots;
-  o.kv_capacity_bytes = options_.kv_memory_bytes;
-  o.session.n_ctx = options_.n_ctx;
-  auto scheduler = std::make_unique<BatchScheduler>(model_, std::make_shared<ThreadPool>(options_.threads), o);
-  n_ctx_ = scheduler->n_ctx();
-  scheduler_ = std::move(scheduler);
+  scheduler_ = make_scheduler_(model_, options_);
+  n_ctx_ = scheduler_->n_ctx();
   State loading = State::kLoading;
   state_.compare_exchange_strong(loading, State::kReady);  // not if stop() came first
 }
@@ -383,6 +575,7 @@ json HttpServer::props() const {
           {"total_slots", options_.n_slots},
           {"n_ctx", n_ctx_},
           {"kv_memory_bytes", options_.kv_memory_bytes},
+          {"max_queue", queue_limit(options_)},
           {"chat_template", chat_template_ ? chat_template_->name() : ""},
           {"chat_template_fallback", chat_template_fallback_},
           {"default_generation_settings",
@@ -412,184 +605,23 @@ void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Respons
 
 void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
   const CompletionRequest r = parse_completion_request(parse_json_body(req.body), chat, options_.defaults);
-  const Tokenizer& tok = model_->tokenizer();
-
-  std::vector<std::vector<int32_t>> prompts;
-  if (chat) {
-    prompts.push_back(tok.encode(chat_template_->apply(r.messages, true), true, true));
-  }
-  for (const PromptInput& p : r.prompts) {
-    for (int32_t id : p.tokens) {
-      if (id >= tok.n_vocab()) bad_request("prompt", fmt::format("token {} is not in the vocabulary [0, {})", id, tok.n_vocab()));
-    }
-    prompts.push_back(p.tokens.empty() ? tok.encode(p.text, true, false) : p.tokens);
-  }
-  for (const auto& prompt : prompts) {
-    const auto n_prompt = static_cast<int64_t>(prompt.size());
-    if (n_prompt >= n_ctx_) {
-      bad_request(chat ? "messages" : "prompt",
-                  fmt::format("the prompt is {} tokens; the context holds {}", n_prompt, n_ctx_), "context_length_exceeded");
-    }
-  }
-
-  // One generation a prompt (OpenAI's list of prompts: one choice each, run side by side).
-  struct Choice {
-    std::shared_ptr<CompletionStream> stream;
-    RequestId id = 0;
-  };
-  std::vector<Choice> choices;
-  auto cancel_all = [&] {
-    for (const Choice& c : choices) scheduler_->cancel(c.id);
-  };
+  CompletionPlan plan = plan_completion(r, model_->tokenizer(), *chat_template_, n_ctx_);
+  auto reply = std::make_shared<CompletionReply>(CompletionReply{
+      .scheduler = scheduler_.get(),
+      .tok = &model_->tokenizer(),
+      .chat = chat,
+      .logprobs = r.logprobs,
+      .head = {{"id", completion_id(chat)},
+               {"object", chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+               {"created", unix_time()},
+               {"model", model_name_}},
+      .press = press_json(r),
+      .client = ClientConnection(req.local_addr, req.local_port, req.remote_addr, req.remote_port),
+  });
   std::shared_ptr<void> answering = track_completion();  // until the answer is written
-  for (auto& prompt : prompts) {
-    GenerationRequest g;
-    // No max_tokens: up to the context's end (-1), as OpenAI and llama-server; one beyond
-    // the room left after the prompt is cut to it, as llama-server stops at the context's
-    // end (finish_reason "length" either way).
-    const auto room = n_ctx_ - static_cast<int64_t>(prompt.size());
-    g.max_tokens = r.max_tokens ? std::min(*r.max_tokens, room) : -1;
-    g.prompt = std::move(prompt);
-    g.stop_at_end_of_generation = !r.ignore_eos;
-    g.sampling = r.sampling;
-    g.logprobs = r.logprobs;
-    if (r.press != "full") {
-      g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
-                 : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
-                                   : KvBudget();
-      try {
-        g.press = make_press(r.press, g.budget);
-      } catch (const Error& e) {
-        cancel_all();
-        bad_request("kv_press", e.what());
-      }
-    }
-    auto stream = std::make_shared<CompletionStream>(tok, DecodeStart::kContinuation, r.stop);
-    GenerationCallbacks callbacks;
-    callbacks.on_start = [stream] { stream->start(); };
-    callbacks.on_token = [stream](int32_t token) { return stream->push(token); };
-    if (r.logprobs >= 0) callbacks.on_logprobs = [stream](const TokenLogprobs& lp) { stream->push_logprobs(lp); };
-    // The metrics first, so a client that has its response finds its request counted.
-    callbacks.on_finish = [this, stream](const GenerationOutcome& outcome) {
-      metrics_.record_request(outcome.usage, stream->first_token_seconds().value_or(0), stream->seconds_since_start(),
-                              stream->first_token_seconds().has_value());
-      stream->finish(outcome);
-    };
-    try {
-      choices.push_back({stream, scheduler_->submit(std::move(g), std::move(callbacks))});
-    } catch (const Error& e) {
-      cancel_all();
-      if (state_ == State::kStopping) return send_shutting_down(res, "the server is shutting down");
-      bad_request("max_tokens", e.what(), "kv_memory_exceeded");
-    }
-  }
-
-  // The client's connection: a client that leaves before its answer (a non-streamed
-  // request's, or a stream's first event) cancels its requests, as a stream's does at its
-  // next write.
-  ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-  bool cancelled = false;
-  auto cancel_if_client_left = [&] {
-    if (!cancelled && client.closed()) {
-      cancel_all();
-      cancelled = true;
-    }
-  };
-  const json press = press_json(r);
-  const json head = {{"id", completion_id(chat)},
-                     {"object", chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
-                     {"created", unix_time()},
-                     {"model", model_name_}};
-  if (!r.stream) {
-    json out = head;
-    out["choices"] = json::array();
-    GenerationUsage total;
-    for (size_t i = 0; i < choices.size(); ++i) {
-      CompletionStream& stream = *choices[i].stream;
-      std::string text;
-      std::vector<TokenLogprobs> logprobs;
-      std::vector<size_t> offsets;
-      for (;;) {
-        CompletionStream::Update u = stream.wait_for_update(kClientCheckPeriod);
-        text += u.text;
-        logprobs.insert(logprobs.end(), u.logprobs.begin(), u.logprobs.end());
-        offsets.insert(offsets.end(), u.text_offsets.begin(), u.text_offsets.end());
-        if (u.ended) break;
-        cancel_if_client_left();
-      }
-      const GenerationOutcome& outcome = stream.outcome();
-      if (outcome.end != GenerationEnd::kFinished) {
-        cancel_all();  // one choice that did not finish fails the response
-        return send_unfinished(res, outcome);
-      }
-      out["choices"].push_back(choice_json(chat, false, i, text, finish_reason(stream),
-                                           r.logprobs >= 0 ? logprobs_json(chat, tok, logprobs, offsets) : json()));
-      add_usage(total, outcome.usage);
-    }
-    out["usage"] = usage_json(total, press);
-    return send_json(res, 200, out);
-  }
-
-  const std::shared_ptr<CompletionStream> stream = choices[0].stream;
-  const RequestId id = choices[0].id;
-  const int32_t logprobs = r.logprobs;
-  // A stream's status goes with its headers, before its first event: they wait until the
-  // request leaves the queue, so that one that ends there (shutdown) gets its error
-  // status, as a non-streamed request does.
-  while (!stream->wait_for_start(kClientCheckPeriod)) cancel_if_client_left();
-  if (!stream->started()) return send_unfinished(res, stream->outcome());
-
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [this, stream, head, press, chat, id, logprobs, tok = &tok, client, answering, first = true](
-          size_t, httplib::DataSink& sink) mutable {
-        auto send = [&](const json& event) {
-          const std::string frame = "data: " + dump(event) + "\n\n";
-          return sink.write(frame.data(), frame.size());
-        };
-        const CompletionStream::Update u = stream->wait_for_update(kClientCheckPeriod);
-        // A chunk's logprobs are those of the tokens whose text it carries; at the end the
-        // rest go with the last chunk.
-        json chunk_logprobs = logprobs >= 0 && !u.logprobs.empty() ? logprobs_json(chat, *tok, u.logprobs, u.text_offsets)
-                                                                     : json();
-        if (!u.text.empty() || (first && chat)) {
-          json chunk = head;
-          json choice = choice_json(chat, true, 0, u.text, nullptr, chunk_logprobs);
-          chunk_logprobs = nullptr;
-          if (chat && first) choice["delta"]["role"] = "assistant";
-          chunk["choices"] = json::array({choice});
-          first = false;
-          if (!send(chunk)) {
-            scheduler_->cancel(id);  // the client is gone
-            return false;
-          }
-        } else if (!u.ended && client.closed()) {  // gone while nothing was written (a long prefill)
-          scheduler_->cancel(id);
-          return false;
-        }
-        if (!u.ended) return true;
-        // The last event: the finish reason and usage, or an error in OpenAI's shape (then
-        // [DONE] all the same), never a finish reason for a request that did not finish.
-        const GenerationOutcome& outcome = stream->outcome();
-        json last = head;
-        switch (outcome.end) {
-          case GenerationEnd::kFinished:
-            last["choices"] = json::array({choice_json(chat, true, 0, "", finish_reason(*stream), chunk_logprobs)});
-            last["usage"] = usage_json(outcome.usage, press);
-            break;
-          case GenerationEnd::kShutdown:
-            last = error_body(shutdown_message(outcome), "unavailable_error", "", "server_shutting_down");
-            break;
-          case GenerationEnd::kFailed: last = error_body(outcome.error, "server_error", "", ""); break;
-          case GenerationEnd::kCancelled: sink.done(); return true;  // its client is gone
-        }
-        static const std::string kDone = "data: [DONE]\n\n";
-        if (send(last)) sink.write(kDone.data(), kDone.size());
-        sink.done();
-        return true;
-      },
-      [this, id](bool) { scheduler_->cancel(id); });  // finished already: ignored
+  submit_choices(*reply, std::move(plan), r.stop, metrics_);
+  if (r.stream) return reply_streamed(reply, std::move(answering), res);
+  reply_blocking(*reply, res);
 }
 
 }  // namespace deferkv::server

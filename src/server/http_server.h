@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <memory>
 #include <optional>
@@ -45,11 +46,26 @@ struct ServerOptions {
   std::string chat_template;  // "" : the model's own
   CompletionDefaults defaults;
   size_t max_body_bytes = 1 << 20;
+  // Requests waiting for a slot at most; one more is refused (429) rather than queued
+  // without end. 0: kDefaultQueuePerSlot per slot, at least kMinDefaultQueue.
+  int64_t max_queue = 0;
 };
+
+inline constexpr int64_t kDefaultQueuePerSlot = 8;
+inline constexpr int64_t kMinDefaultQueue = 64;
+// The queue limit the options ask for (max_queue, or the default for their slots).
+int64_t queue_limit(const ServerOptions& options);
+
+// Makes the scheduler once the model is loaded. The server's own is make_batch_scheduler;
+// tests pass one that makes a fake.
+using SchedulerFactory =
+    std::function<std::unique_ptr<Scheduler>(std::shared_ptr<const Model> model, const ServerOptions& options)>;
+// A BatchScheduler with the options' slots, KV memory, context, threads and queue limit.
+std::unique_ptr<Scheduler> make_batch_scheduler(std::shared_ptr<const Model> model, const ServerOptions& options);
 
 class HttpServer {
  public:
-  explicit HttpServer(const ServerOptions& options);
+  explicit HttpServer(const ServerOptions& options, SchedulerFactory make_scheduler = make_batch_scheduler);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -71,6 +87,8 @@ class HttpServer {
  private:
   enum class State { kLoading, kReady, kStopping };
 
+  // Body limit, connection threads, httplib's errors in OpenAI's shape, CORS.
+  void add_connection_handling();
   void add_routes();
   // Stops httplib's listener and joins its thread, also when it has not begun to listen yet.
   void stop_listener();
@@ -85,6 +103,7 @@ class HttpServer {
   void guarded(httplib::Response& res, Handler&& handler);
 
   ServerOptions options_;
+  SchedulerFactory make_scheduler_;
   std::unique_ptr<httplib::Server> http_;
   std::thread listener_;
   std::atomic<bool> listener_done_{false};

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "deferkv/batch_engine.h"
+#include "deferkv/error.h"
 
 namespace deferkv::server {
 
@@ -63,11 +64,24 @@ using SchedulerStats = BatchEngineStats;
 
 using RequestId = uint64_t;
 
+// Why submit() refused a request; the HTTP layer answers each with its own status
+// (docs/serving.md, "Statuses"), so it is a type, never read from the message.
+enum class SubmitRefusal {
+  kShuttingDown,      // cancel_all() came first (503)
+  kQueueFull,         // the waiting queue is at its limit; the client may retry later (429)
+  kKvMemoryExceeded,  // its projected KV exceeds the whole capacity: it can never run (400)
+};
+
+struct SubmitError : Error {
+  SubmitError(SubmitRefusal refusal, const std::string& message) : Error(message), refusal(refusal) {}
+  SubmitRefusal refusal;
+};
+
 class Scheduler {
  public:
   virtual ~Scheduler() = default;
-  // Queues the request; throws an Error, queueing nothing, for one that can never be
-  // admitted (its projected KV exceeds the whole capacity).
+  // Queues the request; throws SubmitError, queueing nothing, for one it refuses. Any other
+  // exception is a bug.
   virtual RequestId submit(GenerationRequest request, GenerationCallbacks callbacks) = 0;
   // Stops a waiting or running request within one token; on_finish still runs. Unknown or
   // finished ids are ignored.
@@ -75,6 +89,8 @@ class Scheduler {
   // Cancels everything and refuses new requests (shutdown).
   virtual void cancel_all() = 0;
   virtual SchedulerStats stats() const = 0;
+  // The context each request runs in (tokens): a prompt must leave room in it.
+  virtual int64_t n_ctx() const = 0;
 };
 
 }  // namespace deferkv::server

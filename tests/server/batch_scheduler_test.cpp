@@ -1,10 +1,12 @@
-// The server's scheduler (the batch engine) on the embedded model: admission under a KV cap, cancellation.
+// The server's scheduler (the batch engine) on the embedded model: admission under a KV cap,
+// cancellation, and each refusal of submit() typed by its cause.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <future>
 #include <mutex>
+#include <optional>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
@@ -85,10 +87,48 @@ TEST_F(BatchSchedulerTest, RequestsThatDoNotFitTogetherWaitAndAllComplete) {
   EXPECT_EQ(idle.running + idle.waiting + idle.kv_bytes_used + idle.kv_bytes_reserved, 0);
 }
 
+// The refusal submit() threw, or nullopt when it queued the request.
+std::optional<SubmitRefusal> refusal_of(Scheduler& scheduler, GenerationRequest request, GenerationCallbacks cb = {}) {
+  try {
+    scheduler.submit(std::move(request), std::move(cb));
+  } catch (const SubmitError& e) {
+    return e.refusal;
+  }
+  return std::nullopt;
+}
+
 TEST_F(BatchSchedulerTest, ARequestThatCanNeverFitIsRefused) {
   BatchScheduler scheduler(model, pool, {.max_sequences = 1, .kv_capacity_bytes = bytes_per_token() * 5});
-  EXPECT_THROW(scheduler.submit(greedy_request(*model, 8), {}), Error);
+  EXPECT_EQ(refusal_of(scheduler, greedy_request(*model, 8)), SubmitRefusal::kKvMemoryExceeded);
   EXPECT_EQ(scheduler.stats().waiting, 0);
+}
+
+// With its one slot busy and max_waiting (1) waiting, the next request is refused as
+// kQueueFull, queueing nothing; after shutdown every submit is kShuttingDown.
+TEST_F(BatchSchedulerTest, AFullQueueAndShutdownRefuseWithTheirOwnCause) {
+  BatchScheduler scheduler(model, pool, {.max_sequences = 1, .kv_capacity_bytes = int64_t{64} << 20}, 1);
+  Finished finished;
+  std::promise<void> running;
+  GenerationCallbacks first;
+  first.on_start = [&] { running.set_value(); };
+  first.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
+  GenerationRequest long_one = greedy_request(*model, 400);
+  long_one.stop_at_end_of_generation = false;
+  ASSERT_EQ(refusal_of(scheduler, std::move(long_one), std::move(first)), std::nullopt);
+  running.get_future().wait();  // out of the queue: the slot is taken
+  GenerationCallbacks second;
+  second.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
+  ASSERT_EQ(refusal_of(scheduler, greedy_request(*model, 8), std::move(second)), std::nullopt);
+  auto counted = [&] {  // a request queued against the test's expectation still ends cleanly
+    GenerationCallbacks cb;
+    cb.on_finish = [&](const GenerationOutcome& o) { finished.add(o); };
+    return cb;
+  };
+  EXPECT_EQ(refusal_of(scheduler, greedy_request(*model, 8), counted()), SubmitRefusal::kQueueFull);
+  EXPECT_EQ(scheduler.stats().waiting, 1);
+  scheduler.cancel_all();
+  EXPECT_EQ(refusal_of(scheduler, greedy_request(*model, 8), counted()), SubmitRefusal::kShuttingDown);
+  finished.wait_for(2);
 }
 
 TEST_F(BatchSchedulerTest, CancellingStopsWithinOneToken) {

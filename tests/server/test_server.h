@@ -29,8 +29,9 @@ inline server::ServerOptions test_server_options() {
 
 class TestServer {
  public:
-  explicit TestServer(const server::ServerOptions& options = test_server_options(), bool load = true)
-      : server_(options) {
+  explicit TestServer(const server::ServerOptions& options = test_server_options(), bool load = true,
+                      server::SchedulerFactory make_scheduler = server::make_batch_scheduler)
+      : server_(options, std::move(make_scheduler)) {
     server_.listen();
     if (load) server_.load_model();
   }

@@ -209,6 +209,7 @@ void run_bench_serve(const BenchServeArgs& args) {
     o.kv_memory_bytes = server::parse_byte_size(args.kv_memory);
     o.threads = args.threads;
     o.n_ctx = args.n_ctx;
+    o.max_queue = args.clients;  // each client waits on one request: none is ever refused
     local = std::make_unique<server::HttpServer>(o);
     local->start();
     url = fmt::format("http://127.0.0.1:{}", local->port());

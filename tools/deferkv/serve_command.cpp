@@ -85,6 +85,10 @@ void add_serve_command(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("--parallel", args->server.n_slots, "Requests generating at once (slots; also -np)")
       ->capture_default_str()->check(CLI::Range(1, 256));
+  cmd->add_option("--max-queue", args->server.max_queue,
+                  fmt::format("Requests waiting for a slot at most; more are refused with 429 (0: {} per slot, at least {})",
+                              server::kDefaultQueuePerSlot, server::kMinDefaultQueue))
+      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   cmd->add_option("--kv-memory", args->kv_memory,
                   "KV-cache memory shared by all requests (bytes, or with KiB/MiB/GiB); requests wait for room")
       ->capture_default_str();

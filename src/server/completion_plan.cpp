@@ -1,0 +1,66 @@
+#include "server/completion_plan.h"
+
+#include <algorithm>
+
+#include "deferkv/error.h"
+#include "deferkv/press.h"
+#include "server/api_error.h"
+
+namespace deferkv::server {
+namespace {
+
+std::vector<std::vector<int32_t>> tokenize_prompts(const CompletionRequest& r, const Tokenizer& tok,
+                                                   const ChatTemplate& chat_template) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (r.chat) prompts.push_back(tok.encode(chat_template.apply(r.messages, true), true, true));
+  for (const PromptInput& p : r.prompts) {
+    for (int32_t id : p.tokens) {
+      if (id >= tok.n_vocab()) bad_request("prompt", fmt::format("token {} is not in the vocabulary [0, {})", id, tok.n_vocab()));
+    }
+    prompts.push_back(p.tokens.empty() ? tok.encode(p.text, true, false) : p.tokens);
+  }
+  return prompts;
+}
+
+GenerationRequest generation(const CompletionRequest& r, std::vector<int32_t> prompt, int64_t n_ctx) {
+  GenerationRequest g;
+  // No max_tokens: up to the context's end (-1), as OpenAI and llama-server; one beyond the
+  // room left after the prompt is cut to it, as llama-server stops at the context's end
+  // (finish_reason "length" either way).
+  const auto room = n_ctx - static_cast<int64_t>(prompt.size());
+  g.max_tokens = r.max_tokens ? std::min(*r.max_tokens, room) : -1;
+  g.prompt = std::move(prompt);
+  g.stop_at_end_of_generation = !r.ignore_eos;
+  g.sampling = r.sampling;
+  g.logprobs = r.logprobs;
+  if (r.press != "full") {
+    g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
+               : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
+                                 : KvBudget();
+    try {
+      g.press = make_press(r.press, g.budget);
+    } catch (const Error& e) {
+      bad_request("kv_press", e.what());
+    }
+  }
+  return g;
+}
+
+}  // namespace
+
+CompletionPlan plan_completion(const CompletionRequest& r, const Tokenizer& tok, const ChatTemplate& chat_template,
+                               int64_t n_ctx) {
+  std::vector<std::vector<int32_t>> prompts = tokenize_prompts(r, tok, chat_template);
+  for (const auto& prompt : prompts) {
+    const auto n_prompt = static_cast<int64_t>(prompt.size());
+    if (n_prompt >= n_ctx) {
+      bad_request(r.chat ? "messages" : "prompt",
+                  fmt::format("the prompt is {} tokens; the context holds {}", n_prompt, n_ctx), "context_length_exceeded");
+    }
+  }
+  CompletionPlan plan;
+  for (auto& prompt : prompts) plan.generations.push_back(generation(r, std::move(prompt), n_ctx));
+  return plan;
+}
+
+}  // namespace deferkv::server

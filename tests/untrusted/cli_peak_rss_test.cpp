@@ -14,9 +14,8 @@
 #include <vector>
 
 #include "model/test_models.h"
-#include "tensor/gguf_file.h"
 #include "tensor/gguf_test_util.h"
-#include "tensor/gguf_writer.h"
+#include "untrusted/crafted_models.h"
 
 extern char** environ;
 
@@ -58,26 +57,10 @@ CliRun run_cli(const std::vector<std::string>& args, const std::string& log) {
 
 TEST(UntrustedFilesCli, LayerCountBeyondTheTensorsIsRefusedAtASmallModelsPeak) {
   const gguf_test::TempDir dir;
-  RandomModelSpec spec;
-  spec.n_embd = 64;
-  spec.n_head = 2;
-  spec.n_head_kv = 1;
-  spec.n_ff = 128;
-  spec.n_layer = 2;
+  const RandomModelSpec spec = testing::two_layer_spec();
   const std::string normal = testing::random_model_path(spec);
-  const std::string patched = dir.file("block-count-8192001.gguf");
-  {
-    GgufFile source(normal);
-    GgufWriter writer;
-    for (auto [key, value] : source.metadata()) {
-      writer.add_metadata(key, key == "llama.block_count" ? GgufValue::of_u32(8192001) : value);
-    }
-    for (const auto& t : source.tensors()) {
-      writer.add_tensor(t.name, t.ggml_type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), t.data,
-                        t.nbytes);
-    }
-    writer.write(patched);
-  }
+  const std::string patched =
+      testing::model_with_u32(spec, "llama.block_count", 8192001, dir.file("block-count-8192001.gguf"));
   const CliRun good = run_cli({"generate", "-m", normal, "-p", "Once", "-n", "1", "-t", "1"}, dir.file("good.log"));
   ASSERT_EQ(good.status, 0) << good.stderr_text;
   const CliRun bad = run_cli({"generate", "-m", patched, "-p", "Once", "-n", "1", "-t", "1"}, dir.file("bad.log"));

@@ -16,6 +16,7 @@
 #include "deferkv/model.h"
 #include "deferkv/tokenizer.h"
 #include "model/test_models.h"
+#include "untrusted/crafted_models.h"
 #include "press/core/compresskv_profile.h"
 #include "press/methods/lookaheadkv/lookahead_weights.h"
 #include "tensor/gguf_file.h"
@@ -47,31 +48,6 @@ void expect_refused(const Metered& m, std::initializer_list<std::string> fragmen
   EXPECT_LE(m.peak_bytes, bound) << "peak " << m.peak_bytes << " bytes before: " << m.error;
 }
 
-// A copy of the small random model of `spec` with metadata `key` set to `value` (a u32,
-// as make-model writes it).
-std::string with_u32(const RandomModelSpec& spec, const std::string& key, uint32_t value, const std::string& out) {
-  GgufFile source(testing::random_model_path(spec));
-  GgufWriter writer;
-  for (auto [k, v] : source.metadata()) writer.add_metadata(k, k == key ? GgufValue::of_u32(value) : v);
-  for (const auto& t : source.tensors()) {
-    writer.add_tensor(t.name, t.ggml_type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), t.data,
-                      t.nbytes);
-  }
-  writer.write(out);
-  return out;
-}
-
-RandomModelSpec two_layers(Architecture arch) {
-  RandomModelSpec spec;
-  spec.arch = arch;
-  spec.n_embd = 64;
-  spec.n_head = 2;
-  spec.n_head_kv = 1;
-  spec.n_ff = 128;
-  spec.n_layer = 2;
-  return spec;
-}
-
 class UntrustedFiles : public ::testing::Test {
  protected:
   TempDir dir;
@@ -81,19 +57,20 @@ class UntrustedFiles : public ::testing::Test {
 // were allocated before a tensor was looked for) or 4,294,967,280 ("std::bad_alloc").
 TEST_F(UntrustedFiles, ModelLayerCountBeyondItsTensors) {
   for (Architecture arch : {Architecture::kLlama, Architecture::kQwen3}) {
-    const RandomModelSpec spec = two_layers(arch);
+    const RandomModelSpec spec = testing::two_layer_spec(arch);
     const std::string name = architecture_name(arch);
     const Metered normal = metered([&] { Model::load(testing::random_model_path(spec)); });
     ASSERT_TRUE(normal.error.empty()) << normal.error;
-    const std::string many = with_u32(spec, name + ".block_count", 8192001, dir.file(name + "-many.gguf"));
+    const std::string key = name + ".block_count";
+    const std::string many = testing::model_with_u32(spec, key, 8192001, dir.file(name + "-many.gguf"));
     expect_refused(metered([&] { Model::load(many); }), {name + ".block_count", "8192001", many},
                    normal.peak_bytes + kMiB);
-    const std::string absurd = with_u32(spec, name + ".block_count", 4294967280u, dir.file(name + "-absurd.gguf"));
+    const std::string absurd = testing::model_with_u32(spec, key, 4294967280u, dir.file(name + "-absurd.gguf"));
     expect_refused(metered([&] { Model::load(absurd); }), {name + ".block_count", "out of range", absurd},
                    normal.peak_bytes + kMiB);
     // One layer more than the file has is refused by the tensor count (9 a layer) before
     // the missing layer is looked for.
-    const std::string one_more = with_u32(spec, name + ".block_count", 3, dir.file(name + "-three.gguf"));
+    const std::string one_more = testing::model_with_u32(spec, key, 3, dir.file(name + "-three.gguf"));
     expect_refused(metered([&] { Model::load(one_more); }), {name + ".block_count", "tensors", one_more},
                    normal.peak_bytes + kMiB);
   }
@@ -101,10 +78,10 @@ TEST_F(UntrustedFiles, ModelLayerCountBeyondItsTensors) {
 
 // Head counts and sizes that would overflow the products of two of them are refused by name.
 TEST_F(UntrustedFiles, ModelSizesBeyondThirtyOneBits) {
-  const RandomModelSpec spec = two_layers(Architecture::kLlama);
+  const RandomModelSpec spec = testing::two_layer_spec(Architecture::kLlama);
   for (const std::string key : {"llama.attention.head_count", "llama.attention.key_length",
                                 "llama.feed_forward_length", "llama.embedding_length"}) {
-    const std::string path = with_u32(spec, key, 4294967295u, dir.file("huge.gguf"));
+    const std::string path = testing::model_with_u32(spec, key, 4294967295u, dir.file("huge.gguf"));
     expect_refused(metered([&] { Model::load(path); }), {key, "out of range"}, 4 * kMiB);
   }
 }

@@ -47,6 +47,7 @@ PressMethod h2o_method();
 PressMethod tova_method();
 PressMethod knorm_method();
 PressMethod keydiff_method();
+PressMethod random_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

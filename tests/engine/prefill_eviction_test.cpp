@@ -232,6 +232,7 @@ std::vector<Case> one_shot_cases() {
       "h2o",
       "knorm",
       "keydiff",
+      "random",
       "expected_attention",
       "streaming_llm",
       "compresskv:profile=" + profile,

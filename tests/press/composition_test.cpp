@@ -69,6 +69,7 @@ std::map<std::string, MethodCase> method_cases() {
       {"tova", {"tova", Region::kBoth, false, true, false}},
       {"knorm", {"knorm", Region::kPrompt, false}},
       {"keydiff", {"keydiff", Region::kPrompt, false}},
+      {"random", {"random", Region::kPrompt, false}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},

@@ -8,6 +8,7 @@
 //   KNorm keeps the largest norms (sign of its score flipped)      -> KNorm
 //   KeyDiff averages the raw keys, not the unit keys, for its
 //   anchor (keydiff.cpp without its 1 / ||k_i||)                   -> KeyDiff
+//   Random leaves the layer out of its seed                         -> Random
 //   DeferKV uses 1 - eta in place of eta                            -> DeferKV
 //   the window observes only its last w - 1 queries (off by one,
 //   scored_press.cpp's first observed position)                     -> SnapKV, PyramidKV, AdaKV,
@@ -405,6 +406,29 @@ TEST(KeptSetReference, KeyDiff) {
   EXPECT_GT(closest_cut(keydiff_scores, kBudget), 1e-5);
   expect_kept("keydiff", kept_by(keydiff_scores, top_per_head(kBudget)), 1);
   expect_kept("keydiff:alloc=adakv", kept_by(keydiff_scores, adakv_rule(kBudget, 0.2)), 1);
+}
+
+// The random baseline's draws as docs/methods/random.md defines them: per layer and KV
+// head, mt19937_64 seeded by seed_seq{seed, layer, head, next position} (the prompt's
+// length at prefill end), each entry's score the top 53 bits of one draw over 2^53.
+std::function<Scores(int64_t, int64_t)> random_scores(uint32_t seed) {
+  return [seed](int64_t l, int64_t g) {
+    std::seed_seq seq{seed, static_cast<uint32_t>(l), static_cast<uint32_t>(g), static_cast<uint32_t>(kPrompt)};
+    std::mt19937_64 draws(seq);
+    Scores s;
+    for (int64_t j = 0; j < kPrompt; ++j) s.push_back(std::ldexp(static_cast<double>(draws() >> 11), -53));
+    return s;
+  };
+}
+
+TEST(KeptSetReference, Random) {
+  // Mutant seen failing: the layer left out of the seed (every layer keeps the same
+  // positions, as kvpress's reseeded generator gives) fails this test.
+  for (uint32_t seed : {0u, 7u}) {
+    EXPECT_GT(closest_cut(random_scores(seed), kBudget), 1e-5);
+    expect_kept("random:seed=" + std::to_string(seed), kept_by(random_scores(seed), top_per_head(kBudget)), 1);
+  }
+  EXPECT_NE(kept_by(random_scores(0), top_per_head(kBudget)), kept_by(random_scores(7), top_per_head(kBudget)));
 }
 
 TEST(KeptSetReference, StreamingLLM) {

@@ -237,8 +237,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 15 * 2 + 14 + 35);
-  EXPECT_EQ(refused, 18 * 18 - composed);
+  EXPECT_EQ(composed, 17 * 2 + 16 + 39);
+  EXPECT_EQ(refused, 20 * 20 - composed);
 }
 
 }  // namespace

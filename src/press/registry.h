@@ -46,6 +46,8 @@ PressMethod streaming_llm_method();
 PressMethod h2o_method();
 PressMethod tova_method();
 PressMethod knorm_method();
+PressMethod keydiff_method();
+PressMethod random_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

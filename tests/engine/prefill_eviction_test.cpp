@@ -231,6 +231,8 @@ std::vector<Case> one_shot_cases() {
       "chunkkv:reuse=2",
       "h2o",
       "knorm",
+      "keydiff",
+      "random",
       "expected_attention",
       "streaming_llm",
       "compresskv:profile=" + profile,

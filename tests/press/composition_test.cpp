@@ -68,6 +68,8 @@ std::map<std::string, MethodCase> method_cases() {
       {"h2o", {"h2o", Region::kPrompt, false}},
       {"tova", {"tova", Region::kBoth, false, true, false}},
       {"knorm", {"knorm", Region::kPrompt, false}},
+      {"keydiff", {"keydiff", Region::kPrompt, false}},
+      {"random", {"random", Region::kPrompt, false}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},
@@ -235,8 +237,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 15 * 2 + 14 + 35);
-  EXPECT_EQ(refused, 18 * 18 - composed);
+  EXPECT_EQ(composed, 17 * 2 + 16 + 39);
+  EXPECT_EQ(refused, 20 * 20 - composed);
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
 //   KNorm keeps the largest norms (sign of its score flipped)      -> KNorm
+//   KeyDiff averages the raw keys, not the unit keys, for its
+//   anchor (keydiff.cpp without its 1 / ||k_i||)                   -> KeyDiff
+//   Random leaves the layer out of its seed                         -> Random
 //   DeferKV uses 1 - eta in place of eta                            -> DeferKV
 //   the window observes only its last w - 1 queries (off by one,
 //   scored_press.cpp's first observed position)                     -> SnapKV, PyramidKV, AdaKV,
@@ -359,6 +362,73 @@ TEST(KeptSetReference, KNormPerStep) {
       EXPECT_EQ(run.positions[l][g], kept) << "layer " << l << " KV head " << g;
     }
   }
+}
+
+// KeyDiff's score of every prompt entry of KV head g of layer l: -cos(k_j, a), a the mean
+// of the unit keys k_i / ||k_i|| over the whole prompt (all the head holds at prefill end).
+Scores keydiff_scores(int64_t l, int64_t g) {
+  const ReferenceTrace& trace = full_cache().trace;
+  const int64_t d = kShape.head_dim;
+  std::vector<double> anchor(d, 0.0);
+  for (int64_t j = 0; j < kPrompt; ++j) {
+    const double n = testing::key_norm(trace, kShape, l, g, j);
+    for (int64_t i = 0; i < d; ++i) anchor[i] += trace.keys[l][j][g * d + i] / n / kPrompt;
+  }
+  double anchor_norm = 0;
+  for (double a : anchor) anchor_norm += a * a;
+  anchor_norm = std::sqrt(anchor_norm);
+  Scores s;
+  for (int64_t j = 0; j < kPrompt; ++j) {
+    double dot = 0;
+    for (int64_t i = 0; i < d; ++i) dot += trace.keys[l][j][g * d + i] * anchor[i];
+    s.push_back(-dot / (testing::key_norm(trace, kShape, l, g, j) * anchor_norm));
+  }
+  return s;
+}
+
+// The smallest gap, relative to the scores' spread, between the k-th and (k+1)-th best
+// score of any head: the float engine can only be compared exactly where it is wide.
+double closest_cut(const std::function<Scores(int64_t, int64_t)>& score, int64_t k) {
+  double closest = 1;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      Scores s = score(l, g);
+      std::sort(s.begin(), s.end(), std::greater<>());
+      closest = std::min(closest, (s[k - 1] - s[k]) / (s.front() - s.back()));
+    }
+  }
+  return closest;
+}
+
+TEST(KeptSetReference, KeyDiff) {
+  // Mutant seen failing: the anchor taken as the mean of the raw keys, not the unit keys
+  // (keydiff.cpp without its 1 / ||k_i||), fails this test.
+  EXPECT_GT(closest_cut(keydiff_scores, kBudget), 1e-5);
+  expect_kept("keydiff", kept_by(keydiff_scores, top_per_head(kBudget)), 1);
+  expect_kept("keydiff:alloc=adakv", kept_by(keydiff_scores, adakv_rule(kBudget, 0.2)), 1);
+}
+
+// The random baseline's draws as docs/methods/random.md defines them: per layer and KV
+// head, mt19937_64 seeded by seed_seq{seed, layer, head, next position} (the prompt's
+// length at prefill end), each entry's score the top 53 bits of one draw over 2^53.
+std::function<Scores(int64_t, int64_t)> random_scores(uint32_t seed) {
+  return [seed](int64_t l, int64_t g) {
+    std::seed_seq seq{seed, static_cast<uint32_t>(l), static_cast<uint32_t>(g), static_cast<uint32_t>(kPrompt)};
+    std::mt19937_64 draws(seq);
+    Scores s;
+    for (int64_t j = 0; j < kPrompt; ++j) s.push_back(std::ldexp(static_cast<double>(draws() >> 11), -53));
+    return s;
+  };
+}
+
+TEST(KeptSetReference, Random) {
+  // Mutant seen failing: the layer left out of the seed (every layer keeps the same
+  // positions, as kvpress's reseeded generator gives) fails this test.
+  for (uint32_t seed : {0u, 7u}) {
+    EXPECT_GT(closest_cut(random_scores(seed), kBudget), 1e-5);
+    expect_kept("random:seed=" + std::to_string(seed), kept_by(random_scores(seed), top_per_head(kBudget)), 1);
+  }
+  EXPECT_NE(kept_by(random_scores(0), top_per_head(kBudget)), kept_by(random_scores(7), top_per_head(kBudget)));
 }
 
 TEST(KeptSetReference, StreamingLLM) {

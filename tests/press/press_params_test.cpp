@@ -126,7 +126,7 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
     if (info.name == "compresskv") continue;  // needs a profile file: tests/press/compresskv_test.cpp
     EXPECT_NO_THROW(make_press(info.name, KvBudget::per_head(64))) << info.name;
   }
-  for (const char* expected : {"full", "streaming_llm", "h2o", "tova", "knorm", "snapkv", "pyramidkv", "adakv",
+  for (const char* expected : {"full", "streaming_llm", "h2o", "tova", "knorm", "keydiff", "random", "snapkv", "pyramidkv", "adakv",
                                "chunkkv", "deferkv", "expected_attention", "moment_kv", "laq", "laqpp", "speckv", "compresskv",
                                "behavior_preserving"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;

@@ -46,6 +46,7 @@ PressMethod streaming_llm_method();
 PressMethod h2o_method();
 PressMethod tova_method();
 PressMethod knorm_method();
+PressMethod lagkv_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

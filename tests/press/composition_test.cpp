@@ -68,6 +68,7 @@ std::map<std::string, MethodCase> method_cases() {
       {"h2o", {"h2o", Region::kPrompt, false}},
       {"tova", {"tova", Region::kBoth, false, true, false}},
       {"knorm", {"knorm", Region::kPrompt, false}},
+      {"lagkv", {"lagkv:lag=8", Region::kPrompt, false}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},

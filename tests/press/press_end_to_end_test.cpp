@@ -49,6 +49,8 @@ const std::vector<PressCase>& all_cases() {
       {"h2o:per_step=true,every=2,recent=6", 0, false, false},
       {"streaming_llm:per_step=true", 0, true, false},
       {"knorm", 0, true, true},
+      {"lagkv:lag=8", 0, true, true},
+      {"lagkv:lag=8,cross_scoring=true,every=3", 0, false, false},
       {"laq:window=8", 0, true, true},
       {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},

@@ -231,6 +231,7 @@ std::vector<Case> one_shot_cases() {
       "chunkkv:reuse=2",
       "h2o",
       "knorm",
+      "lagkv:lag=8",
       "expected_attention",
       "streaming_llm",
       "compresskv:profile=" + profile,

@@ -236,8 +236,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 15 * 2 + 14 + 35);
-  EXPECT_EQ(refused, 18 * 18 - composed);
+  EXPECT_EQ(composed, 16 * 2 + 15 + 37);
+  EXPECT_EQ(refused, 19 * 19 - composed);
 }
 
 }  // namespace

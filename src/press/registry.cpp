@@ -17,7 +17,7 @@ const std::vector<PressMethod>& methods() {
       keydiff_method(), random_method(), expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
       deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(), compresskv_method(),
       lookaheadkv_method(),
-      behavior_preserving_method(),
+      behavior_preserving_method(), lagkv_method(),
   };
   return all;
 }

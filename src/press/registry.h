@@ -48,6 +48,7 @@ PressMethod tova_method();
 PressMethod knorm_method();
 PressMethod keydiff_method();
 PressMethod random_method();
+PressMethod lagkv_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

@@ -233,6 +233,7 @@ std::vector<Case> one_shot_cases() {
       "knorm",
       "keydiff",
       "random",
+      "lagkv:lag=8",
       "expected_attention",
       "streaming_llm",
       "compresskv:profile=" + profile,

@@ -70,6 +70,7 @@ std::map<std::string, MethodCase> method_cases() {
       {"knorm", {"knorm", Region::kPrompt, false}},
       {"keydiff", {"keydiff", Region::kPrompt, false}},
       {"random", {"random", Region::kPrompt, false}},
+      {"lagkv", {"lagkv:lag=8", Region::kPrompt, false}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},
@@ -237,8 +238,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 17 * 2 + 16 + 39);
-  EXPECT_EQ(refused, 20 * 20 - composed);
+  EXPECT_EQ(composed, 18 * 2 + 17 + 41);
+  EXPECT_EQ(refused, 21 * 21 - composed);
 }
 
 }  // namespace

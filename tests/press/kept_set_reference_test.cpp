@@ -28,6 +28,10 @@
 //   the protected sinks not counted in b (scored_press.cpp gives
 //   the allocation room instead of room - sinks)                    -> StreamingLLM (and both
 //                                                                      ExpectedAttention tests)
+//   LagKV's reference partition is the partition itself, not the
+//   next one (lagkv.cpp's ref = part)                              -> LagKvRanksEachPartition,
+//                                                                      LagKvCrossScoring
+//   LagKV ranks descending (rank 0: the largest score)             -> LagKvRanksEachPartition
 // Expected Attention is compared with its formula in expected_attention_test.cpp.
 #include <gtest/gtest.h>
 
@@ -506,6 +510,93 @@ TEST(KeptSetReference, DeferKvDecodesOnTheFullCacheUntilItEvicts) {
   // The reference trace's decode queries are those of the full-cache tokens y_1, y_2.
   const auto run = testing::run_press_on_model(model_path(), "deferkv:d=2", KvBudget::per_head(kBudget), full_cache().prompt, 2);
   EXPECT_EQ(run.generated, full_cache().generated);
+}
+
+// LagKV [docs/methods/lagkv.md] from its definition: after `sinks` entries, partitions of
+// `lag` entries; entry j of partition p scores, for its key and its value alike, the
+// sample standard deviation over channels c of (x_j[c] - min_c) / (max_c - min_c), min and
+// max over partition p + 1, softmaxed over partition p; the score is the mean of the key's
+// and the value's. The last whole partition and the rest after it score 1. By default the
+// score is its rank within the partition (0 the smallest) over lag.
+Scores lagkv_scores(int64_t l, int64_t g, int64_t sinks, int64_t lag, bool cross_scoring) {
+  const ReferenceTrace& trace = full_cache().trace;
+  const int64_t d = kShape.head_dim;
+  const auto channel = [&](bool key, int64_t j, int64_t c) {
+    return (key ? trace.keys : trace.values)[l][j][g * d + c];
+  };
+  Scores s(kPrompt, 1.0);
+  const int64_t scored = (kPrompt - sinks) / lag - 1;  // partitions with a reference after them
+  for (int64_t p = 0; p < scored; ++p) {
+    const int64_t begin = sinks + p * lag;
+    Scores mean_of_both(lag, 0.0);
+    for (bool key : {true, false}) {
+      Scores spread;
+      for (int64_t j = begin; j < begin + lag; ++j) {
+        std::vector<double> y;
+        for (int64_t c = 0; c < d; ++c) {
+          double lo = channel(key, begin + lag, c), hi = lo;
+          for (int64_t r = begin + lag; r < begin + 2 * lag; ++r) {
+            lo = std::min(lo, channel(key, r, c));
+            hi = std::max(hi, channel(key, r, c));
+          }
+          y.push_back((channel(key, j, c) - lo) / (hi - lo));
+        }
+        const double mean = std::accumulate(y.begin(), y.end(), 0.0) / d;
+        double var = 0;
+        for (double v : y) var += (v - mean) * (v - mean);
+        spread.push_back(std::sqrt(var / (d - 1)));
+      }
+      double z = 0;
+      for (double v : spread) z += std::exp(v);
+      for (int64_t i = 0; i < lag; ++i) mean_of_both[i] += std::exp(spread[i]) / z / 2;
+    }
+    for (int64_t i = 0; i < lag; ++i) {
+      int64_t rank = 0;  // entries below it, ties to the earlier
+      for (int64_t k = 0; k < lag; ++k) {
+        rank += mean_of_both[k] < mean_of_both[i] || (mean_of_both[k] == mean_of_both[i] && k < i);
+      }
+      s[begin + i] = cross_scoring ? mean_of_both[i] : double(rank) / double(lag);
+    }
+  }
+  return s;
+}
+
+// The sinks, and the best b - sinks of the other prompt entries by `score`, per head.
+Kept lagkv_kept(int64_t sinks, const std::function<Scores(int64_t, int64_t)>& score) {
+  Kept out;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    out.emplace_back();
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      const Scores all = score(l, g);
+      Positions kept = span(0, sinks);
+      for (int32_t i : best(Scores(all.begin() + sinks, all.end()), kBudget - sinks)) kept.push_back(i + sinks);
+      out.back().push_back(kept);
+    }
+  }
+  return out;
+}
+
+TEST(KeptSetReference, LagKvRanksEachPartition) {
+  // lag 16: 9 whole partitions after 4 sinks, the last with the 12 after it kept (28),
+  // 8 scored; b - 4 - 28 = 40 = 5 per partition. lag 12, 2 sinks: 13 partitions, the tail
+  // 14, 12 scored; 56 = 4 per partition and 8 of the fifth rank: a tie between
+  // partitions, cut towards the earlier ones.
+  expect_kept("lagkv:lag=16", lagkv_kept(4, [](int64_t l, int64_t g) { return lagkv_scores(l, g, 4, 16, false); }), 1);
+  expect_kept("lagkv:lag=12,sinks=2",
+              lagkv_kept(2, [](int64_t l, int64_t g) { return lagkv_scores(l, g, 2, 12, false); }), 1);
+}
+
+TEST(KeptSetReference, LagKvCrossScoring) {
+  // The softmaxed scores compared across the partitions, not ranked within each.
+  const Kept kept = lagkv_kept(4, [](int64_t l, int64_t g) { return lagkv_scores(l, g, 4, 16, true); });
+  expect_kept("lagkv:lag=16,cross_scoring=true", kept, 1);
+}
+
+TEST(KeptSetReference, LagKvShortPromptKeepsTheNewest) {
+  // 160 < sinks + 2 * 128 (the default lag): no partition has a reference, and the newest
+  // entries win, as in kvpress.
+  Kept kept(kLayers, std::vector<Positions>(kShape.n_head_kv, united(span(0, 4), span(kPrompt - (kBudget - 4), kPrompt))));
+  expect_kept("lagkv", kept, 1);
 }
 
 }  // namespace

@@ -53,6 +53,8 @@ const std::vector<PressCase>& all_cases() {
       {"keydiff:every=3", 0, false, false},
       {"random", 0, true, true},
       {"random:seed=3,alloc=adakv", 0, false, true},
+      {"lagkv:lag=8", 0, true, true},
+      {"lagkv:lag=8,cross_scoring=true,every=3", 0, false, false},
       {"laq:window=8", 0, true, true},
       {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},

@@ -34,15 +34,26 @@ void counted_free(void* p) noexcept {
 
 }  // namespace
 
-// The plain forms: the nothrow, array and sized forms of libstdc++ forward to these. The
-// over-aligned forms are left to the library (they allocate with aligned_alloc and free
-// with free, neither counted).
+// Every unaligned form, the nothrow ones included: AddressSanitizer supplies each form
+// itself, so one left out would allocate through ASan and be freed here (an
+// alloc-dealloc mismatch; std::stable_sort's buffer is a nothrow new). The over-aligned
+// forms are all left to the runtime, which pairs them itself, uncounted.
 void* operator new(std::size_t size) { return counted_alloc(size); }
 void* operator new[](std::size_t size) { return counted_alloc(size); }
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  try {
+    return counted_alloc(size);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t size, const std::nothrow_t& tag) noexcept { return operator new(size, tag); }
 void operator delete(void* p) noexcept { counted_free(p); }
 void operator delete[](void* p) noexcept { counted_free(p); }
 void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
 void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { counted_free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { counted_free(p); }
 
 namespace deferkv::testing {
 

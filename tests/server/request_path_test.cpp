@@ -55,12 +55,15 @@ struct Expected {
 };
 
 TEST(ServerRequestPath, EachSubmitRefusalHasItsOwnStatusAndCode) {
-  FakeServer f;
+  // Before the server: its handler threads read the cases (the fake's on_submit), and the
+  // server's end (joining them) must come before the cases' (ThreadSanitizer saw the
+  // vector freed while a handler thread's read was unordered with it).
   const std::vector<Expected> cases = {
       {SubmitRefusal::kShuttingDown, 503, "unavailable_error", "server_shutting_down", ""},
       {SubmitRefusal::kQueueFull, 429, "requests", "rate_limit_exceeded", ""},
       {SubmitRefusal::kKvMemoryExceeded, 400, "invalid_request_error", "kv_memory_exceeded", "max_tokens"},
   };
+  FakeServer f;
   for (const Expected& e : cases) {
     for (bool stream : {false, true}) {
       SCOPED_TRACE(::testing::Message() << e.status << (stream ? " streamed" : ""));
@@ -79,6 +82,7 @@ TEST(ServerRequestPath, EachSubmitRefusalHasItsOwnStatusAndCode) {
       EXPECT_EQ(err["param"], *e.param ? json(e.param) : json());
     }
   }
+  std::lock_guard lock(f.state->mutex);
   EXPECT_TRUE(f.state->submitted.empty());
 }
 
@@ -86,7 +90,10 @@ TEST(ServerRequestPath, EachSubmitRefusalHasItsOwnStatusAndCode) {
 // a 400 that blames the request.
 TEST(ServerRequestPath, AnyOtherSubmitFailureIs500) {
   FakeServer f;
-  f.state->on_submit = [](const server::GenerationRequest&, size_t) { throw Error("the fake's bug"); };
+  {
+    std::lock_guard lock(f.state->mutex);  // the handler threads read it under the lock
+    f.state->on_submit = [](const server::GenerationRequest&, size_t) { throw Error("the fake's bug"); };
+  }
   const auto r = f.server.post("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "hi"}}}}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 500) << r->body;
@@ -97,12 +104,16 @@ TEST(ServerRequestPath, AnyOtherSubmitFailureIs500) {
 // the response is the refusal's.
 TEST(ServerRequestPath, ARefusedPromptInAListCancelsThoseQueuedBeforeIt) {
   FakeServer f;
-  f.state->on_submit = [](const server::GenerationRequest&, size_t index) {
-    if (index == 1) throw SubmitError(SubmitRefusal::kQueueFull, "full");
-  };
+  {
+    std::lock_guard lock(f.state->mutex);
+    f.state->on_submit = [](const server::GenerationRequest&, size_t index) {
+      if (index == 1) throw SubmitError(SubmitRefusal::kQueueFull, "full");
+    };
+  }
   const auto r = f.server.post("/v1/completions", {{"prompt", {"Once", "upon", "a time"}}, {"max_tokens", 4}});
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 429) << r->body;
+  std::lock_guard lock(f.state->mutex);
   ASSERT_EQ(f.state->submitted.size(), 1u);
   EXPECT_EQ(f.state->cancelled, std::vector<server::RequestId>{f.state->submitted[0]->id});
 }

@@ -13,11 +13,12 @@ namespace {
 
 const std::vector<PressMethod>& methods() {
   static const std::vector<PressMethod> all = {
-      full_method(),   streaming_llm_method(), h2o_method(),   tova_method(),    knorm_method(),
-      keydiff_method(), random_method(), expected_attention_method(), snapkv_method(), pyramidkv_method(), adakv_method(), chunkkv_method(),
-      deferkv_method(), moment_kv_method(), laq_method(), laqpp_method(), speckv_method(), compresskv_method(),
-      lookaheadkv_method(),
-      behavior_preserving_method(), lagkv_method(),
+      full_method(),        streaming_llm_method(), h2o_method(),          tova_method(),
+      knorm_method(),       keydiff_method(),       random_method(),       expected_attention_method(),
+      snapkv_method(),      pyramidkv_method(),     adakv_method(),        chunkkv_method(),
+      deferkv_method(),     moment_kv_method(),     laq_method(),          laqpp_method(),
+      speckv_method(),      compresskv_method(),    lookaheadkv_method(),  behavior_preserving_method(),
+      lagkv_method(),
   };
   return all;
 }

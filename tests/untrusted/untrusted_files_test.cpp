@@ -171,6 +171,18 @@ TEST_F(UntrustedFiles, CompressKvProfileLayersBeyondItsEntries) {
   expect_refused(metered([&] { load_compresskv_profile(path); }), {"one entry per layer", path}, kMiB);
 }
 
+// Counts written as floats beyond 64 bits (found by fuzz_compresskv_profile: nlohmann's
+// get<int64_t>() of 3.4e94 was undefined behaviour) are refused by name.
+TEST_F(UntrustedFiles, CompressKvProfileNumbersThatAreNoWholeNumbers) {
+  const std::string path = dir.file("profile.json");
+  write_text(path, R"({"format": "deferkv-compresskv-profile/1", "model": {"name": "m", "n_layer": 3.4e94,
+                       "n_head": 4}, "retrieval_heads": [[0]], "layer_scores": [1.0]})");
+  expect_refused(metered([&] { load_compresskv_profile(path); }), {"model.n_layer", "not a whole number", path}, kMiB);
+  write_text(path, R"({"format": "deferkv-compresskv-profile/1", "model": {"name": "m", "n_layer": 1,
+                       "n_head": 4}, "retrieval_heads": [[1e300]], "layer_scores": [1.0]})");
+  expect_refused(metered([&] { load_compresskv_profile(path); }), {"retrieval_heads", "not a whole number"}, kMiB);
+}
+
 // LongBench's files: a dataset2maxlen whose length does not fit the tokens, and a JSONL line
 // of the wrong shape, each named.
 TEST_F(UntrustedFiles, LongBenchFilesOfTheWrongShape) {

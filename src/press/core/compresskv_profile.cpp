@@ -1,6 +1,7 @@
 #include "press/core/compresskv_profile.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,21 @@
 #include "deferkv/error.h"
 
 namespace deferkv {
+
+namespace {
+
+// An integer of the file. nlohmann's get<int64_t>() of a float such as 3e94 converts it
+// out of range (undefined behaviour; found by fuzz/fuzz_compresskv_profile.cpp): a number
+// that is not a whole one within 64 bits is refused by name instead.
+int64_t whole_number(const nlohmann::json& value, const char* field, const std::string& path) {
+  if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
+    return static_cast<int64_t>(value.get<uint64_t>());
+  }
+  if (value.is_number_integer() && !value.is_number_unsigned()) return value.get<int64_t>();
+  fail("CompressKV profile '{}': {} holds {}, not a whole number", path, field, value.dump());
+}
+
+}  // namespace
 
 CompressKvProfile load_compresskv_profile(const std::string& path) {
   // A folder opens as a stream whose first read throws std::ios_base::failure; the
@@ -25,9 +41,15 @@ CompressKvProfile load_compresskv_profile(const std::string& path) {
     }
     CompressKvProfile p;
     p.model_name = j.at("model").value("name", "");
-    p.n_layer = j.at("model").at("n_layer").get<int64_t>();
-    p.n_head = j.at("model").at("n_head").get<int64_t>();
-    p.retrieval_heads = j.at("retrieval_heads").get<std::vector<std::vector<int64_t>>>();
+    p.n_layer = whole_number(j.at("model").at("n_layer"), "model.n_layer", path);
+    p.n_head = whole_number(j.at("model").at("n_head"), "model.n_head", path);
+    const nlohmann::json& heads = j.at("retrieval_heads");
+    if (!heads.is_array()) fail("CompressKV profile '{}': retrieval_heads is not a list", path);
+    for (const nlohmann::json& layer : heads) {
+      if (!layer.is_array()) fail("CompressKV profile '{}': retrieval_heads holds a non-list", path);
+      std::vector<int64_t>& ids = p.retrieval_heads.emplace_back();
+      for (const nlohmann::json& h : layer) ids.push_back(whole_number(h, "retrieval_heads", path));
+    }
     p.layer_scores = j.at("layer_scores").get<std::vector<double>>();
     if (static_cast<int64_t>(p.retrieval_heads.size()) != p.n_layer ||
         static_cast<int64_t>(p.layer_scores.size()) != p.n_layer) {

@@ -194,6 +194,9 @@ TEST_F(UntrustedFiles, LongBenchFilesOfTheWrongShape) {
   const std::string jsonl = (folder / "qasper.jsonl").string();
   write_text(jsonl, R"({"input": "q", "context": ["not", "a", "string"], "answers": ["a"], "length": 3})" "\n");
   expect_refused(metered([&] { eval::read_longbench_file(jsonl); }), {"qasper.jsonl"}, kMiB);
+  write_text(jsonl, R"({"input": "q", "context": "c", "answers": ["a"], "length": 1e300, "dataset": "qasper",)"
+                    R"( "language": "en", "all_classes": null, "_id": "x"})" "\n");
+  expect_refused(metered([&] { eval::read_longbench_file(jsonl); }), {"qasper.jsonl", "'length'", "whole number"}, kMiB);
 }
 
 }  // namespace

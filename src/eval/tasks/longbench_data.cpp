@@ -38,6 +38,8 @@ LongBenchRow row_of(const json& line, const std::string& where) {
   for (const char* field : {"input", "context", "answers", "length", "dataset", "language", "all_classes", "_id"}) {
     if (!line.contains(field)) fail("{}: no '{}' field (the official LongBench schema has it)", where, field);
   }
+  // A float such as 1e300 read as int64 would be undefined behaviour: whole numbers only.
+  if (!line["length"].is_number_integer()) fail("{}: 'length' is {}, not a whole number", where, line["length"].dump());
   try {
     return {line["input"].get<std::string>(),  line["context"].get<std::string>(),
             strings_of(line["answers"], where, "answers"), line["length"].get<int64_t>(),

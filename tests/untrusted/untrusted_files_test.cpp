@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "deferkv/eval_longbench.h"
+#include "deferkv/eval_sweep.h"
+#include "eval/sweep/sample_log.h"
 #include "deferkv/model.h"
 #include "deferkv/tokenizer.h"
 #include "model/test_models.h"
@@ -197,6 +199,51 @@ TEST_F(UntrustedFiles, LongBenchFilesOfTheWrongShape) {
   write_text(jsonl, R"({"input": "q", "context": "c", "answers": ["a"], "length": 1e300, "dataset": "qasper",)"
                     R"( "language": "en", "all_classes": null, "_id": "x"})" "\n");
   expect_refused(metered([&] { eval::read_longbench_file(jsonl); }), {"qasper.jsonl", "'length'", "whole number"}, kMiB);
+}
+
+// A results folder's files (ours, but edited by hand or cut by a crash): a samples or failures
+// record whose row id is a float out of int64's range, or that lacks a field the summary
+// reads, is refused naming the file, line and field; before this check the first was
+// undefined behaviour (get<int64_t>() of 1e300) and the second read a missing key of a const
+// object. config.json's sweep counts are read as whole numbers the same way.
+TEST_F(UntrustedFiles, ResultsFolderRecordsOfTheWrongShape) {
+  const std::string samples = dir.file("samples.jsonl");
+  const std::string good = R"({"method_params": "snapkv@64", "task": "niah_single_1", "length": 4096, "index": 0,)"
+                           R"( "score": 100.0, "prompt_tokens": 4000, "prefill_seconds": 1.5,)"
+                           R"( "decode_tokens_per_second": 20.0, "capture_seconds": 0.01, "eviction_seconds": 0.02,)"
+                           R"( "kv_bytes_after_eviction": null, "peak_kv_bytes": 1000})";
+  write_text(samples, good + "\n");
+  ASSERT_EQ(eval::SampleLog::read(samples).size(), 1u);
+
+  const auto refused = [&](const std::string& line, std::initializer_list<std::string> fragments,
+                           eval::RecordKind kind = eval::RecordKind::kSample) {
+    // A samples file's bad line follows a good one; a failures file holds the bad line alone.
+    write_text(samples, (kind == eval::RecordKind::kSample ? good + "\n" : std::string()) + line + "\n");
+    expect_refused(metered([&] { eval::SampleLog::read(samples, kind); }), fragments, kMiB);
+  };
+  std::string wrong = good;
+  wrong.replace(wrong.find("4096"), 4, "1e300");
+  refused(wrong, {samples + ":2", "\"length\"", "whole number"});
+  wrong = good;
+  const std::string score_field = "\"score\": 100.0, ";
+  wrong.replace(wrong.find(score_field), score_field.size(), "");
+  refused(wrong, {samples + ":2", "no \"score\""});
+  wrong = good;
+  wrong.replace(wrong.find("1000}"), 4, "-5");
+  refused(wrong, {samples + ":2", "\"peak_kv_bytes\""});
+  refused(R"({"method_params": "full", "length": 4096, "depth": "half", "error": "boom"})", {samples + ":1", "\"depth\"", "a number"},
+          eval::RecordKind::kFailure);
+  refused(R"({"method_params": "full", "dataset": "qasper", "index": 2})", {"no \"error\""}, eval::RecordKind::kFailure);
+
+  nlohmann::ordered_json config = {{"benchmark", "ruler"},
+                                   {"sweep", {{"tasks", {"niah_single_1"}}, {"lengths", {4096}}, {"samples", 2},
+                                              {"methods", nlohmann::ordered_json::array()}}}};
+  EXPECT_EQ(eval::plan_from_config(config).lengths, std::vector<int64_t>{4096});
+  config["sweep"]["lengths"] = {1e300};
+  expect_refused(metered([&] { eval::plan_from_config(config); }), {"sweep.lengths", "1e+300"}, kMiB);
+  config["sweep"]["lengths"] = {4096};
+  config["sweep"]["samples"] = 2.5;
+  expect_refused(metered([&] { eval::plan_from_config(config); }), {"sweep.samples", "whole number"}, kMiB);
 }
 
 }  // namespace

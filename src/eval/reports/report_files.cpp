@@ -32,8 +32,9 @@ std::string mib(double bytes) { return fmt::format("{:.2f}", bytes / 1048576.0);
 
 std::string decoding_text(const ordered_json& d) {
   if (!d.is_object() || d.value("temperature", 0.0) <= 0) return "greedy";
+  // top_k as written: value<int>() of a float such as 1e300 would convert it out of range.
   return fmt::format("sampled, temperature {}, top-k {}, top-p {}, min-p {}", d.value("temperature", 0.0),
-                     d.value("top_k", 0), d.value("top_p", 1.0), d.value("min_p", 0.0));
+                     d.value("top_k", ordered_json(0)).dump(), d.value("top_p", 1.0), d.value("min_p", 0.0));
 }
 
 // Each table's scores and its cost table, "## title (question mode)" first.
@@ -84,7 +85,7 @@ std::string markdown(const Summary& summary, const ordered_json& config) {
                                                ? config["chat_template"].get<std::string>()
                                                : std::string("none (plain prompts)"));
   md << fmt::format("- decoding: {}; seed {}\n", decoding_text(config.value("decoding", ordered_json())),
-                    config.value("seed", 0));
+                    config.value("seed", ordered_json(0)).dump());
   if (config.contains("kv_cache")) {
     md << fmt::format("- KV cache storage: keys {}, values {}\n", config["kv_cache"].value("type_k", ""),
                       config["kv_cache"].value("type_v", ""));
@@ -241,7 +242,7 @@ std::vector<nlohmann::json> folder_records(const std::string& dir) {
 std::vector<nlohmann::json> folder_failures(const std::string& dir) {
   std::vector<nlohmann::json> failures;
   for (const std::string& file : SampleLog::files_in(dir, "failures")) {
-    for (nlohmann::json& record : SampleLog::read(file)) failures.push_back(std::move(record));
+    for (nlohmann::json& record : SampleLog::read(file, RecordKind::kFailure)) failures.push_back(std::move(record));
   }
   return failures;
 }
@@ -289,8 +290,14 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   const ordered_json config = ordered_json::parse(config_in, nullptr, false);
   if (config.is_discarded()) fail("'{}' has no readable config.json", dir);
   Summary summary = summarize(plan, folder_records(dir), folder_failures(dir));
-  summary.question_agnostic = config.value("question_agnostic", false);
-  write_file(folder / "summary.md", markdown(summary, config) + kept_maps_markdown(plan, folder));
+  std::string summary_md;
+  try {  // config.json is ours, but may have been edited: a field of the wrong type is named
+    summary.question_agnostic = config.value("question_agnostic", false);
+    summary_md = markdown(summary, config);
+  } catch (const nlohmann::json::exception& e) {
+    fail("'{}': a field of config.json has the wrong type: {}", (folder / "config.json").string(), e.what());
+  }
+  write_file(folder / "summary.md", summary_md + kept_maps_markdown(plan, folder));
   write_file(folder / "results.csv", tidy_csv(summary));
   write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
   std::vector<std::filesystem::path> plots;
@@ -311,7 +318,7 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
 
 int64_t failed_rows(const SweepPlan& plan, const std::string& dir, Shard shard) {
   const std::vector<nlohmann::json> failures =
-      shard.whole() ? folder_failures(dir) : SampleLog::read(dir + "/" + shard.log_name("failures"));
+      shard.whole() ? folder_failures(dir) : SampleLog::read(dir + "/" + shard.log_name("failures"), RecordKind::kFailure);
   return summarize(plan, folder_records(dir), failures).failed;
 }
 

@@ -9,11 +9,13 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "deferkv/error.h"
+#include "tensor/json_numbers.h"
 
 namespace deferkv::eval {
 namespace {
@@ -26,14 +28,64 @@ std::string read_all(const std::string& path) {
   return std::move(text).str();
 }
 
-// The complete lines of the log, each parsed; `complete_bytes` is where they end.
-std::vector<nlohmann::json> parse_lines(const std::string& path, const std::string& text, size_t& complete_bytes) {
+// What is wrong with a record, if anything: the fields key_of, summarize and the cost
+// table read, by the record's shape (LongBench rows have "dataset", RULER's "task", NIAH's
+// neither). A file is ours, but it may have been edited or come from elsewhere.
+std::optional<std::string> record_problem(const nlohmann::json& r, RecordKind kind) {
+  const auto missing = [&](const char* field, const char* what) -> std::optional<std::string> {
+    if (!r.contains(field)) return fmt::format("it has no \"{}\" ({})", field, what);
+    return fmt::format("its \"{}\" is {}, not {}", field, r[field].dump(), what);
+  };
+  const auto string = [&](const char* f) { return r.contains(f) && r[f].is_string(); };
+  const auto count = [&](const char* f) {
+    if (!r.contains(f)) return false;
+    const std::optional<int64_t> v = json_whole_number(r[f]);
+    return v && *v >= 0;
+  };
+  const auto finite = [&](const char* f) { return r.contains(f) && json_finite_number(r[f]).has_value(); };
+
+  if (!string("method_params")) return missing("method_params", "a string");
+  if (r.contains("dataset")) {
+    if (!string("dataset")) return missing("dataset", "a string");
+    if (!count("index")) return missing("index", "a whole number >= 0");
+  } else {
+    if (!count("length")) return missing("length", "a whole number >= 0");
+    if (r.contains("task")) {
+      if (!string("task")) return missing("task", "a string");
+      if (!count("index")) return missing("index", "a whole number >= 0");
+    } else if (!finite("depth")) {
+      return missing("depth", "a number");
+    }
+  }
+  if (kind == RecordKind::kFailure) {
+    if (!string("error")) return missing("error", "a string");
+    return std::nullopt;
+  }
+  for (const char* f : {"score", "prompt_tokens", "prefill_seconds", "decode_tokens_per_second", "capture_seconds",
+                        "eviction_seconds"}) {
+    if (!finite(f)) return missing(f, "a number");
+  }
+  if (!count("peak_kv_bytes")) return missing("peak_kv_bytes", "a whole number >= 0");
+  if (r.contains("peak_rss_bytes") && !count("peak_rss_bytes")) return missing("peak_rss_bytes", "a whole number >= 0");
+  if (!r.contains("kv_bytes_after_eviction") || (!r["kv_bytes_after_eviction"].is_null() && !finite("kv_bytes_after_eviction"))) {
+    return missing("kv_bytes_after_eviction", "a number or null");
+  }
+  return std::nullopt;
+}
+
+// The complete lines of the log, each parsed and checked; `complete_bytes` is where they end.
+std::vector<nlohmann::json> parse_lines(const std::string& path, const std::string& text, RecordKind kind,
+                                        size_t& complete_bytes) {
   std::vector<nlohmann::json> records;
   size_t begin = 0, line_number = 1;
   for (size_t end; (end = text.find('\n', begin)) != std::string::npos; begin = end + 1, ++line_number) {
     if (end == begin) continue;
     auto record = nlohmann::json::parse(text.substr(begin, end - begin), nullptr, false);
     if (record.is_discarded() || !record.is_object()) fail("{}:{}: not a JSON object", path, line_number);
+    if (const auto problem = record_problem(record, kind)) {
+      fail("{}:{}: not a {} record: {}", path, line_number, kind == RecordKind::kSample ? "sample" : "failed row's",
+           *problem);
+    }
     records.push_back(std::move(record));
   }
   complete_bytes = begin;
@@ -47,7 +99,7 @@ std::string host_name() {
 
 }  // namespace
 
-SampleLog::SampleLog(std::string path) : path_(std::move(path)), owner_path_(path_ + ".owner") {
+SampleLog::SampleLog(std::string path, RecordKind kind) : path_(std::move(path)), owner_path_(path_ + ".owner") {
   const int fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot append to '{}': {}", path_, std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
@@ -63,7 +115,7 @@ SampleLog::SampleLog(std::string path) : path_(std::move(path)), owner_path_(pat
   std::ofstream(owner_path_, std::ios::trunc) << fmt::format("pid {} on {}\n", ::getpid(), host_name());
   size_t complete = 0;
   const std::string text = read_all(path_);
-  parse_lines(path_, text, complete);
+  parse_lines(path_, text, kind, complete);
   if (complete < text.size()) std::filesystem::resize_file(path_, complete);  // an unfinished last line
   file_ = ::fdopen(fd, "ab");
   if (file_ == nullptr) {
@@ -85,9 +137,9 @@ void SampleLog::append(const nlohmann::ordered_json& record) {
   }
 }
 
-std::vector<nlohmann::json> SampleLog::read(const std::string& path) {
+std::vector<nlohmann::json> SampleLog::read(const std::string& path, RecordKind kind) {
   size_t complete = 0;
-  return parse_lines(path, read_all(path), complete);
+  return parse_lines(path, read_all(path), kind, complete);
 }
 
 std::vector<std::string> SampleLog::files_in(const std::string& dir, const std::string& stem) {

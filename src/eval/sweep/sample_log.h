@@ -14,19 +14,25 @@
 
 namespace deferkv::eval {
 
+// What a results file holds: samples.jsonl's rows (scores and costs) or failures.jsonl's.
+enum class RecordKind { kSample, kFailure };
+
 class SampleLog {
  public:
-  // Opens `path` for appending; another process appending to it is an error naming the file
-  // and that process.
-  explicit SampleLog(std::string path);
+  // Opens `path`, a file of `kind` records, for appending; another process appending to it
+  // is an error naming the file and that process.
+  explicit SampleLog(std::string path, RecordKind kind = RecordKind::kSample);
   ~SampleLog();
   SampleLog(const SampleLog&) = delete;
   SampleLog& operator=(const SampleLog&) = delete;
 
   void append(const nlohmann::ordered_json& record);
 
-  // Every complete record in the file at `path` (none when it does not exist).
-  static std::vector<nlohmann::json> read(const std::string& path);
+  // Every complete record in the file at `path` (none when it does not exist). A record
+  // without the fields its kind needs, of their types (row ids and byte counts whole
+  // numbers, scores and costs finite), is an error naming the file, line and field: the
+  // readers after this one take them as given.
+  static std::vector<nlohmann::json> read(const std::string& path, RecordKind kind = RecordKind::kSample);
   // The samples files of the folder `dir`, sorted: samples.jsonl and samples.shard-*.jsonl
   // (with stem "failures": the failed rows' files, failures.jsonl and failures.shard-*.jsonl).
   static std::vector<std::string> files_in(const std::string& dir, const std::string& stem = "samples");

@@ -5,6 +5,7 @@
 
 #include "deferkv/error.h"
 #include "deferkv/eval_sweep.h"
+#include "tensor/json_numbers.h"
 
 namespace deferkv::eval {
 namespace {
@@ -19,6 +20,21 @@ KvBudget budget_of(const std::string& label) {
   } catch (const std::logic_error&) {
     fail("config.json: '{}' is not a budget (64, r0.5)", label);
   }
+}
+
+// config.json's counts: whole numbers >= 0, or an error naming the field (json_numbers.h
+// says why get<int64_t>() will not do).
+int64_t count_of(const ordered_json& value, const char* field) {
+  const std::optional<int64_t> v = json_whole_number(value);
+  if (!v || *v < 0) fail("config.json: sweep.{} holds {}, not a whole number >= 0", field, value.dump());
+  return *v;
+}
+
+std::vector<int64_t> counts_of(const ordered_json& values, const char* field) {
+  if (!values.is_array()) fail("config.json: sweep.{} is {}, not a list", field, values.dump());
+  std::vector<int64_t> counts;
+  for (const ordered_json& v : values) counts.push_back(count_of(v, field));
+  return counts;
 }
 
 }  // namespace
@@ -90,15 +106,20 @@ SweepPlan plan_from_config(const ordered_json& config) {
     const ordered_json& s = config.at("sweep");
     if (plan.benchmark == Benchmark::kLongBench) {
       plan.tasks = s.at("datasets").get<std::vector<std::string>>();
-      plan.samples = s.at("samples").is_string() ? -1 : s.at("samples").get<int64_t>();
-      plan.rows = s.at("rows").get<std::vector<int64_t>>();
+      plan.samples = s.at("samples") == "all" ? -1 : count_of(s.at("samples"), "samples");
+      plan.rows = counts_of(s.at("rows"), "rows");
     } else {
-      plan.lengths = s.at("lengths").get<std::vector<int64_t>>();
+      plan.lengths = counts_of(s.at("lengths"), "lengths");
       if (plan.benchmark == Benchmark::kNiah) {
-        plan.depths = s.at("depths").get<std::vector<double>>();
+        if (!s.at("depths").is_array()) fail("config.json: sweep.depths is {}, not a list", s.at("depths").dump());
+        for (const ordered_json& depth : s.at("depths")) {
+          const std::optional<double> d = json_finite_number(depth);
+          if (!d || *d < 0 || *d > 100) fail("config.json: sweep.depths holds {}, not a percentage", depth.dump());
+          plan.depths.push_back(*d);
+        }
       } else {
         plan.tasks = s.at("tasks").get<std::vector<std::string>>();
-        plan.samples = s.at("samples").get<int64_t>();
+        plan.samples = count_of(s.at("samples"), "samples");
       }
     }
     for (const auto& m : s.at("methods")) {

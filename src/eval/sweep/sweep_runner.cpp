@@ -158,7 +158,7 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
       std::lock_guard lock(log_mutex);
       nlohmann::ordered_json failed = row_fields(plan, method, *sample);
       failed["error"] = e.what();
-      if (!failures) failures.emplace(dir + "/" + shard.log_name("failures"));
+      if (!failures) failures.emplace(dir + "/" + shard.log_name("failures"), RecordKind::kFailure);
       failures->append(failed);
       ++ran;
       progress.sample_failed(row_text(plan, method, slots[s]));

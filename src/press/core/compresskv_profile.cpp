@@ -9,19 +9,15 @@
 #include <nlohmann/json.hpp>
 
 #include "deferkv/error.h"
+#include "tensor/json_numbers.h"
 
 namespace deferkv {
 
 namespace {
 
-// An integer of the file. nlohmann's get<int64_t>() of a float such as 3e94 converts it
-// out of range (undefined behaviour; found by fuzz/fuzz_compresskv_profile.cpp): a number
-// that is not a whole one within 64 bits is refused by name instead.
+// An integer of the file, or an error naming the field (json_numbers.h says why).
 int64_t whole_number(const nlohmann::json& value, const char* field, const std::string& path) {
-  if (value.is_number_unsigned() && value.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)) {
-    return static_cast<int64_t>(value.get<uint64_t>());
-  }
-  if (value.is_number_integer() && !value.is_number_unsigned()) return value.get<int64_t>();
+  if (const std::optional<int64_t> v = json_whole_number(value)) return *v;
   fail("CompressKV profile '{}': {} holds {}, not a whole number", path, field, value.dump());
 }
 

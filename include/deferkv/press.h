@@ -171,12 +171,32 @@ struct PressParameter {
   std::string help;
 };
 
+// What a method reads to decide what to keep: `deferkv presses` groups the methods by it,
+// because it is what a user choosing one asks first (does it need the question? a second
+// pass? a file made for the model?).
+enum class PressReads {
+  kUnstated,       // a method that has not said (tests/press/press_params_test.cpp refuses it)
+  kNothing,        // positions or chance alone, or keeps everything
+  kKeysAndValues,  // the cached keys and values, no query: the same with or without the question
+  kPromptQueries,  // the prompt's queries (their attention or statistics): question-aware when
+                   // the question ends the prompt
+  kDecodeQueries,  // the queries of the answer's first tokens, or of every step
+  kExtraForward,   // a forward pass of its own after the prompt (lookahead, draft, learned rows,
+                   // the context's reconstruction)
+  kCalibration,    // a profile or weights made for the model beforehand
+};
+// A key for scripts ("nothing", "keys_and_values", "prompt_queries", "decode_queries",
+// "extra_forward", "calibration") and one line for the group's heading.
+const char* press_reads_name(PressReads reads);
+const char* press_reads_heading(PressReads reads);
+
 struct PressInfo {
   std::string name;
   std::string summary;
   std::string paper;
   std::vector<PressParameter> parameters;
   bool uses_budget = true;  // needs --kv-budget / --kv-ratio
+  PressReads reads = PressReads::kUnstated;
 };
 
 // Every registered method, in a stable order.

@@ -29,6 +29,7 @@ py::list presses() {
     d["summary"] = info.summary;
     d["paper"] = info.paper;
     d["uses_budget"] = info.uses_budget;
+    d["reads"] = press_reads_name(info.reads);
     d["parameters"] = parameters;
     out.append(d);
   }

@@ -11,21 +11,57 @@
 namespace deferkv {
 namespace {
 
+// Every method, by what it reads (PressReads): the groups `deferkv presses` shows.
 const std::vector<PressMethod>& methods() {
-  static const std::vector<PressMethod> all = {
-      full_method(),        streaming_llm_method(), h2o_method(),          tova_method(),
-      knorm_method(),       keydiff_method(),       random_method(),       expected_attention_method(),
-      snapkv_method(),      pyramidkv_method(),     adakv_method(),        chunkkv_method(),
-      deferkv_method(),     moment_kv_method(),     laq_method(),          laqpp_method(),
-      speckv_method(),      compresskv_method(),    lookaheadkv_method(),  behavior_preserving_method(),
-      lagkv_method(),
-  };
+  static const std::vector<PressMethod> all = [] {
+    std::vector<PressMethod> out;
+    const auto group = [&](PressReads reads, std::initializer_list<PressMethod (*)()> members) {
+      for (PressMethod (*method)() : members) {
+        out.push_back(method());
+        out.back().info.reads = reads;
+      }
+    };
+    group(PressReads::kNothing, {full_method, streaming_llm_method, random_method});
+    group(PressReads::kKeysAndValues, {knorm_method, keydiff_method, lagkv_method});
+    group(PressReads::kPromptQueries, {snapkv_method, pyramidkv_method, adakv_method, chunkkv_method, h2o_method,
+                                       expected_attention_method, behavior_preserving_method});
+    group(PressReads::kDecodeQueries, {deferkv_method, tova_method, moment_kv_method});
+    group(PressReads::kExtraForward, {laq_method, laqpp_method, speckv_method, lookaheadkv_method});
+    group(PressReads::kCalibration, {compresskv_method});
+    return out;
+  }();
   return all;
 }
 
 }  // namespace
 
 PressRole prompt_press_role(const PressParams&) { return {}; }
+
+const char* press_reads_name(PressReads reads) {
+  switch (reads) {
+    case PressReads::kUnstated: return "unstated";
+    case PressReads::kNothing: return "nothing";
+    case PressReads::kKeysAndValues: return "keys_and_values";
+    case PressReads::kPromptQueries: return "prompt_queries";
+    case PressReads::kDecodeQueries: return "decode_queries";
+    case PressReads::kExtraForward: return "extra_forward";
+    case PressReads::kCalibration: return "calibration";
+  }
+  return "";
+}
+
+const char* press_reads_heading(PressReads reads) {
+  switch (reads) {
+    case PressReads::kUnstated: return "not stated";
+    case PressReads::kNothing: return "position or chance alone";
+    case PressReads::kKeysAndValues: return "the cached keys and values, no query (the same with or without the question)";
+    case PressReads::kPromptQueries: return "the prompt's queries (question-aware when the question ends the prompt)";
+    case PressReads::kDecodeQueries: return "the queries of the answer's first tokens, or of every step";
+    case PressReads::kExtraForward: return "a forward pass of their own after the prompt";
+    case PressReads::kCalibration: return "a profile or weights made for the model beforehand";
+  }
+  return "";
+}
 
 const char* extra_forward_name(ExtraForward extra) {
   switch (extra) {

@@ -122,6 +122,7 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
     names.push_back(info.name);
     EXPECT_FALSE(info.summary.empty());
     EXPECT_FALSE(info.paper.empty());
+    EXPECT_NE(info.reads, PressReads::kUnstated) << info.name << ": say what it reads in registry.cpp's methods()";
     if (info.name == "lookaheadkv") continue;  // needs a weights file: tests/press/lookaheadkv_test.cpp
     if (info.name == "compresskv") continue;  // needs a profile file: tests/press/compresskv_test.cpp
     EXPECT_NO_THROW(make_press(info.name, KvBudget::per_head(64))) << info.name;

@@ -8,6 +8,10 @@ def test_presses_lists_the_catalogue():
     assert presses["snapkv"]["uses_budget"] is True
     assert all({"name", "default", "help"} == set(p) for p in presses["deferkv"]["parameters"])
     assert any(p["name"] == "d" for p in presses["deferkv"]["parameters"])
+    assert presses["snapkv"]["reads"] == "prompt_queries"
+    assert presses["knorm"]["reads"] == "keys_and_values"
+    assert presses["deferkv"]["reads"] == "decode_queries"
+    assert all(p["reads"] != "unstated" for p in presses.values())
 
 
 def test_score_uses_the_official_metric():

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "deferkv/press.h"
 #include "tools/cli_runner.h"
 #include "tensor/gguf_test_util.h"
 
@@ -136,14 +137,48 @@ TEST(PressOptions, BudgetAbovePromptWarnsAndKeepsEverything) {
             std::string::npos);
 }
 
-TEST(PressesCommand, ListsEveryMethodWithItsParameters) {
+// The bare command groups the methods by what they read, one line each, scorers starred;
+// a name shows its parameters; --all every method's; an unknown name is an error naming it.
+TEST(PressesCommand, GroupsTheMethodsAndShowsOnesParameters) {
   const auto r = run_cli("presses");
   ASSERT_EQ(r.status, 0);
-  for (const char* text : {"deferkv\n", "eta=", "0.7", "temporal_mode=", "no_decode_feedback=", "snapkv\n",
-                           "pyramidkv\n", "adakv\n", "chunkkv\n", "h2o\n", "tova\n", "knorm\n", "keydiff\n", "random\n", "lagkv\n", "streaming_llm\n",
-                           "arXiv 2610.06286"}) {
-    EXPECT_NE(r.output.find(text), std::string::npos) << text;
+  const auto at = [&](const std::string& text) { return r.output.find(text); };
+  for (const PressInfo& info : press_catalogue()) EXPECT_NE(at("\n  " + info.name + " "), std::string::npos) << info.name;
+  EXPECT_NE(at("  snapkv *"), std::string::npos);
+  EXPECT_NE(at("  laq "), std::string::npos);  // not a scorer: no star
+  EXPECT_EQ(at("eta="), std::string::npos) << "parameters belong to `presses NAME`";
+  // Each method under its group's heading: knorm reads keys, snapkv the prompt's queries,
+  // deferkv decode queries, in the order of PressReads.
+  const size_t keys = at("The cached keys and values"), prompt = at("The prompt's queries"),
+               decode = at("The queries of the answer's first tokens");
+  ASSERT_NE(keys, std::string::npos);
+  ASSERT_NE(prompt, std::string::npos);
+  ASSERT_NE(decode, std::string::npos);
+  EXPECT_LT(keys, at("  knorm *"));
+  EXPECT_LT(at("  knorm *"), prompt);
+  EXPECT_LT(prompt, at("  snapkv *"));
+  EXPECT_LT(at("  snapkv *"), decode);
+  EXPECT_LT(decode, at("  deferkv *"));
+
+  const auto one = run_cli("presses deferkv");
+  ASSERT_EQ(one.status, 0);
+  for (const char* text : {"deferkv\n", "eta=", "0.7", "temporal_mode=", "no_decode_feedback=", "arXiv 2610.06286",
+                           "reads: the queries of the answer's first tokens"}) {
+    EXPECT_NE(one.output.find(text), std::string::npos) << text;
   }
+  EXPECT_EQ(one.output.find("\nsnapkv"), std::string::npos) << "only the method asked for";
+  const auto scorer = run_cli("presses knorm");
+  EXPECT_NE(scorer.output.find("knorm (scorer)\n"), std::string::npos) << scorer.output;
+
+  const auto all = run_cli("presses --all");
+  ASSERT_EQ(all.status, 0);
+  for (const PressInfo& info : press_catalogue()) {
+    EXPECT_NE(all.output.find("\n  " + info.summary + "\n"), std::string::npos) << info.name;
+  }
+
+  const auto unknown = run_cli("presses snapkv nope 2>&1");
+  EXPECT_EQ(unknown.status, 1);
+  EXPECT_NE(unknown.output.find("unknown press method 'nope'"), std::string::npos) << unknown.output;
 }
 
 }  // namespace

@@ -18,7 +18,8 @@ const std::vector<PressMethod>& methods() {
       snapkv_method(),      pyramidkv_method(),     adakv_method(),        chunkkv_method(),
       deferkv_method(),     moment_kv_method(),     laq_method(),          laqpp_method(),
       speckv_method(),      compresskv_method(),    lookaheadkv_method(),  behavior_preserving_method(),
-      lagkv_method(),
+      lagkv_method(),       leverage_method(),      cur_method(),          non_causal_attention_method(),
+      compactor_method(),
   };
   return all;
 }

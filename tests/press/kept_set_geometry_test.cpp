@@ -9,14 +9,16 @@
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
 //   leverage_scores.cpp leaves RoPE on the keys (no rotation back)  -> Leverage, Compactor
 //   leverage_scores.cpp does not centre the keys                    -> Leverage, Compactor
-//   Box-Muller with sin in place of cos (gaussian_sketch)          -> Leverage, Compactor,
-//                                                                      CurRandomProjection
-//   cur.cpp's local windows one entry longer than local_window_size -> Cur
+//   Box-Muller with sin in place of cos (gaussian_sketch)          -> Leverage (its
+//      sketch_dimension=8 case: with k >= d = 16 the sketch has full row rank and the
+//      jittered leverage hardly depends on it), CurRandomProjection
+//   cur.cpp's local windows one entry longer than local_window_size -> Cur, CurRandomProjection
 //   non_causal_attention.cpp's chunks causal (a query stops at its
 //   own position)                                                   -> NonCausalAttention,
 //                                                                      Compactor
 //   the pooling left out (NonCausalChunks::scores returns the
-//   value-weighted sums)                                            -> NonCausalAttention
+//   value-weighted sums)                                            -> NonCausalAttention,
+//                                                                      Compactor
 //   compactor.cpp's blending weight on the attention, not leverage  -> Compactor
 #include <gtest/gtest.h>
 

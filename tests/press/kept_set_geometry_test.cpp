@@ -373,5 +373,22 @@ TEST(KeptSetGeometry, Compactor) {
   }
 }
 
+TEST(KeptSetGeometry, BadParametersAreNamed) {
+  for (const auto& [spec, says] : std::vector<std::pair<std::string, std::string>>{
+           {"leverage:sketch_dimension=0", "sketch_dimension"},
+           {"leverage:seed=-1", "seed"},
+           {"cur:leverage_type=keys", "not one of: key, value, kv_avg, kv_product"},
+           {"cur:local_window_size=0", "local_window_size"},
+           {"non_causal_attention:chunk_size=0", "chunk_size"},
+           {"non_causal_attention:every=4", "no parameter 'every'"},  // prefill only
+           {"compactor:blending=some", "blending=some"},
+           {"compactor:blending=-1", "blending"},
+       }) {
+    const std::string error = testing::press_error(spec);
+    EXPECT_NE(error.find(says), std::string::npos) << spec << ": " << error;
+  }
+  EXPECT_EQ(testing::press_error("compactor:blending=0.3"), "");
+}
+
 }  // namespace
 }  // namespace deferkv

@@ -46,36 +46,45 @@ void NonCausalChunks::add(const AttentionEvent& event) {
 void NonCausalChunks::score_chunk(const AttentionEvent& event, Layer& layer, int64_t first, int64_t n) const {
   const int64_t d = event.shape.head_dim, heads = event.shape.n_head, kv_heads = event.shape.n_head_kv;
   const int64_t group = heads / kv_heads;
-  event.pool.parallel_for(kv_heads, 1, [&](int64_t g_begin, int64_t g_end, int) {
-    std::vector<float> keys(static_cast<size_t>(n * d));
+  // The chunk's keys of every KV head, as float32 rows.
+  std::vector<std::vector<float>> keys(static_cast<size_t>(kv_heads), std::vector<float>(static_cast<size_t>(n * d)));
+  for (int64_t g = 0; g < kv_heads; ++g) {
+    const KvHeadView& head = event.kv[static_cast<size_t>(g)];
+    const int32_t* at = std::lower_bound(head.positions, head.positions + head.length, static_cast<int32_t>(first));
+    const int64_t index = at - head.positions;
+    if (index + n > head.length || head.positions[index + n - 1] != first + n - 1) {
+      fail("internal: the cache of layer {} KV head {} does not hold positions {}..{} in a row", event.layer, g, first,
+           first + n - 1);
+    }
+    KvRowReader reader(head.keys);
+    for (int64_t j = 0; j < n; ++j) {
+      const float* k = reader(index + j);
+      std::copy(k, k + d, keys[g].begin() + j * d);
+    }
+  }
+  // Each query head sums its own column sums (work split over query heads, the most
+  // parallel axis); they are added per KV head below in head order, so the result does
+  // not depend on the threads.
+  std::vector<std::vector<double>> partial(static_cast<size_t>(heads), std::vector<double>(static_cast<size_t>(n), 0.0));
+  event.pool.parallel_for(heads, 1, [&](int64_t h_begin, int64_t h_end, int) {
     std::vector<double> p(static_cast<size_t>(n));
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      const KvHeadView& head = event.kv[static_cast<size_t>(g)];
-      const int32_t* at = std::lower_bound(head.positions, head.positions + head.length, static_cast<int32_t>(first));
-      const int64_t index = at - head.positions;
-      if (index + n > head.length || head.positions[index + n - 1] != first + n - 1) {
-        fail("internal: the cache of layer {} KV head {} does not hold positions {}..{} in a row", event.layer, g,
-             first, first + n - 1);
-      }
-      KvRowReader reader(head.keys);
-      for (int64_t j = 0; j < n; ++j) {
-        const float* k = reader(index + j);
-        std::copy(k, k + d, keys.begin() + j * d);
-      }
-      std::vector<double>& sums = layer.sums[static_cast<size_t>(g)];
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
-        for (int64_t i = 0; i < n; ++i) {
-          const float* q = layer.pending.data() + (i * heads + h) * d;
-          double max = -INFINITY;
-          for (int64_t j = 0; j < n; ++j) max = std::max(max, p[j] = dot_f32(q, keys.data() + j * d, d));
-          double total = 0;
-          for (int64_t j = 0; j < n; ++j) total += (p[j] = std::exp(p[j] - max));
-          // Mean over the group's query heads of the sum over the chunk's queries.
-          for (int64_t j = 0; j < n; ++j) sums[first - begin_ + j] += p[j] / (total * static_cast<double>(group));
-        }
+    for (int64_t h = h_begin; h < h_end; ++h) {
+      const float* k = keys[static_cast<size_t>(h / group)].data();
+      for (int64_t i = 0; i < n; ++i) {
+        const float* q = layer.pending.data() + (i * heads + h) * d;
+        double max = -INFINITY;
+        for (int64_t j = 0; j < n; ++j) max = std::max(max, p[j] = dot_f32(q, k + j * d, d));
+        double total = 0;
+        for (int64_t j = 0; j < n; ++j) total += (p[j] = std::exp(p[j] - max));
+        for (int64_t j = 0; j < n; ++j) partial[h][j] += p[j] / total;
       }
     }
   });
+  // The mean over each KV head's query heads of the sum over the chunk's queries.
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<double>& sums = layer.sums[static_cast<size_t>(h / group)];
+    for (int64_t j = 0; j < n; ++j) sums[first - begin_ + j] += partial[h][j] / static_cast<double>(group);
+  }
 }
 
 double NonCausalChunks::sum(int64_t layer, int64_t g, int64_t position) const {

@@ -71,6 +71,10 @@ std::map<std::string, MethodCase> method_cases() {
       {"keydiff", {"keydiff", Region::kPrompt, false}},
       {"random", {"random", Region::kPrompt, false}},
       {"lagkv", {"lagkv:lag=8", Region::kPrompt, false}},
+      {"leverage", {"leverage", Region::kPrompt, false}},
+      {"cur", {"cur", Region::kPrompt, false}},
+      {"non_causal_attention", {"non_causal_attention", Region::kPrompt, false}},
+      {"compactor", {"compactor", Region::kPrompt, false}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},
@@ -238,8 +242,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 18 * 2 + 17 + 41);
-  EXPECT_EQ(refused, 21 * 21 - composed);
+  EXPECT_EQ(composed, 22 * 2 + 21 + 49);
+  EXPECT_EQ(refused, 25 * 25 - composed);
 }
 
 }  // namespace

@@ -73,7 +73,9 @@ std::vector<std::pair<std::string, std::string>> capture_fields(const ScorerCapt
 void check_capture(const ScorerCapture& c, const std::string& name) {
   for (auto [field, value] : {std::pair{"window", c.window}, {"protected_window", c.protected_window},
                               {"decode_steps", c.decode_steps}}) {
-    if (value < 0 || value > (1 << 20)) throw py::value_error(fmt::format("scorer '{}': {} must be 0 to 2^20, got {}", name, field, value));
+    if (value < 0 || value > (1 << 20)) {
+      throw py::value_error(fmt::format("scorer '{}': {} must be 0 to 2^20, got {}", name, field, value));
+    }
   }
   if (c.gqa != "mean" && c.gqa != "max" && c.gqa != "sum") {
     throw py::value_error(fmt::format("scorer '{}': gqa must be mean, max or sum, got '{}'", name, c.gqa));
@@ -206,7 +208,8 @@ class PythonScorerPress final : public ScoredPress {
       // The scorer's own exception goes on as it is (its type and traceback); Python 3.11's
       // notes say where the engine called it.
       if (py::hasattr(e.value(), "add_note")) {
-        const char* when = layer.next_position > layer.prompt_end ? "a decode step's eviction" : "the prompt's eviction";
+        const char* when =
+            layer.next_position > layer.prompt_end ? "a decode step's eviction" : "the prompt's eviction";
         e.value().attr("add_note")(fmt::format("raised in {}.score() at layer {} ({})", name_, layer.layer, when));
       }
       throw;
@@ -219,8 +222,24 @@ class PythonScorerPress final : public ScoredPress {
   std::string name_;
 };
 
+// The press of a scorer added under p.name(): the shared parts from `p`, the capture the
+// scorer declared (a spec may repeat it, not change it: the Python object reads its own).
+std::unique_ptr<Press> scorer_press(const PressParams& p, const KvBudget& b, const ScorerCapture& capture,
+                                    const std::shared_ptr<const HeldObject>& scorer) {
+  for (const auto& [key, value] : capture_fields(capture)) {
+    if (p.get_string(key) != value) {
+      fail("press '{}': {} is declared by the scorer ({}), not a parameter to change ({}); make a scorer that "
+           "declares it", p.name(), key, value, p.get_string(key));
+    }
+  }
+  ScoredParts parts = read_scored_parts(p);
+  parts.capture = capture_config(capture);
+  parts.window = capture.protected_window;
+  return std::make_unique<PythonScorerPress>(p, b, std::move(parts), scorer);
+}
+
 // Adds `scorer` to the press registry as the method `name` (replacing a scorer added under
-// that name before) with the shared parameters of every scorer method.
+// that name before), with the shared parameters of every scorer method.
 void add_scorer(py::object scorer, const std::string& name, const ScorerCapture& capture) {
   if (!py::hasattr(scorer, "score") || !PyCallable_Check(scorer.attr("score").ptr())) {
     throw py::type_error(fmt::format("scorer '{}' has no score(layer) method", name));
@@ -228,20 +247,12 @@ void add_scorer(py::object scorer, const std::string& name, const ScorerCapture&
   check_capture(capture, name);
   std::vector<PressParameter> own;
   for (const auto& [key, value] : capture_fields(capture)) own.push_back({key, value, "declared by the scorer"});
-  PressMethod method{{name, "a scorer written in Python (" + std::string(py::str(py::type::of(scorer).attr("__qualname__"))) + ")",
-                      "", with_shared_parameters(std::move(own))},
-                     [held = std::make_shared<const HeldObject>(std::move(scorer)), capture](const PressParams& p,
-                                                                                            const KvBudget& b) {
-                       for (const auto& [key, value] : capture_fields(capture)) {
-                         if (p.get_string(key) != value) {
-                           fail("press '{}': {} is declared by the scorer ({}), not a parameter to change ({}); "
-                                "make a scorer that declares it", p.name(), key, value, p.get_string(key));
-                         }
-                       }
-                       ScoredParts parts = read_scored_parts(p);
-                       parts.capture = capture_config(capture);
-                       parts.window = capture.protected_window;
-                       return std::unique_ptr<Press>(std::make_unique<PythonScorerPress>(p, b, std::move(parts), held));
+  const std::string summary =
+      fmt::format("a scorer written in Python ({})", std::string(py::str(py::type::of(scorer).attr("__qualname__"))));
+  auto held = std::make_shared<const HeldObject>(std::move(scorer));
+  PressMethod method{{name, summary, "", with_shared_parameters(std::move(own))},
+                     [held, capture](const PressParams& p, const KvBudget& b) {
+                       return scorer_press(p, b, capture, held);
                      },
                      scored_press_role};
   try {
@@ -277,7 +288,8 @@ void bind_scorer(py::module_& m) {
       .def_property_readonly("window", [](const ScorerLayer& s) { return s.get().window; })
       .def_property_readonly("n_head_kv", [](const ScorerLayer& s) { return s.get().n_head_kv(); })
       .def_property_readonly("candidates", [](const ScorerLayer& s) { return s.get().candidates; })
-      .def_property_readonly("prompt_attention", [](const ScorerLayer& s) { return head_arrays(s.get().prompt_attention); })
+      .def_property_readonly("prompt_attention",
+                             [](const ScorerLayer& s) { return head_arrays(s.get().prompt_attention); })
       .def_property_readonly("decode_attention",
                              [](const ScorerLayer& s) {
                                py::list steps;
@@ -298,7 +310,8 @@ void bind_scorer(py::module_& m) {
       .def("__repr__", [](const ScorerLayer& s) {
         if (s.eviction == nullptr) return std::string("<deferkv Layer, expired>");
         const LayerEviction& l = *s.eviction;
-        return fmt::format("<deferkv Layer {} of {}: prompt_end {}, next_position {}, budget {}, window {}, {} KV heads>",
+        return fmt::format("<deferkv Layer {} of {}: prompt_end {}, next_position {}, budget {}, window {}, "
+                           "{} KV heads>",
                            l.layer, l.n_layer, l.prompt_end, l.next_position, l.budget, l.window, l.n_head_kv());
       });
 }

@@ -43,7 +43,7 @@ class PySnapKV(deferkv.Scorer):
 
 
 # Each shared part with the C++ snapkv's same parameters: allocations, chunks, the triggers.
-SHARED = [{}, {"alloc": "adakv"}, {"alloc": "pyramid"}, {"d": 2}, {"chunk": 4}, {"per_step": True},
+SHARED = [{}, {"alloc": "adakv"}, {"alloc": "pyramid"}, {"d": 2}, {"chunk": 4}, {"per_step": True}, {"every": 2},
           {"alloc": "adakv", "d": 2}]
 
 
@@ -64,6 +64,27 @@ def test_python_snapkv_keeps_the_cpp_snapkv_kept_set(model, params):
     assert python_kept == cpp_kept and python_tokens == cpp_tokens
     full, _ = kept_after_generate(model, "full")
     assert cpp_kept != full  # the press evicted
+
+
+class PyH2O(deferkv.Scorer):
+    """H2O: the attention every query so far has paid each entry (summed)."""
+
+    name = "py_h2o"
+    all_prompt_queries = True
+
+    def score(self, layer):
+        return [a[:c] for a, c in zip(layer.prompt_attention, layer.candidates)]
+
+
+def test_python_h2o_keeps_the_cpp_h2o_kept_set_once_and_per_step(model):
+    # One-shot: every prompt query, 8 recent tokens kept.
+    once, _ = kept_after_generate(model, PyH2O(protected_window=8))
+    assert once == kept_after_generate(model, "h2o:window=8")[0]
+    # Per step, the decode queries add to the sums; the newest 8 entries are kept.
+    per_step = deferkv.Press(PyH2O(protected_window=8, all_decode_queries=True), per_step=True)
+    python_kept, python_tokens = kept_after_generate(model, per_step)
+    cpp_kept, cpp_tokens = kept_after_generate(model, "h2o:per_step=true,recent=8")
+    assert python_kept == cpp_kept and python_tokens == cpp_tokens and python_kept != once
 
 
 def test_the_declared_group_reduction_is_the_engine_s(model):

@@ -78,7 +78,7 @@ class GenerateResult:
 
 # What a Scorer declares it observes, with the type each takes (docs/python.md).
 _CAPTURE_FIELDS = {"window": int, "protected_window": int, "all_prompt_queries": bool, "decode_steps": int,
-                   "all_decode_queries": bool, "trigger_queries": bool, "gqa": str, "rows": str}
+                   "all_decode_queries": bool, "trigger_queries": bool, "gqa": str}
 
 
 class Scorer:
@@ -108,7 +108,6 @@ class Scorer:
         all_decode_queries: per step, every decode query adds to the prompt's sums (H2O per step).
         trigger_queries: per step, the evicting step's query alone (TOVA's).
         gqa: over a KV head's query heads: "mean", "max" or "sum".
-        rows: over the observed queries: "sum" (a mean over the window) or "max".
         name: the press's name in specs and reports (None: the class's name).
     """
 
@@ -120,7 +119,6 @@ class Scorer:
     all_decode_queries: bool = False
     trigger_queries: bool = False
     gqa: str = "mean"
-    rows: str = "sum"
 
     def __init__(self, **declared: Any):
         for key, value in declared.items():
@@ -181,6 +179,7 @@ class Press:
         self.params = dict(params)
         name = _add_scorer(scorer)
         self.spec = name + (":" + ",".join(f"{k}={_parameter_text(v)}" for k, v in params.items()) if params else "")
+        _deferkv.check_press(self.spec)  # ValueError naming a bad key or value now
 
     def __str__(self) -> str:
         return self.spec

@@ -39,7 +39,6 @@ struct ScorerCapture {
   bool all_decode_queries = false;
   bool trigger_queries = false;
   std::string gqa = "mean";  // over a KV head's query heads: mean | max | sum
-  std::string rows = "sum";  // over the observed queries: sum (weighted: 1/window in the window) | max
 };
 
 // The declaration as the engine's CaptureConfig. Kept to this one function: CaptureConfig is
@@ -52,7 +51,6 @@ CaptureConfig capture_config(const ScorerCapture& c) {
   config.all_decode_queries = c.all_decode_queries;
   config.trigger_queries = c.trigger_queries;
   config.group = c.gqa == "max" ? GroupReduction::kMax : c.gqa == "sum" ? GroupReduction::kSum : GroupReduction::kMean;
-  config.rows = c.rows == "max" ? RowReduction::kMax : RowReduction::kWeightedSum;
   return config;
 }
 
@@ -66,8 +64,7 @@ std::vector<std::pair<std::string, std::string>> capture_fields(const ScorerCapt
           {"decode_steps", std::to_string(c.decode_steps)},
           {"all_decode_queries", flag(c.all_decode_queries)},
           {"trigger_queries", flag(c.trigger_queries)},
-          {"gqa", c.gqa},
-          {"rows", c.rows}};
+          {"gqa", c.gqa}};
 }
 
 void check_capture(const ScorerCapture& c, const std::string& name) {
@@ -79,9 +76,6 @@ void check_capture(const ScorerCapture& c, const std::string& name) {
   }
   if (c.gqa != "mean" && c.gqa != "max" && c.gqa != "sum") {
     throw py::value_error(fmt::format("scorer '{}': gqa must be mean, max or sum, got '{}'", name, c.gqa));
-  }
-  if (c.rows != "sum" && c.rows != "max") {
-    throw py::value_error(fmt::format("scorer '{}': rows must be sum or max, got '{}'", name, c.rows));
   }
 }
 
@@ -273,9 +267,17 @@ void bind_scorer(py::module_& m) {
       .def_readwrite("decode_steps", &ScorerCapture::decode_steps)
       .def_readwrite("all_decode_queries", &ScorerCapture::all_decode_queries)
       .def_readwrite("trigger_queries", &ScorerCapture::trigger_queries)
-      .def_readwrite("gqa", &ScorerCapture::gqa)
-      .def_readwrite("rows", &ScorerCapture::rows);
+      .def_readwrite("gqa", &ScorerCapture::gqa);
   m.def("add_scorer", &add_scorer, py::arg("scorer"), py::arg("name"), py::arg("capture"));
+  // A spec's keys and values checked when a Press is made, not first at its use (a budget
+  // large enough for any protected window: the budget is the call's).
+  m.def("check_press", [](const std::string& spec) {
+    try {
+      make_press(spec, KvBudget::per_head(int64_t{1} << 24));
+    } catch (const Error& e) {
+      throw py::value_error(e.what());
+    }
+  });
   // The registry holds Python objects: freed at exit while the interpreter still runs.
   py::module_::import("atexit").attr("register")(py::cpp_function([] { clear_added_press_methods(); }));
 

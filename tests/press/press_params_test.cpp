@@ -150,7 +150,7 @@ TEST(PressSpec, AddedMethodsAreFoundReplacedAndRefusedByName) {
   EXPECT_NE(make_press("added_test:k=2", b)->describe().find("skip_layers=3"), std::string::npos);
   add_press_method(method("added_test", 5));  // replaces the first
   EXPECT_NE(make_press("added_test", b)->describe().find("skip_layers=5"), std::string::npos);
-  EXPECT_NO_THROW(make_press("streaming_llm+added_test", b));
+  EXPECT_NO_THROW(make_press("added_test+moment_kv", b));
   EXPECT_NE(testing::press_error("added_test:bogus=1").find("press 'added_test' has no parameter 'bogus'"),
             std::string::npos);
   EXPECT_NE(testing::press_error("nothing_such").find(", added_test)"), std::string::npos);

@@ -289,7 +289,11 @@ def test_bad_declarations_are_refused_by_name(model):
     with pytest.raises(TypeError, match="window must be a int"):
         deferkv.Press(deferkv.Scorer(window=2.5))
     with pytest.raises(ValueError, match="no parameter 'bogus'"):
-        model.generate(PROMPT, max_tokens=1, press=deferkv.Press(PySnapKV(), bogus=1), kv_budget=BUDGET)
+        deferkv.Press(PySnapKV(), bogus=1)
+    with pytest.raises(ValueError, match="alloc"):
+        deferkv.Press(PySnapKV(), alloc="nonesuch")
+    with pytest.raises(ValueError, match="d=2 evicts once after decode step d and per-step eviction"):
+        deferkv.Press(PySnapKV(), d=2, per_step=True)
     with pytest.raises(ValueError, match="window is declared by the scorer"):
         model.generate(PROMPT, max_tokens=1, press="py_snapkv:window=8", kv_budget=BUDGET)
     with pytest.raises(TypeError, match="press must be a spec"):

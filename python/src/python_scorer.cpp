@@ -6,7 +6,7 @@
 // make_press.
 //
 // The engine calls score() with the GIL released, from the thread running the forward pass
-// (the caller's, or an eval or server worker): score() takes the GIL. A Python exception
+// (a Python thread's, or the one an eval runs on): score() takes the GIL. A Python exception
 // raised there travels through the engine as a C++ exception and comes back to Python, as
 // itself, from the call that ran the engine; the Session takes back the prompt or step that
 // was under way (Session::feed_prompt, abandon_decode).

@@ -227,6 +227,15 @@ def test_an_exception_in_score_comes_back_and_the_session_stays_usable(model):
     assert [[list(h) for h in l] for l in s.kept()] == [[list(h) for h in l] for l in ref.kept()]
 
 
+def test_an_exception_in_score_comes_back_from_eval_run(tmp_path):
+    sweep = dict(tasks=["niah_single_1"], lengths=[640], samples=1, kv_budget=24, threads=1, progress=False,
+                 output=str(tmp_path))
+    with pytest.raises(KeyError, match="scorer bug"):
+        deferkv.eval.run(press=Failing(window=8), **sweep)
+    out = deferkv.eval.run(press=Failing(window=8, fail_at_layer=None), **sweep)
+    assert out["samples_run"] == 1 and out["failed_rows"] == 0
+
+
 def test_an_exception_at_a_decode_step_takes_the_step_back(model):
     tokens = model.tokenize(PROMPT)
     scorer = Failing()

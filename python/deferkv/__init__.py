@@ -14,6 +14,12 @@
     s.prefill(model.tokenize("Once upon a time"))
     s.logits.argmax(), s.kv_positions(layer=0, kv_head=0)     # NumPy arrays
 
+    class MyScorer(deferkv.Scorer):                            # a press written in Python
+        window = 32                                            # observe the last 32 prompt queries
+        def score(self, layer):                                # one array per KV head; more = keep
+            return [a[:c] for a, c in zip(layer.prompt_attention, layer.candidates)]
+    model.generate(prompt, press=deferkv.Press(MyScorer(), alloc="adakv", d=2), kv_budget=64)
+
 See docs/python.md in the deferkv checkout.
 """
 from __future__ import annotations
@@ -32,10 +38,10 @@ if "DEFERKV_HOME" not in os.environ and os.path.isfile(os.path.join(_SHARE, "mod
 
 from . import _deferkv  # noqa: E402  (after DEFERKV_HOME)
 from . import eval  # deferkv.eval.run, the `deferkv eval` sweep
-from ._deferkv import Error
+from ._deferkv import Error, Layer
 
 __all__ = ["Error", "eval", "Model", "Session", "Checkpoint", "CompressedContext", "GenerateResult", "KvStats", "presses",
-           "score"]
+           "score", "Scorer", "Press", "Layer"]
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -68,6 +74,140 @@ class GenerateResult:
     timings: Dict[str, float] = field(default_factory=dict)  #: prefill/decode tokens and seconds
     prompt_tokens: int = 0
     seed: int = 0  #: the sampler's seed (drawn when none was given)
+
+
+# What a Scorer declares it observes, with the type each takes (docs/python.md).
+_CAPTURE_FIELDS = {"window": int, "protected_window": int, "all_prompt_queries": bool, "decode_steps": int,
+                   "all_decode_queries": bool, "trigger_queries": bool, "gqa": str}
+
+
+class Scorer:
+    """A press's scorer written in Python: kvpress's ScorerPress, for deferkv.
+
+    Subclass it and write score(layer); the engine calls it once per layer when the press's
+    trigger fires, and the shared parts do the rest (allocation, selection, trigger: the
+    parameters of deferkv.Press, as every C++ scorer takes them):
+
+        class SnapKV(deferkv.Scorer):
+            window = 32                       # the last 32 prompt queries' attention
+            def score(self, layer):
+                return [a[:c] for a, c in zip(layer.prompt_attention, layer.candidates)]
+
+        model.generate(prompt, press=deferkv.Press(SnapKV(), alloc="adakv", d=2), kv_budget=64)
+
+    score(layer) returns one 1-D array (or list) of numbers per KV head: a score for each of
+    the head's layer.candidates[g] oldest entries, more is kept (extra values are ignored;
+    NaN is an error). `layer` is a deferkv.Layer, readable during the call only.
+
+    What it observes is declared by class attributes or constructor keywords (every value
+    shows in the press's description, so in an eval's configuration):
+        window: the last `window` prompt queries' attention is captured, averaged over them.
+        protected_window: the newest entries always kept (None: `window`, as SnapKV's).
+        all_prompt_queries: every prompt query's attention, summed (H2O's).
+        decode_steps: the first d decode queries' attention, each apart (layer.decode_attention).
+        all_decode_queries: per step, every decode query adds to the prompt's sums (H2O per step).
+        trigger_queries: per step, the evicting step's query alone (TOVA's).
+        gqa: over a KV head's query heads: "mean", "max" or "sum".
+        name: the press's name in specs and reports (None: the class's name).
+    """
+
+    name: Optional[str] = None
+    window: int = 0
+    protected_window: Optional[int] = None
+    all_prompt_queries: bool = False
+    decode_steps: int = 0
+    all_decode_queries: bool = False
+    trigger_queries: bool = False
+    gqa: str = "mean"
+
+    def __init__(self, **declared: Any):
+        for key, value in declared.items():
+            if key != "name" and key not in _CAPTURE_FIELDS:
+                raise TypeError(f"{type(self).__name__}: unknown keyword {key!r}; a Scorer declares name, "
+                                f"{', '.join(_CAPTURE_FIELDS)} (allocation, selection and trigger are "
+                                "deferkv.Press's parameters)")
+            setattr(self, key, value)
+
+    def score(self, layer: Any) -> Sequence[Any]:
+        raise NotImplementedError(f"{type(self).__name__} must define score(self, layer)")
+
+    def press_name(self) -> str:
+        """The name specs and reports give its press."""
+        name = self.name if self.name is not None else type(self).__name__
+        if not isinstance(name, str):
+            raise TypeError(f"{type(self).__name__}.name must be a str, got {name!r}")
+        return name
+
+
+def _add_scorer(scorer: Scorer) -> str:
+    """Adds `scorer` to the engine's presses under its name (replacing the scorer of that name
+    added before) and returns the name."""
+    if not isinstance(scorer, Scorer):
+        raise TypeError(f"a scorer must be a deferkv.Scorer, got {type(scorer).__name__}")
+    name = scorer.press_name()
+    capture = _deferkv._ScorerCapture()
+    for key, kind in _CAPTURE_FIELDS.items():
+        value = getattr(scorer, key)
+        if key == "protected_window" and value is None:
+            value = scorer.window
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise TypeError(f"scorer {name!r}: {key} must be a {kind.__name__}, got {value!r}")
+        setattr(capture, key, value)
+    _deferkv.add_scorer(scorer, name, capture)
+    return name
+
+
+def _parameter_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class Press:
+    """A Scorer with the shared parameters of every scorer method: allocation (alloc, rounding,
+    beta, alpha, profile), selection (chunk, reuse) and trigger (d, per_step, every), as
+    `deferkv presses` lists them for snapkv, e.g. Press(MyScorer(), alloc="adakv", d=2).
+
+    Wherever a press is taken (Model.generate, Model.compress, Session, Session.set_press,
+    deferkv.eval.run), a Press, a bare Scorer (its defaults) or a spec string goes. `spec` is
+    the press as a string, "name:alloc=adakv,d=2": it composes ("+") as any spec does, and
+    names the scorer as long as no other scorer is given its name (the last one used wins).
+    """
+
+    def __init__(self, scorer: Scorer, **params: Any):
+        self.scorer = scorer
+        self.params = dict(params)
+        name = _add_scorer(scorer)
+        self.spec = name + (":" + ",".join(f"{k}={_parameter_text(v)}" for k, v in params.items()) if params else "")
+        _deferkv.check_press(self.spec)  # ValueError naming a bad key or value now
+
+    def __str__(self) -> str:
+        return self.spec
+
+    def __repr__(self) -> str:
+        return f"deferkv.Press({self.spec!r})"
+
+    def __add__(self, other: Any) -> str:
+        return f"{_press_spec(self)}+{_press_spec(other)}"
+
+    def __radd__(self, other: Any) -> str:
+        return f"{_press_spec(other)}+{_press_spec(self)}"
+
+
+PressLike = Union[str, Scorer, Press]
+
+
+def _press_spec(press: Any) -> str:
+    """The spec of a press given as a string, a Scorer or a Press (its scorer added again, so
+    that the scorer given is the one that runs)."""
+    if isinstance(press, str):
+        return press
+    if isinstance(press, Scorer):
+        return Press(press).spec
+    if isinstance(press, Press):
+        _add_scorer(press.scorer)
+        return press.spec
+    raise TypeError(f"press must be a spec (str), a deferkv.Scorer or a deferkv.Press, got {type(press).__name__}")
 
 
 def _max_tokens(max_tokens: Optional[int]) -> int:
@@ -250,7 +390,7 @@ class Model:
         min_p: float = 0.05,
         seed: Optional[int] = None,
         stop: Union[str, Sequence[str]] = (),
-        press: str = "full",
+        press: PressLike = "full",
         kv_budget: Optional[int] = None,
         kv_ratio: Optional[float] = None,
         draft_model: Optional[str] = None,
@@ -271,7 +411,8 @@ class Model:
             seed: the sampler's seed (None: a random one, reported in the result).
             stop: strings that end the text (not included in it): up to 16, none empty.
             press: the compression method and its parameters, e.g. "deferkv:d=1",
-                "snapkv+moment_kv:decode_budget=512"; "full": none. See presses().
+                "snapkv+moment_kv:decode_budget=512"; "full": none. See presses(). Or a
+                press written in Python: a deferkv.Press or a deferkv.Scorer.
             kv_budget: entries kept per KV head on average (the papers' B = 128).
             kv_ratio: kvpress's compression ratio instead (0.5 keeps half the prompt).
             draft_model: a GGUF file with the same tokenizer, for presses that draft (speckv).
@@ -297,7 +438,7 @@ class Model:
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
         generation = self._model.generation(
             self._prompt(prompt, chat_template), limit, temperature, top_k, top_p, min_p,
-            seed, press, kv_budget_entries, ratio, draft_model)
+            seed, _press_spec(press), kv_budget_entries, ratio, draft_model)
         steps = _TextSteps(generation, stops)
         if stream:
             return iter(steps)
@@ -306,7 +447,7 @@ class Model:
     def compress(
         self,
         context: str,
-        press: str = "full",
+        press: PressLike = "full",
         kv_budget: Optional[int] = None,
         kv_ratio: Optional[float] = None,
     ) -> "CompressedContext":
@@ -318,7 +459,8 @@ class Model:
         per-step and decode-time presses) decides with the question: its context answers once."""
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
         tokens = self._model.tokenize(context, True, False)
-        return CompressedContext(self, self._model.compressed_session(tokens, press, kv_budget_entries, ratio))
+        return CompressedContext(self, self._model.compressed_session(tokens, _press_spec(press), kv_budget_entries,
+                                                                      ratio))
 
 
 class CompressedContext:
@@ -404,11 +546,12 @@ class Session:
     """
 
     def __init__(self, model: Model, n_ctx: Optional[int] = None, n_batch: int = 512, all_logits: bool = False,
-                 press: str = "full", kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None,
+                 press: PressLike = "full", kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None,
                  draft_model: Optional[str] = None, cache_type_k: Optional[str] = None,
                  cache_type_v: Optional[str] = None):
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
-        self._session = _deferkv._Session(model._model, 0 if n_ctx is None else n_ctx, n_batch, all_logits, press,
+        self._session = _deferkv._Session(model._model, 0 if n_ctx is None else n_ctx, n_batch, all_logits,
+                                          _press_spec(press),
                                           kv_budget_entries, ratio, draft_model, cache_type_k, cache_type_v)
 
     def prefill(self, tokens: Iterable[int]) -> None:
@@ -449,10 +592,10 @@ class Session:
         another Session's checkpoint)."""
         self._session.rollback(checkpoint._checkpoint)
 
-    def set_press(self, press: str, kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None) -> None:
+    def set_press(self, press: PressLike, kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None) -> None:
         """Replaces the press ("full": none); it acts from the next prefill or decode step on."""
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
-        self._session.set_press(press, kv_budget_entries, ratio)
+        self._session.set_press(_press_spec(press), kv_budget_entries, ratio)
 
     @property
     def press(self) -> str:

@@ -9,6 +9,44 @@ Messages = Sequence[Mapping[str, str]]
 
 class Error(RuntimeError): ...
 
+class Layer:
+    layer: int
+    n_layer: int
+    prompt_end: int
+    next_position: int
+    budget: int
+    window: int
+    n_head_kv: int
+    candidates: List[int]
+    prompt_attention: List[npt.NDArray[np.float32]]
+    decode_attention: List[List[npt.NDArray[np.float32]]]
+    def positions(self, kv_head: int) -> npt.NDArray[np.int32]: ...
+    def keys(self, kv_head: int) -> npt.NDArray[np.float32]: ...
+    def values(self, kv_head: int) -> npt.NDArray[np.float32]: ...
+
+class Scorer:
+    name: Optional[str]
+    window: int
+    protected_window: Optional[int]
+    all_prompt_queries: bool
+    decode_steps: int
+    all_decode_queries: bool
+    trigger_queries: bool
+    gqa: str
+    def __init__(self, **declared: Any) -> None: ...
+    def score(self, layer: Layer) -> Sequence[Union[npt.ArrayLike, Sequence[float]]]: ...
+    def press_name(self) -> str: ...
+
+class Press:
+    scorer: Scorer
+    params: Dict[str, Any]
+    spec: str
+    def __init__(self, scorer: Scorer, **params: Any) -> None: ...
+    def __add__(self, other: Union[str, Scorer, Press]) -> str: ...
+    def __radd__(self, other: Union[str, Scorer, Press]) -> str: ...
+
+PressLike = Union[str, Scorer, Press]
+
 class KvStats:
     press: str
     entries: List[List[int]]
@@ -43,16 +81,16 @@ class Model:
     @overload
     def generate(self, prompt: Union[str, Sequence[int], Messages], max_tokens: Optional[int] = 128, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, seed: Optional[int] = None,
-                 stop: Union[str, Sequence[str]] = (), press: str = "full", kv_budget: Optional[int] = None,
+                 stop: Union[str, Sequence[str]] = (), press: PressLike = "full", kv_budget: Optional[int] = None,
                  kv_ratio: Optional[float] = None, draft_model: Optional[str] = None,
                  stream: Literal[False] = False, chat_template: str = "") -> GenerateResult: ...
     @overload
     def generate(self, prompt: Union[str, Sequence[int], Messages], max_tokens: Optional[int] = 128, temperature: float = 0.8,
                  top_k: int = 40, top_p: float = 0.95, min_p: float = 0.05, seed: Optional[int] = None,
-                 stop: Union[str, Sequence[str]] = (), press: str = "full", kv_budget: Optional[int] = None,
+                 stop: Union[str, Sequence[str]] = (), press: PressLike = "full", kv_budget: Optional[int] = None,
                  kv_ratio: Optional[float] = None, draft_model: Optional[str] = None,
                  *, stream: Literal[True], chat_template: str = "") -> Iterator[str]: ...
-    def compress(self, context: str, press: str = "full", kv_budget: Optional[int] = None,
+    def compress(self, context: str, press: PressLike = "full", kv_budget: Optional[int] = None,
                  kv_ratio: Optional[float] = None) -> CompressedContext: ...
 
 class CompressedContext:
@@ -70,7 +108,7 @@ class Checkpoint:
 
 class Session:
     def __init__(self, model: Model, n_ctx: Optional[int] = None, n_batch: int = 512, all_logits: bool = False,
-                 press: str = "full", kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None,
+                 press: PressLike = "full", kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None,
                  draft_model: Optional[str] = None, cache_type_k: Optional[str] = None,
                  cache_type_v: Optional[str] = None) -> None: ...
     def prefill(self, tokens: Union[Iterable[int], npt.NDArray[np.integer]]) -> None: ...
@@ -84,7 +122,7 @@ class Session:
     def truncate(self, n_past: int) -> None: ...
     def checkpoint(self) -> Checkpoint: ...
     def rollback(self, checkpoint: Checkpoint) -> None: ...
-    def set_press(self, press: str, kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None) -> None: ...
+    def set_press(self, press: PressLike, kv_budget: Optional[int] = None, kv_ratio: Optional[float] = None) -> None: ...
     @property
     def press(self) -> str: ...
     @property

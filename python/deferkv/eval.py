@@ -74,7 +74,7 @@ def run(
     tasks: Union[str, Sequence[str], None] = None,
     lengths: Numbers = (),
     depths: Union[float, Sequence[float], None] = None,
-    press: Union[str, Sequence[str]] = "full",
+    press: Union[str, Any, Sequence[Any]] = "full",
     kv_budget: Union[int, Sequence[int], None] = None,
     kv_ratio: Union[float, Sequence[float], None] = None,
     samples: Optional[int] = None,
@@ -111,7 +111,8 @@ def run(
             `squad`/`hotpotqa`; LongBench's 16 English datasets).
         lengths: prompt lengths in tokens, e.g. [4096, "8k"] (RULER and NIAH).
         depths: NIAH needle depths in percent; None: 0, 11, ..., 100.
-        press: press specs, e.g. ["full", "snapkv", "deferkv:d=4"].
+        press: press specs, e.g. ["full", "snapkv", "deferkv:d=4"]; a deferkv.Press or
+            deferkv.Scorer (a press written in Python) as well.
         kv_budget / kv_ratio: budgets (entries per KV head) or compression ratios; every
             press but "full" runs at each.
         samples: per task and length (RULER, default 500) or per dataset (LongBench, all).
@@ -150,7 +151,9 @@ def run(
     r.tasks = [str(t) for t in _list(tasks)]
     r.lengths = [_length(x) for x in _list(lengths)]
     r.depths = [float(x) for x in _list(depths)]
-    r.presses = [str(p) for p in _list(press)]
+    from . import _press_spec  # a Scorer or a Press runs as the press it is added as
+
+    r.presses = [_press_spec(p) for p in (press if isinstance(press, (list, tuple)) else [press])]
     r.budgets = [int(b) for b in _list(kv_budget)]
     r.ratios = [float(x) for x in _list(kv_ratio)]
     r.samples = 0 if samples is None else samples

@@ -65,5 +65,6 @@ void bind_generation(pybind11::module_& m);
 void bind_catalogue(pybind11::module_& m);
 void bind_session(pybind11::module_& m);
 void bind_eval(pybind11::module_& m);
+void bind_scorer(pybind11::module_& m);
 
 }  // namespace deferkv::python

@@ -30,4 +30,5 @@ PYBIND11_MODULE(_deferkv, m) {
   deferkv::python::bind_catalogue(m);
   deferkv::python::bind_session(m);
   deferkv::python::bind_eval(m);
+  deferkv::python::bind_scorer(m);
 }

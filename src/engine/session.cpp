@@ -354,7 +354,12 @@ void Session::end_decode(double seconds) {
 }
 
 void Session::abandon_decode() {
-  if (phase() == SessionPhase::kDecoding) phase_ = Idle{};
+  if (phase() != SessionPhase::kDecoding) return;
+  // The layers the pass got through hold the step's entry: taken back out, so that the next
+  // step (at the same position) does not find it twice. A press that threw at the step's
+  // layer end (a Python scorer's error) left the session usable so.
+  cache_->truncate(static_cast<int32_t>(n_past_));
+  phase_ = Idle{};
 }
 
 template <typename Hook>

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -114,24 +115,52 @@ const std::vector<PressInfo>& press_catalogue() {
 
 namespace {
 
-// The method of one press spec "name[:params]" and its parameters.
-std::pair<const PressMethod*, PressParams> method_of(const std::string& spec) {
+// The methods added while the program runs (add_press_method). Each is shared, so that a
+// press being made from one keeps it while another thread replaces it.
+std::mutex added_mutex;
+std::vector<std::shared_ptr<const PressMethod>>& added_methods() {
+  static std::vector<std::shared_ptr<const PressMethod>> added;
+  return added;
+}
+
+std::shared_ptr<const PressMethod> find_method(const std::string& name) {
+  for (const auto& m : methods()) {
+    if (m.info.name == name) return {std::shared_ptr<const PressMethod>(), &m};  // static: not owned
+  }
+  std::lock_guard lock(added_mutex);
+  for (const auto& m : added_methods()) {
+    if (m->info.name == name) return m;
+  }
+  return nullptr;
+}
+
+// The method of one press spec "name[:params]" and its parameters (which refer to the
+// method's PressInfo: the method is held as long as they are).
+struct SpecMethod {
+  std::shared_ptr<const PressMethod> method;
+  PressParams params;
+};
+
+SpecMethod method_of(const std::string& spec) {
   const size_t colon = spec.find(':');
   const std::string name = spec.substr(0, colon);
-  for (const auto& m : methods()) {
-    if (m.info.name == name) return {&m, PressParams(m.info, colon == std::string::npos ? "" : spec.substr(colon + 1))};
+  if (std::shared_ptr<const PressMethod> m = find_method(name)) {
+    return {m, PressParams(m->info, colon == std::string::npos ? "" : spec.substr(colon + 1))};
   }
   std::string known;
   for (const auto& m : methods()) known += (known.empty() ? "" : ", ") + m.info.name;
+  std::lock_guard lock(added_mutex);
+  for (const auto& m : added_methods()) known += ", " + m->info.name;
   fail("unknown press '{}' (known: {})", name, known);
 }
 
 RolePress make_one_press(const std::string& spec, const KvBudget& budget) {
-  const auto [m, params] = method_of(spec);
-  if (m->info.uses_budget && !budget.is_set()) {
-    fail("press '{}' needs a KV budget: kv_budget (entries per KV head) or kv_ratio", m->info.name);
+  const SpecMethod found = method_of(spec);
+  const PressMethod& m = *found.method;
+  if (m.info.uses_budget && !budget.is_set()) {
+    fail("press '{}' needs a KV budget: kv_budget (entries per KV head) or kv_ratio", m.info.name);
   }
-  return {m->make(params, budget), m->role(params)};
+  return {m.make(found.params, budget), m.role(found.params)};
 }
 
 // The parts of "a+b+c".
@@ -157,11 +186,40 @@ std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budge
 
 bool press_evicts_after_prefill(const std::string& spec) {
   for (const std::string& part : press_parts(spec)) {
-    const auto [m, params] = method_of(part);
-    const PressRole role = m->role(params);
+    const SpecMethod found = method_of(part);
+    const PressRole role = found.method->role(found.params);
     if ((role.evicts_prompt || role.evicts_generated) && !role.evicts_at_prefill_end_only) return true;
   }
   return false;
+}
+
+void add_press_method(PressMethod method) {
+  const std::string& name = method.info.name;
+  if (name.empty() || name.find_first_of(":,=+@ \t\n") != std::string::npos) {
+    fail("a press name must be non-empty, without ':', ',', '=', '+', '@' or spaces (a spec's separators), got '{}'",
+         name);
+  }
+  for (const auto& m : methods()) {
+    if (m.info.name == name) fail("'{}' is a built-in press: give the added method another name", name);
+  }
+  std::shared_ptr<const PressMethod> added = std::make_shared<const PressMethod>(std::move(method));
+  std::lock_guard lock(added_mutex);
+  for (auto& m : added_methods()) {
+    // The method replaced is freed after the lock (in `added`), as clear_added_press_methods frees.
+    if (m->info.name == added->info.name) {
+      std::swap(m, added);
+      return;
+    }
+  }
+  added_methods().push_back(std::move(added));
+}
+
+void clear_added_press_methods() {
+  std::vector<std::shared_ptr<const PressMethod>> forgotten;
+  {
+    std::lock_guard lock(added_mutex);
+    forgotten.swap(added_methods());
+  }  // freed outside the lock: a method's state may take locks of its own (Python's GIL)
 }
 
 }  // namespace deferkv

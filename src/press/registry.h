@@ -1,6 +1,7 @@
 #pragma once
 // The list of press methods. Each method file under methods/ defines one function
 // returning its PressMethod; registry.cpp lists them.
+#include <functional>
 #include <memory>
 
 #include "deferkv/press.h"
@@ -37,9 +38,21 @@ PressRole prompt_press_role(const PressParams& params);
 
 struct PressMethod {
   PressInfo info;
-  std::unique_ptr<Press> (*make)(const PressParams& params, const KvBudget& budget);
+  // A function, so that a method added while the program runs can hold what it needs.
+  std::function<std::unique_ptr<Press>(const PressParams& params, const KvBudget& budget)> make;
   PressRole (*role)(const PressParams& params) = prompt_press_role;
 };
+
+// Methods added while the program runs, after the built-in ones: a scorer written in Python
+// (python/src/python_scorer.cpp). make_press finds them by name, so every spec, composition
+// and `deferkv.eval.run` takes them; press_catalogue() lists the built-in ones only. Adding
+// a name added before replaces that method (a press made already keeps what it was made
+// with); a built-in name, or a name with a character specs use (':', ',', '=', '+', '@',
+// spaces), is an error. Thread-safe.
+void add_press_method(PressMethod method);
+// Forgets every added method (the Python module, at exit: while its interpreter still runs,
+// as the methods hold Python objects).
+void clear_added_press_methods();
 
 PressMethod full_method();
 PressMethod streaming_llm_method();

@@ -1,12 +1,14 @@
 // Press specs: parsing, defaults, and clear errors for bad input.
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "deferkv/error.h"
 #include "deferkv/press.h"
 #include "kv/kv_cache.h"
 #include "press/press_test_util.h"
+#include "press/registry.h"
 #include "support/scratch_dir.h"
 
 namespace deferkv {
@@ -133,6 +135,38 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
                                "compactor"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
+}
+
+// A method added while the program runs (a Python scorer, python/src/python_scorer.cpp): found
+// by name in specs and compositions, replaced by a later one of its name, refused under a
+// built-in name or one with a spec's separators, gone once cleared.
+TEST(PressSpec, AddedMethodsAreFoundReplacedAndRefusedByName) {
+  auto method = [](const std::string& name, int64_t version) {
+    return PressMethod{{name, "an added method", "", {{"k", "0", "a parameter of its own"}}},
+                       [version](const PressParams& p, const KvBudget& b) {
+                         return make_press(fmt::format("knorm:skip_layers={}", version + p.get_int("k", 0, 9)), b);
+                       }};
+  };
+  const KvBudget b = KvBudget::per_head(64);
+  add_press_method(method("added_test", 1));
+  EXPECT_NE(make_press("added_test:k=2", b)->describe().find("skip_layers=3"), std::string::npos);
+  add_press_method(method("added_test", 5));  // replaces the first
+  EXPECT_NE(make_press("added_test", b)->describe().find("skip_layers=5"), std::string::npos);
+  EXPECT_NO_THROW(make_press("added_test+moment_kv", b));
+  EXPECT_NE(testing::press_error("added_test:bogus=1").find("press 'added_test' has no parameter 'bogus'"),
+            std::string::npos);
+  EXPECT_NE(testing::press_error("nothing_such").find(", added_test)"), std::string::npos);
+  for (const char* bad : {"a:b", "a+b", "a b", "a@b", ""}) {
+    EXPECT_THROW(add_press_method(method(bad, 1)), Error) << bad;
+  }
+  try {
+    add_press_method(method("snapkv", 1));
+    ADD_FAILURE() << "a built-in name was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'snapkv' is a built-in press"), std::string::npos) << e.what();
+  }
+  clear_added_press_methods();
+  EXPECT_NE(testing::press_error("added_test").find("unknown press 'added_test'"), std::string::npos);
 }
 
 }  // namespace

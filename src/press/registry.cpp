@@ -18,7 +18,7 @@ const std::vector<PressMethod>& methods() {
       snapkv_method(),      pyramidkv_method(),     adakv_method(),        chunkkv_method(),
       deferkv_method(),     moment_kv_method(),     laq_method(),          laqpp_method(),
       speckv_method(),      compresskv_method(),    lookaheadkv_method(),  behavior_preserving_method(),
-      lagkv_method(),
+      lagkv_method(),        criticalkv_method(),     finch_method(),
   };
   return all;
 }

@@ -49,6 +49,8 @@ PressMethod knorm_method();
 PressMethod keydiff_method();
 PressMethod random_method();
 PressMethod lagkv_method();
+PressMethod criticalkv_method();
+PressMethod finch_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

@@ -71,6 +71,9 @@ std::map<std::string, MethodCase> method_cases() {
       {"keydiff", {"keydiff", Region::kPrompt, false}},
       {"random", {"random", Region::kPrompt, false}},
       {"lagkv", {"lagkv:lag=8", Region::kPrompt, false}},
+      {"criticalkv", {"criticalkv", Region::kPrompt, false}},
+      // Re-rotated positions would count the generated entries as the prompt's here.
+      {"finch", {"finch:rerotate=false", Region::kPrompt, false}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},
@@ -238,8 +241,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 18 * 2 + 17 + 41);
-  EXPECT_EQ(refused, 21 * 21 - composed);
+  EXPECT_EQ(composed, 20 * 2 + 19 + 45);
+  EXPECT_EQ(refused, 23 * 23 - composed);
 }
 
 }  // namespace

@@ -7,9 +7,10 @@
 // Mutants applied to the engine, run, seen failing, reverted:
 //   stage 2 without the value norm (two_stage.cpp scores s + epsilon)   -> CriticalKV,
 //                                                                           CriticalAdaKV
-//   the norm of query head h*group only, not the group's mean            -> CriticalKV
-//   AdaKV's budgets taken from the rescored scores (allocation after the
-//   two stages, scored_press.cpp)                                        -> CriticalAdaKV
+//   the norm of the group's first query head only, not the group's mean   -> CriticalKV,
+//                                                                           CriticalAdaKV
+//   AdaKV's budgets taken from the rescored scores (the allocation run
+//   again after the two stages, scored_press.cpp's choose)               -> CriticalAdaKV
 #include <gtest/gtest.h>
 
 #include <algorithm>

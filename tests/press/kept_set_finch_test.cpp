@@ -8,7 +8,8 @@
 // Mutants applied to the engine, run, seen failing, reverted:
 //   the window left at the fallback 32, not the question's length   -> QuestionIsTheWindow
 //   no position weighting (finch.cpp's weights left empty)           -> QuestionIsTheWindow
-//   re-rotation off by default                                        -> RerotatedByDefault
+//   the session not told to continue at n (ScoredPress::on_prefill_end
+//   without its continue_at)                                          -> RerotatedByDefault
 #include <gtest/gtest.h>
 
 #include <algorithm>

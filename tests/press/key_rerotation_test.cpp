@@ -12,8 +12,9 @@
 //
 // Mutants applied to the engine, run, seen failing, reverted:
 //   KvCache::renumber rotates by the new position, not by new - old   -> RerotatedKeys, DecodeLogits
-//   continue_at never called (decoding continues at T)                -> DecodeLogits
-//   positions rewritten, keys left as stored                          -> RerotatedKeys, DecodeLogits
+//   continue_at never called (decoding continues at T)                -> RerotatedKeys (the
+//                                                                        decoded entry's position),
+//                                                                        DecodeLogits
 #include <gtest/gtest.h>
 
 #include <cmath>

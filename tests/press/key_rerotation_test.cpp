@@ -129,6 +129,28 @@ TEST(KeyRerotation, DecodeLogits) {
   EXPECT_GT(relative_error(plain.logits[1].data(), reference[kBudget]), 1e-3);
 }
 
+TEST(KeyRerotation, QuestionAgnosticQuestionFollowsAtN) {
+  // The context compressed and renumbered at its end; the question read after it at
+  // b .. b + q - 1, then the answer: on the one-layer model, the logits of a forward over
+  // the kept context tokens, the question and y_1 from position 0.
+  constexpr int64_t kQuestion = 6;
+  const std::string path = one_layer_model();
+  const std::vector<int32_t> context = testing::random_prompt(kPrompt, 9);
+  const std::vector<int32_t> question = testing::random_prompt(kQuestion, 13);
+  const auto run = testing::run_press_with_question(path, "streaming_llm:rerotate=true", KvBudget::per_head(kBudget),
+                                                    context, question, true, 1);
+  std::vector<int32_t> want_positions;
+  for (int32_t p = 0; p <= kBudget + kQuestion; ++p) want_positions.push_back(p);
+  for (int64_t g = 0; g < 2; ++g) EXPECT_EQ(run.positions[0][g], want_positions) << "KV head " << g;
+  std::vector<int32_t> tokens;
+  for (int32_t p : kept_positions()) tokens.push_back(context[p]);
+  tokens.insert(tokens.end(), question.begin(), question.end());
+  tokens.push_back(run.generated[0]);
+  const auto reference = testing::reference_logits(path, tokens);
+  EXPECT_LT(relative_error(run.logits[0].data(), reference[kBudget + kQuestion - 1]), 1e-4) << "after the question";
+  EXPECT_LT(relative_error(run.logits[1].data(), reference[kBudget + kQuestion]), 1e-4) << "decode step 1";
+}
+
 TEST(KeyRerotation, RefusedWhereItCannotApply) {
   for (const char* spec : {"streaming_llm:rerotate=true,per_step=true", "streaming_llm:rerotate=true,every=4",
                            "streaming_llm:rerotate=true,d=1"}) {

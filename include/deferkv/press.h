@@ -75,7 +75,8 @@ class PressHost {
   // it is the session's first prompt and all_logits is off.
   virtual void use_draft_model() = 0;
   // The model's output path (model_readout.h: W_O, the final norm, the LM head); from
-  // this call on the final residual stream of every forward pass also goes to `observe`.
+  // this call on the final residual stream of every forward pass also goes to `observe`
+  // (none when `observe` is empty).
   virtual const ModelReadout& read_model_output(ResidualObserver observe) = 0;
 
   // Capabilities, in on_prefill_end.
@@ -100,6 +101,10 @@ class PressHost {
   // so that generation starts from logits that see the compressed cache (SpecKV). Needs
   // all_logits off.
   virtual void refeed_last_token() = 0;
+  // Key re-rotation: the press has renumbered every entry of the cache to 0 .. n-1
+  // (KvCache::renumber), so the next token goes to `position` = n rather than after the
+  // prompt's original positions. Fails unless every head's newest entry lies below it.
+  virtual void continue_at(int64_t position) = 0;
 
  protected:
   ~PressHost() = default;
@@ -123,6 +128,11 @@ class Press {
   // fails here, before anything runs; one that uses a capability declares it here.
   virtual void on_attach(const PressModelShape& shape, PressHost& host) {}
 
+  // The prefill about to begin ends with a question of n_tokens (question-aware mode, where
+  // the caller knows it: prefill_prompt, Session::prefill's question_tokens), 0 when none
+  // was given. Called just before on_prefill_begin. A press whose window is the question
+  // (Finch) sizes it here.
+  virtual void on_prompt_question(int64_t n_tokens) {}
   // A prefill of n_tokens starting at first_position begins.
   virtual void on_prefill_begin(int64_t first_position, int64_t n_tokens) {}
   // After each layer's attention, in prefill and decode.

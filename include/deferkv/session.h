@@ -94,7 +94,9 @@ class Session {
 
   // Feeds tokens (a prompt, or more text) at the next positions, n_batch at a time.
   // Throws, leaving the session unchanged, when they do not fit in the context.
-  void prefill(const std::vector<int32_t>& tokens);
+  // question_tokens: how many of the last tokens are the prompt's question, for a press
+  // whose window is the question (Press::on_prompt_question); 0: not given.
+  void prefill(const std::vector<int32_t>& tokens, int64_t question_tokens = 0);
   // Question-agnostic mode: feeds a question after the context that prefill() has just fed
   // (and the press compressed at its end), on the cache as the press left it. The press's
   // prompt stays the context (Press::on_question): no prefill hook runs for the question,
@@ -186,7 +188,7 @@ class Session {
   //
   // prefill() is begin_prefill(), feed_prompt() until it returns true, and end_prefill(), so
   // that a driver can run other sequences between the feeds.
-  void begin_prefill(const std::vector<int32_t>& tokens);
+  void begin_prefill(const std::vector<int32_t>& tokens, int64_t question_tokens = 0);
   // Runs about `layer_rows` rows x layers more of the prompt begun, timed as prefill (the
   // press's layer evictions as eviction); true once the whole prompt is in. Without a press,
   // n_batch tokens at a time through every layer (at least one batch per call). With one,

@@ -33,7 +33,7 @@ void prefill_prompt(Session& session, const std::vector<int32_t>& context, const
   }
   std::vector<int32_t> prompt = context;
   prompt.insert(prompt.end(), question.begin(), question.end());
-  session.prefill(prompt);
+  session.prefill(prompt, static_cast<int64_t>(question.size()));
 }
 
 const char* question_mode_name(bool question_agnostic) {

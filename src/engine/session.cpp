@@ -124,20 +124,24 @@ void Session::check_input(const std::vector<int32_t>& tokens, const char* what) 
   for (int32_t t : tokens) check_token(t);
 }
 
-void Session::prefill(const std::vector<int32_t>& tokens) {
-  begin_prefill(tokens);
+void Session::prefill(const std::vector<int32_t>& tokens, int64_t question_tokens) {
+  begin_prefill(tokens, question_tokens);
   while (!feed_prompt(tokens, std::numeric_limits<int64_t>::max())) {
   }
   end_prefill(tokens);
 }
 
-void Session::begin_prefill(const std::vector<int32_t>& tokens) {
+void Session::begin_prefill(const std::vector<int32_t>& tokens, int64_t question_tokens) {
   expect_phase("a prefill", {SessionPhase::kIdle});
   check_input(tokens, "prompt");
+  if (question_tokens < 0 || question_tokens > static_cast<int64_t>(tokens.size())) {
+    fail("a question of {} tokens in a prompt of {}", question_tokens, tokens.size());
+  }
   if (press_) check_press_needs(static_cast<int64_t>(tokens.size()));
   phase_ = Prefilling{.first_position = n_past_};
   if (!press_) return;
   try {
+    press_->on_prompt_question(question_tokens);
     press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
     // With a press the prompt runs layer by layer, each layer going to the press as soon as
     // the whole prompt has passed it, so that a one-shot press evicts it there, before the

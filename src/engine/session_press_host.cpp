@@ -26,8 +26,25 @@ const ModelReadout& Session::Host::read_model_output(ResidualObserver observe) {
   if (!needs.readout) {
     needs.readout = std::make_unique<WeightsReadout>(s_.model_->config(), s_.model_->weights(), *s_.pool_);
   }
-  needs.residual_observers.push_back(std::move(observe));
+  // An empty observer: the press reads the weights only (CriticalKV's W_O), and the forward
+  // pass need not hand out its residual stream for it.
+  if (observe) needs.residual_observers.push_back(std::move(observe));
   return *needs.readout;
+}
+
+void Session::Host::continue_at(int64_t position) {
+  at_prefill_end("continue_at");
+  const KvCache& cache = *s_.cache_;
+  for (int64_t l = 0; l < cache.n_layer(); ++l) {
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+      const int64_t n = cache.length(l, g);
+      if (position < 0 || position > s_.n_past_ || (n > 0 && cache.positions(l, g)[n - 1] >= position)) {
+        fail("press '{}' continues at position {}, but layer {} KV head {} holds an entry there or later",
+             press_name(), position, l, g);
+      }
+    }
+  }
+  s_.n_past_ = position;
 }
 
 void Session::Host::greedy_lookahead(int64_t n_tokens, const std::function<void(KvCache&)>& prepare,

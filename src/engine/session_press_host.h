@@ -22,6 +22,7 @@ class Session::Host final : public PressHost {
   void run_after_prompt(const std::vector<int32_t>& tokens, const AttentionObserver& observe) override;
   void run_after_prompt(const LookaheadRows& rows, const AttentionObserver& observe) override;
   void refeed_last_token() override;
+  void continue_at(int64_t position) override;
 
  private:
   std::string press_name() const;

@@ -185,6 +185,28 @@ void KvCache::close_holes(HeadStore& h) {
   h.holes.clear();
 }
 
+void KvCache::renumber(int64_t layer, int64_t kv_head, int32_t first, const Rotary& rotary) {
+  if (rotary.n_rot <= 0 || rotary.n_rot % 2 != 0 || rotary.n_rot > head_dim_) {
+    fail("cannot re-rotate keys: the model's RoPE rotates {} of {} dimensions", rotary.n_rot, head_dim_);
+  }
+  HeadStore& h = head(layer, kv_head);
+  close_holes(h);  // entry j is row j from here
+  renew_version(h);
+  const KvRowCoding coding = key_coding(h);
+  auto* positions = reinterpret_cast<int32_t*>(h.positions.at(0, 0));
+  std::vector<float> key(static_cast<size_t>(head_dim_)), scratch(static_cast<size_t>(head_dim_));
+  KvRowReader reader(KvRows{h.rows.at(0, 0), types_.keys, head_dim_, h.holes, coding});
+  for (int64_t j = 0; j < h.length(); ++j) {
+    const int32_t to = first + static_cast<int32_t>(j);
+    if (positions[j] == to) continue;
+    const float* k = reader(j);  // copied before row j is written over
+    std::copy(k, k + head_dim_, key.begin());
+    rotary.rotate(key.data(), 1, head_dim_, to - positions[j]);
+    encode_kv_row(types_.keys, coding, key.data(), head_dim_, scratch.data(), h.rows.at(0, j));
+    positions[j] = to;
+  }
+}
+
 void KvCache::truncate(int32_t position) {
   for (auto& h : heads_) {
     const auto* positions = reinterpret_cast<const int32_t*>(h.positions.at(0, 0));

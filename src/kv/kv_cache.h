@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/rope.h"
 #include "kv/kv_cache_type.h"
 #include "kv/slot_window.h"
 
@@ -90,6 +91,13 @@ class KvCache {
   // Rows a head leaves in place as holes before it compacts them: at 256 bytes a row (f16,
   // head_dim 64) 16 KiB per head, while a per-step press moves rows once per 64 steps.
   static constexpr size_t kMaxHoles = 64;
+  // Key re-rotation (docs/methods/key_rerotation.md): moves entry j of one head to position
+  // first + j, its key rotated by RoPE from its stored position to the new one (rotations
+  // compose: R(q) = R(q - p) R(p)), so the head holds the keys a prefill at the new
+  // positions would have stored from the same hidden states. The keys are rounded to their
+  // storage type again; the values are untouched. Fails unless n_rot is even and within
+  // head_dim.
+  void renumber(int64_t layer, int64_t kv_head, int32_t first, const Rotary& rotary);
   // Drops every entry whose position is >= `position` (rollback to a shorter context).
   void truncate(int32_t position);
 

@@ -66,6 +66,8 @@ PressMethod leverage_method();
 PressMethod cur_method();
 PressMethod non_causal_attention_method();
 PressMethod compactor_method();
+PressMethod criticalkv_method();
+PressMethod finch_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

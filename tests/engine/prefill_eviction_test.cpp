@@ -92,6 +92,7 @@ class NoCapabilities final : public PressHost {
   void run_after_prompt(const std::vector<int32_t>&, const AttentionObserver&) override { refuse(); }
   void run_after_prompt(const LookaheadRows&, const AttentionObserver&) override { refuse(); }
   void refeed_last_token() override { refuse(); }
+  void continue_at(int64_t) override { refuse(); }
 
  private:
   [[noreturn]] static void refuse() { fail("this test offers presses no capability"); }
@@ -238,6 +239,7 @@ std::vector<Case> one_shot_cases() {
       "cur",
       "non_causal_attention",
       "compactor",
+      "finch:rerotate=false",
       "expected_attention",
       "streaming_llm",
       "compresskv:profile=" + profile,

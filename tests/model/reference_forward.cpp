@@ -278,6 +278,11 @@ KvStorage rounded_as(DType type, int64_t head_dim, const KeyShifts& key_shifts) 
   };
 }
 
+std::vector<std::vector<double>> reference_tensor(const std::string& gguf_path, const std::string& name) {
+  GgufFile file(gguf_path);
+  return load_matrix(file, name);
+}
+
 double relative_l2(const float* a, const std::vector<double>& b) {
   double diff = 0, norm = 0;
   for (size_t i = 0; i < b.size(); ++i) {

@@ -75,6 +75,10 @@ using KeyShifts = std::vector<std::vector<std::vector<double>>>;
 // that divides head_dim, rounded, and H row + shift.
 KvStorage rounded_as(DType type, int64_t head_dim, const KeyShifts& key_shifts = {});
 
+// A tensor of the model dequantised to double, as rows of its ne[0] values (for a
+// projection W [out x in]: out rows of in values, e.g. blk.L.attn_output.weight).
+std::vector<std::vector<double>> reference_tensor(const std::string& gguf_path, const std::string& name);
+
 // Relative L2 error ||a - b|| / ||b||.
 double relative_l2(const float* a, const std::vector<double>& b);
 

@@ -14,6 +14,9 @@ class ComposedPress final : public Press {
   void on_attach(const PressModelShape& shape, PressHost& host) override {
     for (auto& p : parts_) p->on_attach(shape, host);
   }
+  void on_prompt_question(int64_t n_tokens) override {
+    for (auto& p : parts_) p->on_prompt_question(n_tokens);
+  }
   void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
     for (auto& p : parts_) p->on_prefill_begin(first_position, n_tokens);
   }

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "deferkv/error.h"
+#include "deferkv/model_readout.h"
 #include "kv/kv_cache.h"
 #include "observe/attention_tap.h"
 
@@ -43,6 +44,18 @@ void ScoredPress::on_attach(const PressModelShape& shape, PressHost& host) {
     fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description(),
          rule.layer_scores.size(), shape.n_layer);
   }
+  shape_ = shape;
+  // W_O only; the residual stream is not observed (an empty observer).
+  if (parts_.two_stage) readout_ = &host.read_model_output({});
+}
+
+void ScoredPress::set_window(int64_t window, std::vector<float> weights) {
+  if (!weights.empty() && static_cast<int64_t>(weights.size()) != window) {
+    fail("internal: {} window weights for a window of {}", weights.size(), window);
+  }
+  parts_.window = window;
+  parts_.capture.window = window;
+  parts_.capture.window_weights = std::move(weights);
 }
 
 bool ScoredPress::will_evict() const {
@@ -85,6 +98,10 @@ void ScoredPress::capture_rows(const AttentionEvent& event, int64_t skip, const 
 }
 
 void ScoredPress::on_attention(const AttentionEvent& event) {
+  if (parts_.key_positions == KeyPositions::kRerotated && rotary_ == nullptr) {
+    if (event.rotary.n_rot <= 0) fail("press '{}' re-rotates keys, but this model has no RoPE", description());
+    rotary_ = &event.rotary;
+  }
   if (!will_evict()) return;
   const CaptureConfig& c = parts_.capture;
   const int64_t position = event.positions[0];
@@ -134,7 +151,16 @@ PrefillLayerEnd ScoredPress::prefill_layer_end() const {
 }
 
 void ScoredPress::on_prefill_end(KvCache& cache) {
-  if (parts_.trigger.fires_at_prefill_end()) evict(cache, 0);
+  if (!parts_.trigger.fires_at_prefill_end()) return;
+  const bool cuts = will_evict();
+  evict(cache, 0);
+  if (!cuts || parts_.key_positions != KeyPositions::kRerotated) return;
+  // Every head was renumbered from 0 and keeps the same count: the next token follows them.
+  int64_t n = 0;
+  for (int64_t l = 0; l < cache.n_layer(); ++l) {
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) n = std::max(n, cache.length(l, g));
+  }
+  host("re-rotates keys").continue_at(n);
 }
 
 bool ScoredPress::on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) {
@@ -166,7 +192,7 @@ std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t
 }
 
 std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer,
-                                                      const std::vector<std::vector<float>>& scores,
+                                                      std::vector<std::vector<float>>& scores,
                                                       LayerSelector& selector) const {
   // The sinks are kept without asking; the other candidates share what is left of b.
   const int64_t room = std::max<int64_t>(0, layer.budget - layer.window);
@@ -181,7 +207,19 @@ std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer
     rest.push_back(std::span<const float>(scores[g]).subspan(head_sinks[g], c - head_sinks[g]));
     share.candidates.push_back(c - head_sinks[g]);
   }
-  std::vector<std::vector<int32_t>> dropped = selector.dropped(layer.layer, rest, allocate(parts_.allocation, share, rest));
+  const std::vector<int64_t> counts = allocate(parts_.allocation, share, rest);
+  if (parts_.two_stage) {
+    std::vector<float> w_o(static_cast<size_t>(readout_->n_embd() * shape_.n_head * shape_.head_dim));
+    readout_->attention_output(layer.layer, w_o.data());
+    for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
+      const std::vector<float> norms = projected_value_norms(layer.cache, layer.layer, g, layer.candidates[g], w_o,
+                                                             readout_->n_embd(), shape_.n_head);
+      const auto s = head_sinks[g];
+      two_stage_rescore(std::span<float>(scores[g]).subspan(s, layer.candidates[g] - s), counts[g],
+                        std::span<const float>(norms).subspan(s), *parts_.two_stage);
+    }
+  }
+  std::vector<std::vector<int32_t>> dropped = selector.dropped(layer.layer, rest, counts);
   for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
     for (int32_t& j : dropped[g]) j += static_cast<int32_t>(head_sinks[g]);
   }
@@ -223,7 +261,8 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   }
   const LayerEviction view{l, n_layer, prompt_end(), decode_origin() + step, b, window, candidate_counts(cache, l, window),
                            prompt.values, decode, cache};
-  const std::vector<std::vector<int32_t>> dropped = choose(view, score(view), *selector_);
+  std::vector<std::vector<float>> scores = score(view);
+  const std::vector<std::vector<int32_t>> dropped = choose(view, scores, *selector_);
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
     if (dropped[g].empty()) continue;
     // A decode step drops few entries of a long head: their rows wait as holes
@@ -233,6 +272,10 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
     } else {
       cache.erase(l, g, dropped[g]);
     }
+  }
+  if (parts_.key_positions == KeyPositions::kRerotated) {
+    if (rotary_ == nullptr) fail("internal: '{}' re-rotates keys before any attention event", description());
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) cache.renumber(l, g, 0, *rotary_);
   }
   keep_captured(cache, l, dropped);
   ++evicted_layers_;
@@ -265,11 +308,41 @@ std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> o
   return own;
 }
 
+PressParameter rerotation_parameter(bool default_on) {
+  return {"rerotate", default_on ? "true" : "false",
+          "after the prompt's eviction, renumber the kept entries 0..n-1, re-rotating their keys (RoPE); "
+          "decoding continues at n"};
+}
+
+KeyPositions read_key_positions(const PressParams& params, const ScoredParts& parts) {
+  if (!params.has("rerotate") || !params.get_bool("rerotate")) return KeyPositions::kOriginal;
+  if (!parts.trigger.fires_at_prefill_end() || parts.trigger.per_step()) {
+    fail("press '{}': rerotate renumbers the entries once, at the end of the prefill; it cannot take d, per_step "
+         "or every",
+         params.name());
+  }
+  if (parts.allocation.kind != AllocationKind::kUniform) {
+    fail("press '{}': rerotate needs every head to keep the same number of entries (alloc=uniform), so that the "
+         "next token's position follows every head",
+         params.name());
+  }
+  return KeyPositions::kRerotated;
+}
+
 ScoredParts read_scored_parts(const PressParams& params) {
   ScoredParts parts;
   parts.allocation = read_allocation(params, params.has("alloc") ? AllocationKey::kAlloc : AllocationKey::kBase);
   parts.selection = read_selection(params);
   parts.trigger = read_trigger(params);
+  parts.key_positions = read_key_positions(params, parts);
+  // A method that declares the two stages' parameters selects in two stages (CriticalKV).
+  if (params.has("first_stage_ratio")) {
+    parts.two_stage = read_two_stage(params);
+    if (parts.selection.chunk > 0) {
+      fail("press '{}': the two stages choose entries per head, so they cannot take chunks shared by the heads",
+           params.name());
+    }
+  }
   if (parts.selection.chunk > 0 &&
       (parts.allocation.kind == AllocationKind::kAdaKv || parts.allocation.kind == AllocationKind::kAdaPyramid)) {
     fail("press '{}': chunks are shared by every head of a layer, so they cannot take adakv's per-head budgets",

@@ -31,9 +31,12 @@
 #include "press/core/prompt_press.h"
 #include "press/core/selection.h"
 #include "press/core/trigger.h"
+#include "press/core/two_stage.h"
 #include "press/registry.h"
 
 namespace deferkv {
+
+struct Rotary;
 
 // Which queries' attention a scorer reads (the observers), reduced per entry of each KV head.
 struct CaptureConfig {
@@ -76,6 +79,12 @@ struct LayerEviction {
   std::vector<std::vector<float>> candidate_attention() const;
 };
 
+// Where the kept entries sit after a prompt eviction [docs/methods/key_rerotation.md]:
+// at their original positions (the default: the keys stay as the prefill stored them),
+// or renumbered 0 .. n-1 with their keys re-rotated to those positions and the session
+// continuing at n (kvpress's KeyRerotationPress, Finch's rerotate_keys).
+enum class KeyPositions { kOriginal, kRerotated };
+
 // How a method uses the shared parts; read_scored_parts fills all but the capture and
 // the window from the shared parameters.
 struct ScoredParts {
@@ -84,7 +93,18 @@ struct ScoredParts {
   AllocationRule allocation;
   Selection selection;
   Trigger trigger = Trigger::at_prefill_end();
+  // CriticalKV's two stages on the scores once the allocation has counted each head's
+  // entries (two_stage.h); none: the scores select as they are.
+  std::optional<TwoStageSelection> two_stage;
+  KeyPositions key_positions = KeyPositions::kOriginal;
 };
+// The parameter rerotate (default off) and its reading: refused, naming the reason, with
+// a trigger other than the prefill's end (a per-step or deferred eviction would renumber
+// entries whose captured attention is matched by position) and with an allocation that
+// does not keep the same count in every head (the next position must follow every head).
+PressParameter rerotation_parameter(bool default_on = false);
+KeyPositions read_key_positions(const PressParams& params, const ScoredParts& parts);
+
 
 class ScoredPress : public PromptPress {
  public:
@@ -111,6 +131,10 @@ class ScoredPress : public PromptPress {
   virtual std::vector<std::vector<float>> score(const LayerEviction& layer) = 0;
   // A prefill ran whose eviction has not fired yet, and it will cut something.
   bool will_evict() const;
+  // A window sized per prompt (Finch's question): the protected window and the captured
+  // window queries with their weights (oldest first), for the prefill about to begin. Call
+  // it in on_prefill_begin before ScoredPress's.
+  void set_window(int64_t window, std::vector<float> weights);
 
  private:
   void capture_prompt(const AttentionEvent& event);
@@ -123,7 +147,8 @@ class ScoredPress : public PromptPress {
   std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
   // Per KV head: the candidates dropped (ascending), from the scorer's scores, by the
   // sinks, the allocation and the selection.
-  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer, const std::vector<std::vector<float>>& scores,
+  // Two stages rewrite the scores in place.
+  std::vector<std::vector<int32_t>> choose(const LayerEviction& layer, std::vector<std::vector<float>>& scores,
                                            LayerSelector& selector) const;
   // Fits a capture to layer l's entries, in place: one value per entry, in the cache's
   // order (an entry it did not see scores 0; after another press's eviction the values
@@ -134,6 +159,9 @@ class ScoredPress : public PromptPress {
   void keep_captured(const KvCache& cache, int64_t l, const std::vector<std::vector<int32_t>>& dropped);
 
   ScoredParts parts_;
+  const ModelReadout* readout_ = nullptr;  // W_O, for two stages
+  const Rotary* rotary_ = nullptr;         // the model's RoPE, from its attention events, for re-rotation
+  PressModelShape shape_{};
 
   int64_t prompt_first_ = 0;  // first position of the last prefill
   bool pending_ = false;  // a prefill ran and its (first) eviction has not fired yet

@@ -72,8 +72,10 @@ class WindowScoredPress final : public ScoredPress {
 }  // namespace
 
 PressMethod window_scored_method(const std::string& name, const std::string& summary, const std::string& paper,
-                                 const SharedDefaults& defaults) {
-  return {{name, summary, paper, with_shared_parameters(window_scoring_parameters(32, 7, Pooling::kMax), defaults)},
+                                 const SharedDefaults& defaults, std::vector<PressParameter> own) {
+  std::vector<PressParameter> parameters = window_scoring_parameters(32, 7, Pooling::kMax);
+  parameters.insert(parameters.end(), own.begin(), own.end());
+  return {{name, summary, paper, with_shared_parameters(std::move(parameters), defaults)},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<WindowScoredPress>(p, b, read_window_scoring(p));
           },

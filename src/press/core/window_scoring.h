@@ -31,7 +31,8 @@ std::vector<std::vector<float>> pooled_candidate_scores(const LayerEviction& lay
 
 // A method of the family: the window scorer (window 32, max-pool 7) with the shared
 // parts, their defaults given.
+// `own`: parameters of the method's own after the window scorer's (CriticalKV's two stages).
 PressMethod window_scored_method(const std::string& name, const std::string& summary, const std::string& paper,
-                                 const SharedDefaults& defaults);
+                                 const SharedDefaults& defaults, std::vector<PressParameter> own = {});
 
 }  // namespace deferkv

@@ -1,5 +1,6 @@
 // StreamingLLM [docs/methods/streaming_llm.md]: keep the first `sinks` tokens (attention sinks) and
-// the most recent ones; original positions are kept (no re-rotation). The score is recency;
+// the most recent ones; original positions are kept unless rerotate=true (the kept entries
+// renumbered 0..n-1, their keys re-rotated: docs/methods/key_rerotation.md). The score is recency;
 // the sinks are the selection's protected first entries.
 // per_step=false (default; the one-shot form the compression papers run): at the end
 // of the prefill each head keeps the first `sinks` prompt tokens and the last b - sinks.
@@ -32,7 +33,7 @@ class StreamingLlmPress final : public ScoredPress {
 
 PressMethod streaming_llm_method() {
   return {{"streaming_llm", "attention sinks plus the most recent tokens", "StreamingLLM, arXiv 2309.17453",
-           with_shared_parameters({{"sinks", "4", "first tokens always kept"}})},
+           with_shared_parameters({{"sinks", "4", "first tokens always kept"}, rerotation_parameter()})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
             parts.selection.sinks = p.get_int("sinks", 0, 1 << 20);

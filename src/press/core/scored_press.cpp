@@ -19,6 +19,18 @@ std::vector<std::vector<float>> LayerEviction::candidate_attention() const {
   return out;
 }
 
+bool CaptureConfig::observes(Observation::Queries queries) const {
+  return std::any_of(observations.begin(), observations.end(),
+                     [&](const Observation& o) { return o.queries == queries; });
+}
+
+int64_t CaptureConfig::count_of(Observation::Queries queries) const {
+  for (const Observation& o : observations) {
+    if (o.queries == queries) return o.count;
+  }
+  return 0;
+}
+
 ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts)
     : PromptPress(params, budget, protected_window(parts.window)), parts_(std::move(parts)) {
   const int64_t window = parts_.window;
@@ -30,9 +42,10 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
                  "prompt tokens and selects nothing from the rest of the prompt",
                  window, description(), window);
   }
-  const CaptureConfig& c = parts_.capture;
-  if (!c.window_weights.empty() && static_cast<int64_t>(c.window_weights.size()) != c.window) {
-    fail("internal: {} window weights for a window of {}", c.window_weights.size(), c.window);
+  for (const Observation& o : parts_.capture.observations) {
+    if (!o.weights.empty() && static_cast<int64_t>(o.weights.size()) != o.count) {
+      fail("internal: {} window weights for a window of {}", o.weights.size(), o.count);
+    }
   }
 }
 
@@ -61,8 +74,10 @@ void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
   evicted_layers_ = 0;
   selector_.reset();
   // Per step, the attention drawn so far carries over to the next prompt of the session.
-  if (!(parts_.trigger.per_step() && parts_.capture.all_decode_queries)) prompt_attention_.clear();
-  decode_attention_.assign(static_cast<size_t>(parts_.capture.decode_steps), {});
+  if (!(parts_.trigger.per_step() && parts_.capture.observes(Observation::Queries::kDecodeAll))) {
+    prompt_attention_.clear();
+  }
+  decode_attention_.assign(static_cast<size_t>(parts_.capture.count_of(Observation::Queries::kDecodeSteps)), {});
   prompt_first_ = first_position;
 }
 
@@ -86,38 +101,50 @@ void ScoredPress::capture_rows(const AttentionEvent& event, int64_t skip, const 
 
 void ScoredPress::on_attention(const AttentionEvent& event) {
   if (!will_evict()) return;
-  const CaptureConfig& c = parts_.capture;
   const int64_t position = event.positions[0];
-  if (position < prompt_end()) {
-    capture_prompt(event);
-    return;
-  }
   // Decode step 1 is the first token after the question in question-agnostic mode, whose
-  // rows are neither window nor decode observers.
-  if (position < decode_origin()) return;
-  const int64_t step = position - decode_origin() + 1;
-  if (step <= c.decode_steps) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
-  if (c.all_decode_queries) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
-  if (c.trigger_queries && parts_.trigger.fires_after(step)) {
-    CapturedAttention& layer = layer_of(prompt_attention_, event);
-    layer.forget();
-    capture_rows(event, event.n - 1, nullptr, layer);
+  // rows are neither prompt nor decode observers.
+  if (position >= prompt_end() && position < decode_origin()) return;
+  const int64_t step = position < prompt_end() ? 0 : position - decode_origin() + 1;  // 0: the prompt
+  for (const Observation& o : parts_.capture.observations) capture(o, event, step);
+}
+
+void ScoredPress::capture(const Observation& o, const AttentionEvent& event, int64_t step) {
+  using Queries = Observation::Queries;
+  switch (o.queries) {
+    case Queries::kPromptWindow:
+    case Queries::kPromptAll:
+      if (step == 0) capture_prompt(o, event);
+      return;
+    case Queries::kDecodeSteps:
+      if (step > 0 && step <= o.count) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
+      return;
+    case Queries::kDecodeAll:
+      if (step > 0) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
+      return;
+    case Queries::kTriggerStep:
+      if (step > 0 && parts_.trigger.fires_after(step)) {
+        CapturedAttention& layer = layer_of(prompt_attention_, event);
+        layer.forget();
+        capture_rows(event, event.n - 1, nullptr, layer);
+      }
+      return;
   }
 }
 
-void ScoredPress::capture_prompt(const AttentionEvent& event) {
-  const CaptureConfig& c = parts_.capture;
-  const int64_t window_start = prompt_end() - c.window;
-  const int64_t first_observed = c.all_prompt_queries ? prompt_first_ : window_start;
+void ScoredPress::capture_prompt(const Observation& o, const AttentionEvent& event) {
+  const bool all = o.queries == Observation::Queries::kPromptAll;
+  const int64_t window_start = prompt_end() - o.count;
+  const int64_t first_observed = all ? prompt_first_ : window_start;
   // The batch's rows have consecutive positions; the observed ones are a suffix.
   const int64_t skip = std::clamp<int64_t>(first_observed - event.positions[0], 0, event.n);
   const int64_t m = event.n - skip;
-  if (m <= 0 || (c.window == 0 && !c.all_prompt_queries)) return;
+  if (m <= 0 || (!all && o.count == 0)) return;
   std::vector<float> weights(static_cast<size_t>(m), 1.0f);
-  if (!c.all_prompt_queries) {
+  if (!all) {
     for (int64_t i = 0; i < m; ++i) {
       const int64_t age_index = event.positions[skip + i] - window_start;  // 0: the oldest window query
-      weights[i] = c.window_weights.empty() ? 1.0f / static_cast<float>(c.window) : c.window_weights[age_index];
+      weights[i] = o.weights.empty() ? 1.0f / static_cast<float>(o.count) : o.weights[age_index];
     }
   }
   capture_rows(event, skip, weights.data(), layer_of(prompt_attention_, event));
@@ -250,7 +277,8 @@ void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vect
   // matched to the head's new version. The scores follow the entries kept, to be added to
   // (H2O) or reused at the next step, or are scored afresh by the next step's query.
   for (size_t g = 0; g < dropped.size(); ++g) {
-    c.follow_erase(g, dropped[g], cache.version(l, static_cast<int64_t>(g)), !parts_.capture.trigger_queries);
+    c.follow_erase(g, dropped[g], cache.version(l, static_cast<int64_t>(g)),
+                   !parts_.capture.observes(Observation::Queries::kTriggerStep));
   }
 }
 

@@ -35,23 +35,44 @@
 
 namespace deferkv {
 
-// Which queries' attention a scorer reads (the observers), reduced per entry of each KV head.
+// One set of queries a scorer observes, with their weights, and where their attention
+// goes: into the per-entry sums the scorer reads as LayerEviction::prompt_attention, or, for
+// kDecodeSteps, one capture per step (LayerEviction::decode_attention). A method's
+// observations are a value (CaptureConfig), walked by ScoredPress's one capture; a method
+// adds none of its own code to observe.
+struct Observation {
+  enum class Queries {
+    kPromptWindow,  // the last `count` prompt queries, query i weighted weights[i] (oldest first; none: 1/count)
+    kPromptAll,     // every query of the prompt, weight 1 (H2O)
+    kDecodeSteps,   // the queries of decode steps 1..count, each step kept apart (DeferKV)
+    // Every decode query, weight 1, added to the sums, which then follow the entries kept
+    // from eviction to eviction and from prompt to prompt (H2O's "attention drawn so far",
+    // per step).
+    kDecodeAll,
+    // The query of each decode step whose eviction fires: it replaces the sums (TOVA).
+    kTriggerStep,
+  };
+  Queries queries;
+  int64_t count = 0;           // kPromptWindow: queries; kDecodeSteps: steps
+  std::vector<float> weights;  // kPromptWindow only
+
+  static Observation prompt_window(int64_t window, std::vector<float> weights = {}) {
+    return {Queries::kPromptWindow, window, std::move(weights)};
+  }
+  static Observation decode_steps(int64_t steps) { return {Queries::kDecodeSteps, steps, {}}; }
+  static Observation every(Queries queries) { return {queries, 0, {}}; }  // kPromptAll, kDecodeAll, kTriggerStep
+};
+
+// What a scorer observes: its observations, each query's attention reduced per entry of
+// each KV head by `rows` (over the queries) and `group` (over a KV head's query heads).
 struct CaptureConfig {
-  int64_t window = 0;               // the last `window` prompt queries
-  bool all_prompt_queries = false;  // every prompt query (H2O)
-  std::vector<float> window_weights;  // weight of window query i (oldest first); empty: 1/window
+  std::vector<Observation> observations;
   RowReduction rows = RowReduction::kWeightedSum;
   GroupReduction group = GroupReduction::kMean;
-  int64_t decode_steps = 0;  // the queries of decode steps 1..decode_steps, each kept apart (DeferKV)
-  // Per step: every decode query adds to the prompt queries' sums, which follow the entries
-  // kept (H2O's "attention drawn so far").
-  bool all_decode_queries = false;
-  // Per step: the scores at a decode step's eviction are that step's query's alone (TOVA).
-  bool trigger_queries = false;
 
-  bool captures_anything() const {
-    return window > 0 || all_prompt_queries || decode_steps > 0 || all_decode_queries || trigger_queries;
-  }
+  bool captures_anything() const { return !observations.empty(); }
+  bool observes(Observation::Queries queries) const;
+  int64_t count_of(Observation::Queries queries) const;  // its count; 0 when not observed
 };
 
 // What a scorer sees of one layer when the eviction fires.
@@ -113,7 +134,10 @@ class ScoredPress : public PromptPress {
   bool will_evict() const;
 
  private:
-  void capture_prompt(const AttentionEvent& event);
+  // Adds the event's rows that `observation` covers to its capture (one event: one batch
+  // of consecutive positions through one layer).
+  void capture(const Observation& observation, const AttentionEvent& event, int64_t step);
+  void capture_prompt(const Observation& observation, const AttentionEvent& event);
   void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, CapturedAttention& into) const;
   // Evicts every layer not evicted yet at this trigger, then ends the eviction.
   void evict(KvCache& cache, int64_t step);

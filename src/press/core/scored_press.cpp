@@ -63,8 +63,30 @@ bool ScoredPress::will_evict() const {
   return pending_ && cuts_prompt();
 }
 
-void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
-  PromptPress::on_prefill_begin(first_position, n_tokens);
+PressPoints ScoredPress::points() const {
+  PressPoints points = PromptPress::points();
+  if (parts_.trigger.fires_at_prefill_end()) points = points.with(PressPoint::kPromptLayerEnd);
+  if (parts_.trigger.per_step() || parts_.trigger.delay() > 0) points = points.with(PressPoint::kDecodeLayerEnd);
+  return points;
+}
+
+void ScoredPress::act(const PressAt& at, KvCache& cache) {
+  PromptPress::act(at, cache);
+  switch (at.point) {
+    case PressPoint::kPromptBegin: return begin_prompt(at.first_position);
+    case PressPoint::kPromptLayerEnd: return evict_at(cache, 0, at.layer);
+    case PressPoint::kPromptEnd:
+      for (int64_t l = 0; l < cache.n_layer(); ++l) evict_at(cache, 0, l);
+      return;
+    case PressPoint::kDecodeLayerEnd:
+      if (parts_.trigger.fires_after(at.step)) evict_at(cache, at.step, at.layer);
+      return;
+    case PressPoint::kQuestion:
+    case PressPoint::kDecodeStep: return;
+  }
+}
+
+void ScoredPress::begin_prompt(int64_t first_position) {
   if (budget().is_ratio() && prompt_end() > parts_.window && budget_entries() <= parts_.window) {
     spdlog::warn("{} of a {}-token prompt is {} entries per head, not more than the {}-entry window of '{}': "
                  "only the window is kept",
@@ -150,29 +172,6 @@ void ScoredPress::capture_prompt(const Observation& o, const AttentionEvent& eve
   capture_rows(event, skip, weights.data(), layer_of(prompt_attention_, event));
 }
 
-bool ScoredPress::on_prefill_layer_end(KvCache& cache, int64_t layer) {
-  // With a later trigger (DeferKV's step d) nothing happens at the prefill's end.
-  if (parts_.trigger.fires_at_prefill_end() && will_evict()) evict_layer(cache, 0, layer);
-  return true;
-}
-
-PrefillLayerEnd ScoredPress::prefill_layer_end() const {
-  return parts_.trigger.fires_at_prefill_end() ? PrefillLayerEnd::kEvictsLayers : PrefillLayerEnd::kPassesLayers;
-}
-
-void ScoredPress::on_prefill_end(KvCache& cache) {
-  if (parts_.trigger.fires_at_prefill_end()) evict(cache, 0);
-}
-
-bool ScoredPress::on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) {
-  if (parts_.trigger.fires_after(step) && will_evict()) evict_layer(cache, step, layer);
-  return true;
-}
-
-void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
-  if (parts_.trigger.fires_after(step)) evict(cache, step);
-}
-
 void ScoredPress::match_to_cache(CapturedAttention& captured, const KvCache& cache, int64_t l) const {
   // A head never observed scores 0.
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) captured.fit(static_cast<size_t>(g), cache.view(l, g));
@@ -215,12 +214,16 @@ std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer
   return dropped;
 }
 
-void ScoredPress::evict(KvCache& cache, int64_t step) {
+void ScoredPress::evict_at(KvCache& cache, int64_t step, int64_t l) {
+  if (will_evict()) evict_layer(cache, step, l);
+  if (l == cache.n_layer() - 1) end_eviction();
+}
+
+void ScoredPress::end_eviction() {
   if (!will_evict()) {
     pending_ = false;
     return;
   }
-  for (int64_t l = evicted_layers_; l < cache.n_layer(); ++l) evict_layer(cache, step, l);
   evicted_layers_ = 0;
   selector_.reset();
   decode_attention_.assign(decode_attention_.size(), {});

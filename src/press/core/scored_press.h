@@ -8,11 +8,12 @@
 // prompt's bookkeeping, the budget check and the host are PromptPress's (prompt_press.h).
 //
 // An eviction at the end of the prefill runs layer by layer inside the prefill
-// (on_prefill_layer_end): each layer's scores read only that layer's captured attention,
-// keys and values, complete once the prompt has passed it, so the layers kept are those of
-// an eviction after the prefill, and the prefill's peak is one layer's full prompt plus the
-// other layers' budgets. A method that scores with something it gets at on_prefill_end
-// (LookaheadKV's rows) returns false there and evicts every layer at on_prefill_end.
+// (PressPoint::kPromptLayerEnd): each layer's scores read only that layer's captured
+// attention, keys and values, complete once the prompt has passed it, so the layers kept
+// are those of an eviction after the prefill, and the prefill's peak is one layer's full
+// prompt plus the other layers' budgets. A method that scores with something it gets at the
+// prompt's end (LookaheadKV's rows) declares kPromptEnd instead (points()) and evicts every
+// layer there. An eviction after a decode step runs the same way, at kDecodeLayerEnd.
 //
 // Entries of one head: the candidates [0, C) are the entries older than the protected
 // window: at a one-shot eviction the prompt entries before position T - window (the window
@@ -113,19 +114,14 @@ class ScoredPress : public PromptPress {
 
   // Refuses a calibration profile of another depth before anything runs.
   void on_attach(const PressModelShape& shape, PressHost& host) override;
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override;
+  // PromptPress's, and where the trigger fires: kPromptLayerEnd when at the end of the
+  // prefill, kDecodeLayerEnd when after decode steps (per step, or DeferKV's step d): a
+  // layer's scores need only its own captures, complete once its attention was observed.
+  PressPoints points() const override;
   void on_attention(const AttentionEvent& event) override;
-  // Evicts the layer now when the trigger fires at the end of the prefill.
-  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override;
-  // Evicts layer by layer when the trigger fires at the end of the prefill, else passes.
-  PrefillLayerEnd prefill_layer_end() const override;
-  // Evicts the layers not evicted yet.
-  void on_prefill_end(KvCache& cache) override;
-  // Evicts the layer now when the trigger fires after this step (per step, or DeferKV's
-  // step d): the layer's scores need only its own captures, complete once its attention
-  // was observed.
-  bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override;
-  void on_decode_step(KvCache& cache, int64_t step) override;
+  // At a layer end where the trigger fires, evicts the layer; at kPromptEnd (declared by a
+  // method that scores there instead), every layer.
+  void act(const PressAt& at, KvCache& cache) override;
 
  protected:
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.
@@ -134,15 +130,20 @@ class ScoredPress : public PromptPress {
   bool will_evict() const;
 
  private:
+  // A prefill starting at first_position begins: its eviction is pending, its captures fresh.
+  void begin_prompt(int64_t first_position);
   // Adds the event's rows that `observation` covers to its capture (one event: one batch
   // of consecutive positions through one layer).
   void capture(const Observation& observation, const AttentionEvent& event, int64_t step);
   void capture_prompt(const Observation& observation, const AttentionEvent& event);
   void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, CapturedAttention& into) const;
-  // Evicts every layer not evicted yet at this trigger, then ends the eviction.
-  void evict(KvCache& cache, int64_t step);
+  // Layer l's part of the eviction at this trigger (the layers come in order); the last
+  // layer ends the eviction.
+  void evict_at(KvCache& cache, int64_t step, int64_t l);
   // Evicts layer l (the next one: evicted_layers_) at this trigger.
   void evict_layer(KvCache& cache, int64_t step, int64_t l);
+  // The eviction at this trigger is over (every layer done, or nothing to cut).
+  void end_eviction();
   // Per KV head of layer l: C, the entries older than the protected window.
   std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
   // Per KV head: the candidates dropped (ascending), from the scorer's scores, by the

@@ -19,7 +19,8 @@
 //   run_prompt runs a layer's batches last to first (chunk order)    -> every test here
 //   ComposedPress forwards a layer to the later parts after one
 //   that kept it whole                                               -> ComposedOrder
-//   ComposedPress delays every part's layer ends to the prompt's end -> ComposedOrder
+//   ComposedPress delays every part's layer ends to the prompt's end -> ComposedOrder, the composed
+//                                                                       SamePrefill* cases (the peak)
 #include <gtest/gtest.h>
 
 #include <cctype>

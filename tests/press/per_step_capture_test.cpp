@@ -5,6 +5,11 @@
 // and of the step (PressPoint), so the one run evicts each layer right after its attention
 // and the other every layer at the end of the step: that must not change anything either. (The kept sets themselves are checked against the f64 reference in
 // kept_set_reference_test.cpp.)
+//
+// Mutant applied, run, seen failing, reverted: ScoredPress does not end an eviction at its
+// last layer's end (PressPoint::kDecodeLayerEnd)  -> this test, KeptSetReference.TovaPerStep,
+// KNormPerStep, StreamingLLM, QuestionAgnostic.PerStepPressesCutTheQuestionLikeGeneratedTokens
+// and the per-step SamePrefill* cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>

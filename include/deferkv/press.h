@@ -1,17 +1,18 @@
 #pragma once
-// KV-cache compression ("presses"): policy objects a Session calls at fixed points
-// (after each layer's attention, at the end of a prefill, after each decode step) and
-// that evict cache entries through KvCache::retain. Build one from a parameter string:
+// KV-cache compression ("presses"): policy objects that observe the attention and that a
+// Session calls at the points each declares (PressPoint: a prompt's layers and its end, a
+// decode step's layers and its end), evicting cache entries through KvCache. Build one from a parameter string:
 //
 //   auto press = make_press("deferkv:d=1,eta=0.7,base=adakv", KvBudget::per_head(128));
 //   session.set_press(std::move(press));
 //
-// Presses compose with '+', each seeing every hook in turn, e.g. a prefill press and a
+// Presses compose with '+', each called at its points in turn, e.g. a prefill press and a
 // decode-time one: "snapkv+moment_kv:decode_budget=512" (the rules: make_press below).
 //
 // press_catalogue() lists every method with its parameters, defaults and paper.
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,7 +68,7 @@ class PressHost {
   using ResidualObserver = std::function<void(const ResidualEvent&)>;
 
   // Declarations, in on_attach. Their checks then run when a prefill starts, before any
-  // hook, so that a refused prefill leaves the session and every press as they were.
+  // point, so that a refused prefill leaves the session and every press as they were.
   //
   // Every prefill must leave room for n positions after the prompt (run_after_prompt).
   virtual void reserve_after_prompt(int64_t n_positions) = 0;
@@ -79,7 +80,7 @@ class PressHost {
   // (none when `observe` is empty).
   virtual const ModelReadout& read_model_output(ResidualObserver observe) = 0;
 
-  // Capabilities, in on_prefill_end.
+  // Capabilities, at PressPoint::kPromptEnd.
   //
   // Greedy lookahead (LAQ): saves the session's state, lets `prepare` change the working
   // cache (e.g. compress it), runs up to n greedy decode steps from the prefill's logits
@@ -110,15 +111,88 @@ class PressHost {
   ~PressHost() = default;
 };
 
-// What a press's on_prefill_layer_end does with each layer of a prompt.
-enum class PrefillLayerEnd {
-  kKeepsLayers,   // returns false: every layer stays whole until on_prefill_end
-  kPassesLayers,  // returns true and evicts nothing there (no prompt eviction, or a later one)
-  kEvictsLayers,  // returns true, each layer evicted there to the press's budget
+// The points of a session's run at which a press acts. A press declares the points it acts
+// at (Press::points()); the session reads the declaration once, when the press is set on
+// it, and calls the press at exactly those points, each driver (Session::prefill and
+// decode, the batch engine) the same way, in this order for every prompt and decode step:
+//
+//   kPromptBegin, then kPromptLayerEnd for layers 0, 1, ..., n_layer - 1, then kPromptEnd;
+//   kQuestion (Session::prefill_question), between a prompt and its first decode step;
+//   for each decode step: kDecodeLayerEnd for layers 0 .. n_layer - 1, then kDecodeStep.
+//
+// A point the press did not declare is never called, so there is no answer to give back
+// and no work that one driver hands over and another does not. Layer ends come each once,
+// in order, before their end; in a composition, behind a part that acts at the end, they
+// come all together just before that end (make_press).
+enum class PressPoint : uint8_t {
+  // A prefill of n_tokens starting at first_position begins (before its attention).
+  kPromptBegin,
+  // Layer `layer` of the prompt is complete: every prompt row has passed it (its attention
+  // has been observed) and no later row of this prefill reads its entries. A press whose
+  // prompt-end work on a layer needs nothing more does it here, so that the prefill never
+  // holds the whole prompt in every layer. No host capability may be used here. A press
+  // that acts here and not at kPromptEnd is taken to evict each layer to its budget here
+  // (PressPoints::evicts_each_prompt_layer; tests/engine/prefill_eviction_test.cpp checks
+  // every such press).
+  kPromptLayerEnd,
+  // After the whole prefill forward; the press may use the host's capabilities.
+  kPromptEnd,
+  // Question-agnostic mode (Session::prefill_question): n_tokens of question, at
+  // first_position, follow the prompt, and their attention comes next. The press's prompt
+  // stays the one before (the context): a one-shot press neither scores nor evicts the
+  // question's entries, and decode step 1 is the first token fed after the question.
+  kQuestion,
+  // Decode step `step`'s layer `layer` has run: its attention has been observed and
+  // nothing later in the step reads its entries, which are still in the processor's caches.
+  kDecodeLayerEnd,
+  // After decode step `step` (1 for the first token fed after the prefill).
+  kDecodeStep,
 };
 
-// A policy: lifecycle hooks and the attention it observes. Whatever else a method needs
-// from the engine it asks the PressHost for.
+// The points a press acts at: a set of PressPoint.
+class PressPoints {
+ public:
+  constexpr PressPoints() = default;
+  constexpr PressPoints(std::initializer_list<PressPoint> points) {
+    for (PressPoint p : points) bits_ |= bit(p);
+  }
+  constexpr bool has(PressPoint p) const { return (bits_ & bit(p)) != 0; }
+  constexpr PressPoints with(PressPoint p) const { return from_bits(bits_ | bit(p)); }
+  constexpr PressPoints without(PressPoint p) const { return from_bits(bits_ & ~bit(p)); }
+  constexpr PressPoints operator|(PressPoints other) const { return from_bits(bits_ | other.bits_); }
+  constexpr bool operator==(const PressPoints&) const = default;
+  // The press evicts each layer of a prompt as soon as the whole prompt has passed it and
+  // does nothing more at its end, so a prefill holds the whole prompt in one layer at a
+  // time (what the batch engine reserves for it: engine/kv_admission.h).
+  constexpr bool evicts_each_prompt_layer() const {
+    return has(PressPoint::kPromptLayerEnd) && !has(PressPoint::kPromptEnd);
+  }
+
+ private:
+  static constexpr uint8_t bit(PressPoint p) { return static_cast<uint8_t>(1u << static_cast<unsigned>(p)); }
+  static constexpr PressPoints from_bits(unsigned bits) {
+    PressPoints out;
+    out.bits_ = static_cast<uint8_t>(bits);
+    return out;
+  }
+  uint8_t bits_ = 0;
+};
+
+// Where the session is when it calls a press: the point, and what the point is about.
+struct PressAt {
+  PressPoint point;
+  int64_t layer = 0;           // kPromptLayerEnd, kDecodeLayerEnd
+  int64_t step = 0;            // kDecodeLayerEnd, kDecodeStep (1: the first token fed after the prompt)
+  int64_t first_position = 0;  // kPromptBegin, kQuestion: the first input position
+  int64_t n_tokens = 0;        // kPromptBegin, kQuestion: how many tokens
+  // kPromptBegin: how many of the prompt's last tokens are its question, where the caller
+  // knows it (prefill_prompt, Session::prefill's question_tokens); 0 when none was given.
+  // A press whose window is the question (Finch) sizes it from this.
+  int64_t question_tokens = 0;
+};
+
+// A policy: the points it acts at, and the attention it observes. Whatever else a method
+// needs from the engine it asks the PressHost for.
 class Press {
  public:
   virtual ~Press() = default;
@@ -127,49 +201,15 @@ class Press {
   // press that cannot serve this model (e.g. a calibration profile of another model)
   // fails here, before anything runs; one that uses a capability declares it here.
   virtual void on_attach(const PressModelShape& shape, PressHost& host) {}
-
-  // The prefill about to begin ends with a question of n_tokens (question-aware mode, where
-  // the caller knows it: prefill_prompt, Session::prefill's question_tokens), 0 when none
-  // was given. Called just before on_prefill_begin. A press whose window is the question
-  // (Finch) sizes it here.
-  virtual void on_prompt_question(int64_t n_tokens) {}
-  // A prefill of n_tokens starting at first_position begins.
-  virtual void on_prefill_begin(int64_t first_position, int64_t n_tokens) {}
-  // After each layer's attention, in prefill and decode.
+  // The points the press acts at: a constant of the press, fixed when it is built. The
+  // session reads it once, at set_press, and calls act() at exactly these points; the batch
+  // engine reserves a request's KV by it (evicts_each_prompt_layer()).
+  virtual PressPoints points() const = 0;
+  // After each layer's attention, in prefill and decode (and capabilities' passes that
+  // name no observer of their own).
   virtual void on_attention(const AttentionEvent& event) {}
-  // Layer `layer` of the prompt is complete: every prompt row has passed it (its attention
-  // has been observed) and no later row of this prefill reads its entries. The session runs
-  // a prompt layer by layer, so the layers come in order, each once, before on_prefill_end.
-  // A press whose prefill-end work on the layer needs nothing more (its scores for the
-  // layer are final) may do it now, evicting the layer so that the prefill never holds the
-  // whole prompt in every layer, and returns true: it is done with the layer, and its
-  // on_prefill_end leaves it alone. False (the default: the layer stays whole until
-  // on_prefill_end, e.g. for a press that scores with forward passes after the prompt)
-  // ends these calls for this prefill. No host capability may be used here.
-  virtual bool on_prefill_layer_end(KvCache& cache, int64_t layer) { return false; }
-  // What on_prefill_layer_end will do, declared before any prefill, so that a scheduler can
-  // project the KV a request holds at its peak (the batch engine's admission): one layer's
-  // whole prompt beside the others' budgets when it evicts layer by layer, the whole prompt
-  // in every layer otherwise.
-  virtual PrefillLayerEnd prefill_layer_end() const { return PrefillLayerEnd::kKeepsLayers; }
-  // After the whole prefill forward; may evict, and may use the host's capabilities.
-  virtual void on_prefill_end(KvCache& cache) {}
-  // Question-agnostic mode (Session::prefill_question): n_tokens of question, at
-  // first_position, follow the prompt the press has just seen, and their attention comes
-  // next. The press's prompt stays the one before (the context): a one-shot press neither
-  // scores nor evicts the question's entries, and decode step 1 is the first token fed
-  // after the question. What each family does: docs/compression.md.
-  virtual void on_question(int64_t first_position, int64_t n_tokens) {}
-  // Decode step `step`'s layer `layer` is done with its entries: its attention has run and
-  // been observed, and nothing later in the step reads them. A press whose work on the
-  // layer at this step needs nothing more may do it now, evicting while the layer's
-  // entries are still in the processor's caches (they were just read), and returns true:
-  // its on_decode_step leaves the layer alone. It must answer the same for every layer of
-  // a step; false (the default) leaves every layer to on_decode_step. Not every driver
-  // calls it, so on_decode_step must still do the work of any layer it was not given.
-  virtual bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) { return false; }
-  // After decode step `step` (1 for the first token fed after the prefill); may evict.
-  virtual void on_decode_step(KvCache& cache, int64_t step) {}
+  // The session is at `at`, a point the press declared. May evict through `cache`.
+  virtual void act(const PressAt& at, KvCache& cache) = 0;
 
   // The parameter string this press was built from, with every default filled in.
   virtual std::string describe() const = 0;
@@ -215,8 +255,9 @@ const std::vector<PressInfo>& press_catalogue();
 // Builds a press from "name" or "name:key=value,key=value", or several joined by '+'.
 // Unknown names or keys, malformed values and a missing budget are errors naming them.
 //
-// Composition "a+b": every hook goes to each press in the order given, and each may use
-// the host. A press evicts the prompt's entries, or the generated ones (moment_kv), or
+// Composition "a+b": every point goes to each press that declared it in the order given
+// (a press's layer ends wait for the prompt's or the step's end when one before it acts
+// there), and each may use the host. A press evicts the prompt's entries, or the generated ones (moment_kv), or
 // both (a per-step trigger, per_step=true or every=n: tova by default, any scorer method
 // or behavior_preserving when asked, cuts every entry back to the budget while decoding).
 // make_press refuses, with an error

@@ -40,7 +40,7 @@ struct SessionTimings {
   double decode_seconds = 0;   // includes the press's capture during decode steps
   int64_t decode_tokens = 0;
   double capture_seconds = 0;   // the press's attention capture (part of the above)
-  double eviction_seconds = 0;  // the press's hooks that choose and evict
+  double eviction_seconds = 0;  // the press's points that choose and evict
   // The forward passes the press asked for (LAQ's pseudo decoding, SpecKV's draft and its
   // re-fed last token, LookaheadKV's rows), the capture during them included; part of
   // eviction_seconds, not of capture_seconds.
@@ -95,11 +95,11 @@ class Session {
   // Feeds tokens (a prompt, or more text) at the next positions, n_batch at a time.
   // Throws, leaving the session unchanged, when they do not fit in the context.
   // question_tokens: how many of the last tokens are the prompt's question, for a press
-  // whose window is the question (Press::on_prompt_question); 0: not given.
+  // whose window is the question (PressAt::question_tokens at kPromptBegin); 0: not given.
   void prefill(const std::vector<int32_t>& tokens, int64_t question_tokens = 0);
   // Question-agnostic mode: feeds a question after the context that prefill() has just fed
   // (and the press compressed at its end), on the cache as the press left it. The press's
-  // prompt stays the context (Press::on_question): no prefill hook runs for the question,
+  // prompt stays the context (PressPoint::kQuestion): no prompt point runs for the question,
   // its entries are kept, and decode steps count from its end. Throws, leaving the session
   // unchanged, when it does not fit or nothing was prefilled before it.
   void prefill_question(const std::vector<int32_t>& tokens);
@@ -142,9 +142,10 @@ class Session {
 
  private:
   // The press's side of the session: the capabilities it may call (PressHost), what it
-  // declared at on_attach.
+  // declared at on_attach, and the points it acts at (Press::points, read once there).
   class Host;
   struct PressNeeds {
+    PressPoints points;
     int64_t reserved_after_prompt = 0;
     bool drafts = false;
     std::unique_ptr<ModelReadout> readout;
@@ -161,7 +162,6 @@ class Session {
   struct Prefilling {
     int64_t first_position = 0;
     size_t next = 0;          // without a press: the next batch's first token
-    bool layers_open = true;  // the press takes each layer as it completes
     bool evicted = false;     // a layer lost entries at its end
   };
   struct PromptComplete {
@@ -176,7 +176,7 @@ class Session {
   struct Question {};
   struct Decoding {
     int32_t position = 0;  // of the token being decoded: the step's segment points at it
-    bool evicted = false;  // a layer lost entries as it finished (Press::on_decode_layer_end)
+    bool evicted = false;  // a layer lost entries as it finished (PressPoint::kDecodeLayerEnd)
   };
   using Phase = std::variant<Idle, Attaching, Prefilling, PromptComplete, PromptEnd, Capability, Question, Decoding>;
 
@@ -193,7 +193,7 @@ class Session {
   // press's layer evictions as eviction); true once the whole prompt is in. Without a press,
   // n_batch tokens at a time through every layer (at least one batch per call). With one,
   // layer by layer (ForwardPass::begin_prompt), n_batch tokens through one layer at a time,
-  // each layer handed to the press (Press::on_prefill_layer_end) once the whole prompt has
+  // each layer handed to the press (PressPoint::kPromptLayerEnd) once the whole prompt has
   // passed it. On an error the prompt's entries are taken back out and it throws.
   bool feed_prompt(const std::vector<int32_t>& tokens, int64_t layer_rows);
   // The press's end of the prefill.
@@ -205,13 +205,15 @@ class Session {
   // A step's forward pass failed: back to idle, as if the step had not begun.
   void abandon_decode();
   // Layer `layer` of the prompt (ForwardPass::run_prompt_chunk) or of the decode step
-  // (ForwardSegment::layer_done) running is done: the press's on_prefill_layer_end or
-  // on_decode_layer_end, timed as eviction.
+  // (ForwardSegment::layer_done) running is done: the press's kPromptLayerEnd or
+  // kDecodeLayerEnd, timed as eviction.
   void prompt_layer_done(int64_t layer);
   void decode_layer_done(int64_t layer);
   // The forward pass's taps for the press set (none without one): its attention and, when
   // it asked, the final residual stream.
   void set_taps();
+  // Whether a press is set that acts at `point`: the session calls it there, and nowhere else.
+  bool acts_at(PressPoint point) const { return press_ && needs_.points.has(point); }
 
   std::shared_ptr<const Model> model_;
   std::shared_ptr<ThreadPool> pool_;
@@ -233,7 +235,7 @@ class Session {
   // Set on a decode step's segment while a press is set: decode_layer_done.
   std::function<void(int64_t)> decode_layer_done_;
 
-  // Runs a press hook timed as eviction; records the cache when it (or, `evicted_before`,
+  // Runs a press's point timed as eviction; records the cache when it (or, `evicted_before`,
   // the prefill's layer evictions before it) removed entries.
   template <typename Hook>
   void run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_before = false);

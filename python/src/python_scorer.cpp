@@ -44,12 +44,13 @@ struct ScorerCapture {
 // The declaration as the engine's CaptureConfig. Kept to this one function: CaptureConfig is
 // the part of the scorer protocol most likely to change shape.
 CaptureConfig capture_config(const ScorerCapture& c) {
+  using Queries = Observation::Queries;
   CaptureConfig config;
-  config.window = c.window;
-  config.all_prompt_queries = c.all_prompt_queries;
-  config.decode_steps = c.decode_steps;
-  config.all_decode_queries = c.all_decode_queries;
-  config.trigger_queries = c.trigger_queries;
+  if (c.window > 0) config.observations.push_back(Observation::prompt_window(c.window));
+  if (c.all_prompt_queries) config.observations.push_back(Observation::every(Queries::kPromptAll));
+  if (c.decode_steps > 0) config.observations.push_back(Observation::decode_steps(c.decode_steps));
+  if (c.all_decode_queries) config.observations.push_back(Observation::every(Queries::kDecodeAll));
+  if (c.trigger_queries) config.observations.push_back(Observation::every(Queries::kTriggerStep));
   config.group = c.gqa == "max" ? GroupReduction::kMax : c.gqa == "sum" ? GroupReduction::kSum : GroupReduction::kMean;
   return config;
 }

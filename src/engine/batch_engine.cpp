@@ -72,7 +72,7 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
                        : request.budget.is_set() ? request.budget.resolve(prompt)
                                                  : prompt;
   const bool evicts_each_layer =
-      request.press != nullptr && request.press->prefill_layer_end() == PrefillLayerEnd::kEvictsLayers;
+      request.press != nullptr && request.press->points().evicts_each_prompt_layer();
   auto project = [&] {
     return project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
   };

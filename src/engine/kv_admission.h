@@ -2,7 +2,8 @@
 // Admission by KV bytes under one memory cap. A request reserves its projected peak: the
 // full cache holds prompt + generated tokens; a press with a budget holds the whole prompt
 // until it evicts, then its kept entries plus the generated tokens. A press that evicts
-// each layer as soon as the whole prompt has passed it (Press::prefill_layer_end) holds the
+// each layer as soon as the whole prompt has passed it (it declares that it acts there and
+// not at the prompt's end: PressPoints::evicts_each_prompt_layer) holds the
 // whole prompt in one layer at a time, beside the budgets of the layers before it. Once it
 // has evicted, its reservation shrinks to the part that stays, so eviction admits waiting
 // requests.
@@ -25,7 +26,7 @@ struct KvProjection {
 
 // bytes_per_token: one token's KV over all n_layer layers and every KV head. kept_per_head:
 // the entries a press keeps per KV head (< 0: no press, the full cache). evicts_each_layer:
-// the press evicts each layer at the prompt's end in it (PrefillLayerEnd::kEvictsLayers).
+// the press evicts each layer at the prompt's end in it (PressPoints::evicts_each_prompt_layer).
 KvProjection project_kv(int64_t bytes_per_token, int64_t n_layer, int64_t prompt_tokens, int64_t max_tokens,
                         int64_t kept_per_head, bool evicts_each_layer);
 

@@ -87,7 +87,7 @@ const char* session_phase_name(SessionPhase phase) {
     case SessionPhase::kAttaching: return "attaching a press";
     case SessionPhase::kPrefilling: return "prefilling a prompt";
     case SessionPhase::kPromptComplete: return "done with a prompt's forward pass, before its end";
-    case SessionPhase::kPromptEnd: return "at a prompt's end (the press's on_prefill_end)";
+    case SessionPhase::kPromptEnd: return "at a prompt's end (the press's kPromptEnd)";
     case SessionPhase::kCapability: return "running a press capability";
     case SessionPhase::kQuestion: return "feeding a question";
     case SessionPhase::kDecoding: return "decoding a token";
@@ -141,8 +141,13 @@ void Session::begin_prefill(const std::vector<int32_t>& tokens, int64_t question
   phase_ = Prefilling{.first_position = n_past_};
   if (!press_) return;
   try {
-    press_->on_prompt_question(question_tokens);
-    press_->on_prefill_begin(n_past_, static_cast<int64_t>(tokens.size()));
+    if (acts_at(PressPoint::kPromptBegin)) {
+      press_->act({.point = PressPoint::kPromptBegin,
+                   .first_position = n_past_,
+                   .n_tokens = static_cast<int64_t>(tokens.size()),
+                   .question_tokens = question_tokens},
+                  *cache_);
+    }
     // With a press the prompt runs layer by layer, each layer going to the press as soon as
     // the whole prompt has passed it, so that a one-shot press evicts it there, before the
     // next layer's entries arrive.
@@ -194,13 +199,13 @@ bool Session::feed_prompt(const std::vector<int32_t>& tokens, int64_t layer_rows
 }
 
 void Session::prompt_layer_done(int64_t layer) {
+  if (!acts_at(PressPoint::kPromptLayerEnd)) return;
   auto& prompt = std::get<Prefilling>(phase_);
-  if (!prompt.layers_open) return;
   const int64_t before = cache_->bytes_held();
   {
     // Timed as eviction, as if it ran after the prefill.
     ScopedTimer evict(timings_.eviction_seconds, &timings_.prefill_seconds);
-    prompt.layers_open = press_->on_prefill_layer_end(*cache_, layer);
+    press_->act({.point = PressPoint::kPromptLayerEnd, .layer = layer}, *cache_);
   }
   prompt.evicted = prompt.evicted || cache_->bytes_held() < before;
 }
@@ -211,7 +216,11 @@ void Session::end_prefill(const std::vector<int32_t>& tokens) {
   IdleOnExit<Phase> idle{phase_};
   if (!press_) return;
   phase_ = PromptEnd{.tokens = &tokens};
-  run_press_hook(0, [&] { press_->on_prefill_end(*cache_); }, evicted);
+  // Run whether the press acts at the prompt's end or not: the cache is recorded when its
+  // layer ends evicted.
+  run_press_hook(0, [&] {
+    if (acts_at(PressPoint::kPromptEnd)) press_->act({.point = PressPoint::kPromptEnd}, *cache_);
+  }, evicted);
 }
 
 void Session::prefill_question(const std::vector<int32_t>& tokens) {
@@ -220,7 +229,12 @@ void Session::prefill_question(const std::vector<int32_t>& tokens) {
   check_input(tokens, "question");
   phase_ = Question{};
   IdleOnExit<Phase> idle{phase_};
-  if (press_) press_->on_question(n_past_, static_cast<int64_t>(tokens.size()));
+  if (acts_at(PressPoint::kQuestion)) {
+    press_->act({.point = PressPoint::kQuestion,
+                 .first_position = n_past_,
+                 .n_tokens = static_cast<int64_t>(tokens.size())},
+                *cache_);
+  }
   {
     ScopedTimer prefill(timings_.prefill_seconds);
     feed(tokens, PassPhase::kQuestion);
@@ -234,7 +248,7 @@ void Session::check_token(int32_t token) const {
   if (token < 0 || token >= n_vocab) fail("token id {} is out of the vocabulary (0..{})", token, n_vocab - 1);
 }
 
-// What the press declared at on_attach, checked before any hook of the prefill runs.
+// What the press declared at on_attach, checked before any point of the prefill runs.
 void Session::check_press_needs(int64_t n_tokens) const {
   const int64_t rows = needs_.reserved_after_prompt;
   if (rows > 0 && n_past_ + n_tokens + rows > n_ctx_) {
@@ -333,7 +347,7 @@ ForwardSegment Session::decode_segment(const int32_t& token) {
           .logits = logits_.data(),
           .phase = PassPhase::kDecode,
           .step = decode_step_ + 1,  // end_decode counts it
-          .layer_done = press_ ? &decode_layer_done_ : nullptr};
+          .layer_done = acts_at(PressPoint::kDecodeLayerEnd) ? &decode_layer_done_ : nullptr};
 }
 
 void Session::decode_layer_done(int64_t layer) {
@@ -341,7 +355,7 @@ void Session::decode_layer_done(int64_t layer) {
   const int64_t before = cache_->bytes_held();
   {
     ScopedTimer evict(timings_.eviction_seconds, &timings_.decode_seconds);  // timed as eviction
-    press_->on_decode_layer_end(*cache_, layer, decode_step_ + 1);
+    press_->act({.point = PressPoint::kDecodeLayerEnd, .layer = layer, .step = decode_step_ + 1}, *cache_);
   }
   step.evicted = step.evicted || cache_->bytes_held() < before;
 }
@@ -354,7 +368,10 @@ void Session::end_decode(double seconds) {
   timings_.decode_seconds += seconds;  // less the layers' evictions (decode_layer_done)
   ++timings_.decode_tokens;
   ++decode_step_;
-  if (press_) run_press_hook(decode_step_, [&] { press_->on_decode_step(*cache_, decode_step_); }, evicted);
+  if (!press_) return;
+  run_press_hook(decode_step_, [&] {
+    if (acts_at(PressPoint::kDecodeStep)) press_->act({.point = PressPoint::kDecodeStep, .step = decode_step_}, *cache_);
+  }, evicted);
 }
 
 void Session::abandon_decode() {
@@ -390,6 +407,7 @@ void Session::set_press(std::unique_ptr<Press> press) {
     IdleOnExit<Phase> idle{phase_};
     const ModelConfig& c = model_->config();
     press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff}, *host_);
+    needs.points = press->points();  // read once: the session calls the press at these points only
   }
   // The press is in: its declarations take the place of the last press's.
   needs_ = std::move(needs);

@@ -24,13 +24,13 @@ class Session::Driver {
   bool feed_prompt(const std::vector<int32_t>& tokens, int64_t layer_rows) {
     return s_.feed_prompt(tokens, layer_rows);
   }
-  // The press's end of the prefill (on_prefill_end); then idle.
+  // The press's end of the prefill (PressPoint::kPromptEnd); then idle.
   void end_prefill(const std::vector<int32_t>& tokens) { s_.end_prefill(tokens); }
 
   // Idle to decoding: the step's rows for a forward pass (ForwardPass::run(segments)).
   // `token` must outlive the pass.
   ForwardSegment decode_segment(const int32_t& token) { return s_.decode_segment(token); }
-  // After the pass (`seconds` long): the step counted, the press's on_decode_step; then idle.
+  // After the pass (`seconds` long): the step counted, the press's kDecodeStep; then idle.
   void end_decode(double seconds) { s_.end_decode(seconds); }
 
   SessionPhase phase() const { return s_.phase(); }

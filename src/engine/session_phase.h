@@ -12,8 +12,8 @@ enum class SessionPhase : uint8_t {
   kAttaching,       // set_press: the press's on_attach; the host takes its declarations
   kPrefilling,      // a prompt's forward passes (begin_prefill, feed_prompt)
   kPromptComplete,  // the whole prompt is in; end_prefill comes next
-  kPromptEnd,       // end_prefill: the press's on_prefill_end; the host runs capabilities
-  kCapability,      // a capability's forward passes, inside on_prefill_end
+  kPromptEnd,       // end_prefill: the press's kPromptEnd; the host runs capabilities
+  kCapability,      // a capability's forward passes, inside kPromptEnd
   kQuestion,        // prefill_question's forward pass
   kDecoding,        // one decode step: decode_segment, its forward pass, end_decode
 };

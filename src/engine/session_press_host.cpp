@@ -136,7 +136,7 @@ Session::PressNeeds& Session::Host::attaching(const char* what) const {
 const std::vector<int32_t>& Session::Host::at_prefill_end(const char* what) const {
   const auto* prompt_end = std::get_if<PromptEnd>(&s_.phase_);
   if (prompt_end == nullptr) {
-    fail("internal: press '{}' asked for {} outside on_prefill_end, while the session is {}", press_name(), what,
+    fail("internal: press '{}' asked for {} outside the prompt's end (kPromptEnd), while the session is {}", press_name(), what,
          session_phase_name(s_.phase()));
   }
   return *prompt_end->tokens;

@@ -28,7 +28,7 @@ class Session::Host final : public PressHost {
   std::string press_name() const;
   // The declarations of the press being attached; fails outside on_attach.
   PressNeeds& attaching(const char* what) const;
-  // The prompt whose end the press is at; fails outside on_prefill_end, and inside a
+  // The prompt whose end the press is at; fails outside kPromptEnd, and inside a
   // capability already running (one capability at a time).
   const std::vector<int32_t>& at_prefill_end(const char* what) const;
   // Runs forward passes for the press (their attention events stamped

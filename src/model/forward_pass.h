@@ -28,7 +28,7 @@ class ThreadPool;
 // run layer by layer reports each layer once the whole prompt has passed it (run_prompt,
 // run_prompt_chunk); a segment that carries one hears of each layer right after its rows'
 // attention there and its attention tap, while the layer's entries are still in the
-// processor's caches (a decode step: Press::on_decode_layer_end).
+// processor's caches (a decode step: PressPoint::kDecodeLayerEnd).
 using LayerDone = std::function<void(int64_t layer)>;
 
 // One sequence's rows in a forward pass of several: its tokens at their positions, appended

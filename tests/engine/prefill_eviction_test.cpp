@@ -1,9 +1,9 @@
 // Eviction inside the prefill: Session::prefill runs a press's prompt layer by layer
 // (ForwardPass::run_prompt) and a one-shot press evicts each layer as soon as the whole
-// prompt has passed it (Press::on_prefill_layer_end). Compared with the after-prefill
+// prompt has passed it (PressPoint::kPromptLayerEnd). Compared with the after-prefill
 // eviction as the session ran it before, recorded here on its own: the same press over
 // ForwardPass::run batch by batch (the prompt through every layer one batch at a time),
-// evicting every layer in on_prefill_end. The cache (kept positions, their stored keys and
+// given every layer's end only after the whole prompt. The cache (kept positions, their stored keys and
 // values byte for byte) and the logits after the prefill and after each decode step must be
 // identical, and the prefill's peak KV must be exactly the last layer's full prompt plus
 // the other layers' kept entries.
@@ -14,11 +14,13 @@
 //                                                                       (kept sets, logits),
 //                                                                       AllLogits, ComposedOrder
 //   run_prompt calls layer_done(l - 1) after layer l's first batch,
-//   the last layer's at on_prefill_end (one layer too late)          -> every SamePrefill* case
+//   the last layer's at the prompt's end (one layer too late)          -> every SamePrefill* case
 //                                                                       (the peak only)
 //   run_prompt runs a layer's batches last to first (chunk order)    -> every test here
 //   ComposedPress forwards a layer to the later parts after one
 //   that kept it whole                                               -> ComposedOrder
+//   ComposedPress delays every part's layer ends to the prompt's end -> ComposedOrder, the composed
+//                                                                       SamePrefill* cases (the peak)
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -98,8 +100,9 @@ class NoCapabilities final : public PressHost {
   [[noreturn]] static void refuse() { fail("this test offers presses no capability"); }
 };
 
-// The after-prefill eviction: the prompt batch by batch through every layer, then
-// on_prefill_end; greedy decode steps, each followed by on_decode_step.
+// The after-prefill eviction: the prompt batch by batch through every layer, then the
+// press's prompt end (each layer's end, then the end); greedy decode steps, each followed
+// by the step's end.
 Outcome after_prefill(const std::string& spec, const std::vector<int32_t>& prompt, const std::string& cache_type,
                       bool all_logits) {
   const std::shared_ptr<const Model> model = gqa_model();
@@ -118,13 +121,13 @@ Outcome after_prefill(const std::string& spec, const std::vector<int32_t>& promp
   std::vector<int32_t> positions(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = static_cast<int32_t>(i);
   std::vector<float> logits(static_cast<size_t>((all_logits ? n : 1) * c.n_vocab));
-  press->on_prefill_begin(0, n);
+  testing::press_prompt_begins(*press, cache, 0, n);
   for (int64_t begin = 0; begin < n; begin += kBatch) {
     const int64_t m = std::min(kBatch, n - begin);
     float* out = all_logits ? logits.data() + begin * c.n_vocab : begin + m == n ? logits.data() : nullptr;
     forward.run(prompt.data() + begin, positions.data() + begin, m, cache, all_logits, out);
   }
-  press->on_prefill_end(cache);
+  testing::press_prompt_ends(*press, cache);
 
   Outcome o;
   o.peak_after_prefill = cache.peak_bytes();
@@ -135,7 +138,7 @@ Outcome after_prefill(const std::string& spec, const std::vector<int32_t>& promp
     const auto position = static_cast<int32_t>(n + step - 1);
     logits.resize(static_cast<size_t>(c.n_vocab));
     forward.run(&token, &position, 1, cache, false, logits.data());
-    press->on_decode_step(cache, step);
+    testing::press_decode_step_ends(*press, cache, step);
     o.logits.push_back(logits);
   }
   o.cache = cache.snapshot();
@@ -217,10 +220,11 @@ TEST_P(SamePrefillAsAfterPrefillEviction, KeptSetsLogitsAndPeak) {
   EXPECT_EQ(now.peak_after_prefill, full + kept_below_last);
   EXPECT_EQ(before.peak_after_prefill, kLayers * full);
   // Within one full layer plus B_total = b * L entries per KV head, as the press declares
-  // to the batch engine's admission (Press::prefill_layer_end, project_kv).
+  // to the batch engine's admission (PressPoints::evicts_each_prompt_layer, project_kv):
+  // the declaration and what the press does agree.
   const int64_t entry = full / (kKvHeads * kPrompt);
   EXPECT_LE(now.peak_after_prefill, full + kLayers * kKvHeads * kBudget * entry);
-  EXPECT_EQ(make_press(c.spec, KvBudget::per_head(kBudget))->prefill_layer_end(), PrefillLayerEnd::kEvictsLayers);
+  EXPECT_TRUE(make_press(c.spec, KvBudget::per_head(kBudget))->points().evicts_each_prompt_layer());
 }
 
 std::vector<Case> one_shot_cases() {
@@ -275,12 +279,11 @@ TEST(PrefillEviction, FullCacheIsThatOfBatchByBatch) {
   expect_same_cache(before.cache, now.cache);
   EXPECT_TRUE(before.logits == now.logits);
   EXPECT_EQ(now.peak_after_prefill, kLayers * full_layer_bytes("f32"));
-  EXPECT_EQ(make_press("full", KvBudget::per_head(kBudget))->prefill_layer_end(), PrefillLayerEnd::kPassesLayers);
+  EXPECT_EQ(make_press("full", KvBudget::per_head(kBudget))->points(), PressPoints{});  // it never acts
 }
 
-// Presses that read the whole prompt in every layer after the prefill keep it whole until
-// on_prefill_end: their peak is the whole prompt in every layer, and a composition's later
-// parts wait behind them.
+// Presses that read the whole prompt in every layer after the prefill act at its end: their
+// peak is the whole prompt in every layer, as they declare to the admission.
 TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
   const std::vector<int32_t> prompt = testing::random_prompt(200, 3);
   for (const std::string spec : {"laq", "lookaheadkv:weights={lookahead_weights}", "behavior_preserving", "deferkv:d=2",
@@ -290,17 +293,21 @@ TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
     const int64_t full = cache.n_layer() * cache.n_head_kv() * 200 * cache.bytes_per_entry();
     EXPECT_GE(cache.peak_bytes(), full) << spec;
     EXPECT_LT(cache.bytes_held(), full) << spec << " evicted nothing";
-    // DeferKV takes each layer and evicts at step d; the others keep the layers whole.
-    EXPECT_EQ(run.session->press()->prefill_layer_end(),
-              spec == "deferkv:d=2" ? PrefillLayerEnd::kPassesLayers : PrefillLayerEnd::kKeepsLayers) << spec;
+    // DeferKV does nothing at the prompt (it evicts at step d); the others act at its end.
+    const PressPoints points = run.session->press()->points();
+    EXPECT_FALSE(points.evicts_each_prompt_layer()) << spec;
+    EXPECT_FALSE(points.has(PressPoint::kPromptLayerEnd)) << spec;
+    EXPECT_EQ(points.has(PressPoint::kPromptEnd), spec != "deferkv:d=2") << spec;
   }
 }
 
-// A press that keeps a layer whole until on_prefill_end: what it saw of the cache then.
+// A press that acts at the prompt's end only: what it saw of the cache then.
 class WholeUntilEnd final : public Press {
  public:
   explicit WholeUntilEnd(std::vector<int64_t>& lengths) : lengths_(lengths) {}
-  void on_prefill_end(KvCache& cache) override {
+  PressPoints points() const override { return {PressPoint::kPromptEnd}; }
+  void act(const PressAt& at, KvCache& cache) override {
+    ASSERT_EQ(at.point, PressPoint::kPromptEnd);
     for (int64_t l = 0; l < cache.n_layer(); ++l) lengths_.push_back(cache.length(l, 0));
   }
   std::string describe() const override { return "whole_until_end"; }
@@ -309,8 +316,9 @@ class WholeUntilEnd final : public Press {
   std::vector<int64_t>& lengths_;
 };
 
-// Composed after such a press, a one-shot press waits for on_prefill_end; composed before
-// it, it evicts inside the prefill, so the other finds the layers cut.
+// Composed after such a press, a one-shot press's layer ends wait for the prompt's end;
+// composed before it, it evicts each layer inside the prefill, so the other finds the
+// layers cut.
 TEST(PrefillEviction, ComposedOrder) {
   const std::vector<int32_t> prompt = testing::random_prompt(kPrompt, 21);
   for (const bool snapkv_first : {false, true}) {
@@ -324,12 +332,20 @@ TEST(PrefillEviction, ComposedOrder) {
     options.n_batch = kBatch;
     Session session(gqa_model(), std::make_shared<ThreadPool>(2), options);
     session.set_press(compose_presses(std::move(parts)));
-    // Either way the prompt stays whole in the layers after the first until on_prefill_end.
-    EXPECT_EQ(session.press()->prefill_layer_end(), PrefillLayerEnd::kKeepsLayers);
+    // Either way the composition acts at the prompt's end: the admission reserves the
+    // whole prompt.
+    EXPECT_FALSE(session.press()->points().evicts_each_prompt_layer());
     session.prefill(prompt);
     const std::vector<int64_t> whole(kLayers, kPrompt), cut(kLayers, kBudget);
     EXPECT_EQ(seen, snapkv_first ? cut : whole);
-    EXPECT_EQ(kv_cache_of(session).entries(kLayers - 1), kKvHeads * kBudget);
+    const KvCache& cache = kv_cache_of(session);
+    EXPECT_EQ(cache.entries(kLayers - 1), kKvHeads * kBudget);
+    // SnapKV first evicts every layer as the prompt passes it (a part's layer ends wait only
+    // behind a part that acts at the end): the peak is the last layer whole beside the
+    // others' budgets. After the other press, every layer is whole at the end.
+    const int64_t entry = cache.bytes_per_entry();
+    EXPECT_EQ(cache.peak_bytes(), snapkv_first ? kKvHeads * (kPrompt + (kLayers - 1) * kBudget) * entry
+                                               : kLayers * kKvHeads * kPrompt * entry);
   }
 }
 

@@ -1,18 +1,16 @@
 // The session as a state machine (engine/session_phase.h): each step out of order is an
 // Error naming the call and the phase and changes nothing; a press's host calls outside
-// their hook are refused the same way; and the phases a press sees (its hooks, its
+// their point are refused the same way; and the phases a press sees (its points, its
 // attention events' phase and step) follow the expected sequence in generate(), in a
 // DeferKV d=2 run and in the batch engine.
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
 //   expect_phase accepts every phase                    -> StepsOutOfOrder* (set_press mid-prompt included),
 //                                                          ASessionCalledFromItsPress*
-//   on_question before the question's phase begins       -> ASessionCalledFromItsPress*
+//   kQuestion before the question's phase begins        -> ASessionCalledFromItsPress*
 //   Host::at_prefill_end accepts a capability running   -> ACapabilityInsideACapabilityIsRefused
 //   decode_segment stamps step decode_step_ (one early) -> StepsOutOfOrder*, PhasesOf*
-//   the decode segment carries no layer_done            -> PhasesOf* (the kept sets stay: a
-//                                                          press's on_decode_step does the
-//                                                          layers it was not given)
+//   the decode segment carries no layer_done            -> PhasesOf*
 #include <gtest/gtest.h>
 
 #include <map>
@@ -164,8 +162,23 @@ TEST(SessionPhases, AFailedStepLeavesTheSessionIdle) {
   EXPECT_EQ(session.n_past(), 11);
 }
 
-// A press that calls its host from `hook` (on_attach, on_prefill_begin, on_prefill_layer_end,
-// on_prefill_end, on_decode_step) with `use`.
+// The name of each point, as the tests below call them.
+std::string point_name(PressPoint point) {
+  switch (point) {
+    case PressPoint::kPromptBegin: return "prompt_begin";
+    case PressPoint::kPromptLayerEnd: return "prompt_layer_end";
+    case PressPoint::kPromptEnd: return "prompt_end";
+    case PressPoint::kQuestion: return "question";
+    case PressPoint::kDecodeLayerEnd: return "decode_layer_end";
+    case PressPoint::kDecodeStep: return "decode_step";
+  }
+  return "?";
+}
+
+constexpr PressPoints kEveryPoint = {PressPoint::kPromptBegin,    PressPoint::kPromptLayerEnd, PressPoint::kPromptEnd,
+                                     PressPoint::kQuestion,       PressPoint::kDecodeLayerEnd, PressPoint::kDecodeStep};
+
+// A press that calls its host at `hook` ("on_attach" or a point's name) with `use`.
 class HostCaller : public Press {
  public:
   using Use = std::function<void(PressHost&)>;
@@ -174,15 +187,8 @@ class HostCaller : public Press {
     host_ = &host;
     at("on_attach");
   }
-  void on_prefill_begin(int64_t, int64_t) override { at("on_prefill_begin"); }
-  bool on_prefill_layer_end(KvCache&, int64_t) override {
-    at("on_prefill_layer_end");
-    return true;
-  }
-  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kPassesLayers; }
-  void on_prefill_end(KvCache&) override { at("on_prefill_end"); }
-  void on_question(int64_t, int64_t) override { at("on_question"); }
-  void on_decode_step(KvCache&, int64_t) override { at("on_decode_step"); }
+  PressPoints points() const override { return kEveryPoint; }
+  void act(const PressAt& point, KvCache&) override { at(point_name(point.point)); }
   std::string describe() const override { return "host_caller"; }
 
  private:
@@ -210,10 +216,10 @@ std::string host_error(const std::string& hook, const HostCaller::Use& use) {
 TEST(SessionPhases, HostDeclarationsOutsideOnAttachAreRefused) {
   const auto declare = [](PressHost& host) { host.reserve_after_prompt(4); };
   EXPECT_EQ(host_error("on_attach", declare), "");
-  const std::map<std::string, SessionPhase> phases = {{"on_prefill_begin", SessionPhase::kPrefilling},
-                                                      {"on_prefill_layer_end", SessionPhase::kPrefilling},
-                                                      {"on_prefill_end", SessionPhase::kPromptEnd},
-                                                      {"on_decode_step", SessionPhase::kDecoding}};
+  const std::map<std::string, SessionPhase> phases = {{"prompt_begin", SessionPhase::kPrefilling},
+                                                      {"prompt_layer_end", SessionPhase::kPrefilling},
+                                                      {"prompt_end", SessionPhase::kPromptEnd},
+                                                      {"decode_step", SessionPhase::kDecoding}};
   for (const auto& [hook, phase] : phases) {
     const std::string message = host_error(hook, declare);
     EXPECT_NE(message.find("reserve_after_prompt outside on_attach"), std::string::npos) << hook << ": " << message;
@@ -223,14 +229,14 @@ TEST(SessionPhases, HostDeclarationsOutsideOnAttachAreRefused) {
 
 TEST(SessionPhases, CapabilitiesOutsideOnPrefillEndAreRefused) {
   const auto rerun = [](PressHost& host) { host.run_after_prompt(std::vector<int32_t>{3, 4}, [](const AttentionEvent&) {}); };
-  EXPECT_EQ(host_error("on_prefill_end", rerun), "");
+  EXPECT_EQ(host_error("prompt_end", rerun), "");
   const std::map<std::string, SessionPhase> phases = {{"on_attach", SessionPhase::kAttaching},
-                                                      {"on_prefill_begin", SessionPhase::kPrefilling},
-                                                      {"on_prefill_layer_end", SessionPhase::kPrefilling},
-                                                      {"on_decode_step", SessionPhase::kDecoding}};
+                                                      {"prompt_begin", SessionPhase::kPrefilling},
+                                                      {"prompt_layer_end", SessionPhase::kPrefilling},
+                                                      {"decode_step", SessionPhase::kDecoding}};
   for (const auto& [hook, phase] : phases) {
     const std::string message = host_error(hook, rerun);
-    EXPECT_NE(message.find("input after the prompt outside on_prefill_end"), std::string::npos) << hook << ": " << message;
+    EXPECT_NE(message.find("input after the prompt outside the prompt's end"), std::string::npos) << hook << ": " << message;
     EXPECT_NE(message.find(session_phase_name(phase)), std::string::npos) << hook << ": " << message;
   }
 }
@@ -243,8 +249,8 @@ TEST(SessionPhases, ACapabilityInsideACapabilityIsRefused) {
       if (event.layer == 0) host.refeed_last_token();
     });
   };
-  const std::string message = host_error("on_prefill_end", nested);
-  EXPECT_NE(message.find("outside on_prefill_end"), std::string::npos) << message;
+  const std::string message = host_error("prompt_end", nested);
+  EXPECT_NE(message.find("outside the prompt's end"), std::string::npos) << message;
   EXPECT_NE(message.find(session_phase_name(SessionPhase::kCapability)), std::string::npos) << message;
 }
 
@@ -252,12 +258,12 @@ TEST(SessionPhases, ACapabilityInsideACapabilityIsRefused) {
 // observer finds it in that hook's phase: the call is refused, and the session goes on.
 TEST(SessionPhases, ASessionCalledFromItsPressIsRefused) {
   const std::map<std::string, SessionPhase> phases = {{"on_attach", SessionPhase::kAttaching},
-                                                      {"on_prefill_begin", SessionPhase::kPrefilling},
-                                                      {"on_prefill_layer_end", SessionPhase::kPrefilling},
-                                                      {"on_prefill_end", SessionPhase::kPromptEnd},
+                                                      {"prompt_begin", SessionPhase::kPrefilling},
+                                                      {"prompt_layer_end", SessionPhase::kPrefilling},
+                                                      {"prompt_end", SessionPhase::kPromptEnd},
                                                       {"capability", SessionPhase::kCapability},
-                                                      {"on_question", SessionPhase::kQuestion},
-                                                      {"on_decode_step", SessionPhase::kDecoding}};
+                                                      {"question", SessionPhase::kQuestion},
+                                                      {"decode_step", SessionPhase::kDecoding}};
   for (const auto& [hook, phase] : phases) {
     Session session(stories(), std::make_shared<ThreadPool>(1), small_batches());
     const auto call_session = [&session] { session.prefill(prompt(4)); };
@@ -268,7 +274,7 @@ TEST(SessionPhases, ASessionCalledFromItsPressIsRefused) {
       };
     }
     const std::string message = error_of([&] {
-      session.set_press(std::make_unique<HostCaller>(hook == "capability" ? "on_prefill_end" : hook, use));
+      session.set_press(std::make_unique<HostCaller>(hook == "capability" ? "prompt_end" : hook, use));
       session.prefill(prompt(20));
       session.prefill_question(prompt(3));
       session.decode(5);
@@ -279,9 +285,10 @@ TEST(SessionPhases, ASessionCalledFromItsPressIsRefused) {
   }
 }
 
-// Records what a press (`inner`, which it passes everything to) is told: each hook, each
-// attention event's phase and step (runs of the same event collapsed), with the session's
-// phase when the session is known.
+// Records what a press (`inner`, which it passes what inner declared) is told: each point,
+// each attention event's phase and step (runs of the same event collapsed), with the
+// session's phase when the session is known. It declares every point, to record all the
+// session calls.
 class Recorder : public Press {
  public:
   Recorder(std::unique_ptr<Press> inner, std::vector<std::string>& log, Session* session = nullptr)
@@ -290,36 +297,22 @@ class Recorder : public Press {
     record("attach");
     inner_->on_attach(shape, host);
   }
-  void on_prefill_begin(int64_t first, int64_t n) override {
-    record("prefill_begin");
-    inner_->on_prefill_begin(first, n);
-  }
+  PressPoints points() const override { return kEveryPoint; }
   void on_attention(const AttentionEvent& event) override {
     static const char* const kPhases[] = {"prompt", "question", "decode", "capability"};
     record(std::string("attention ") + kPhases[static_cast<int>(event.phase)] + " step " +
            std::to_string(event.step) + " layer " + std::to_string(event.layer));
     inner_->on_attention(event);
   }
-  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override {
-    record("prefill_layer_end " + std::to_string(layer));
-    return inner_->on_prefill_layer_end(cache, layer);
-  }
-  PrefillLayerEnd prefill_layer_end() const override { return inner_->prefill_layer_end(); }
-  void on_prefill_end(KvCache& cache) override {
-    record("prefill_end");
-    inner_->on_prefill_end(cache);
-  }
-  void on_question(int64_t first, int64_t n) override {
-    record("question");
-    inner_->on_question(first, n);
-  }
-  bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override {
-    record("decode_layer_end step " + std::to_string(step) + " layer " + std::to_string(layer));
-    return inner_->on_decode_layer_end(cache, layer, step);
-  }
-  void on_decode_step(KvCache& cache, int64_t step) override {
-    record("decode_step " + std::to_string(step));
-    inner_->on_decode_step(cache, step);
+  void act(const PressAt& at, KvCache& cache) override {
+    std::string entry = point_name(at.point);
+    if (at.point == PressPoint::kDecodeLayerEnd) entry += " step " + std::to_string(at.step);
+    if (at.point == PressPoint::kPromptLayerEnd || at.point == PressPoint::kDecodeLayerEnd) {
+      entry += " layer " + std::to_string(at.layer);
+    }
+    if (at.point == PressPoint::kDecodeStep) entry += " " + std::to_string(at.step);
+    record(entry);
+    if (inner_->points().has(at.point)) inner_->act(at, cache);
   }
   std::string describe() const override { return inner_->describe(); }
 
@@ -341,12 +334,12 @@ std::vector<std::string> expected_log(int64_t n_layer, int64_t n_predict, bool p
   };
   std::vector<std::string> log;
   log.push_back(in("attach", SessionPhase::kAttaching));
-  log.push_back(in("prefill_begin", SessionPhase::kPrefilling));
+  log.push_back(in("prompt_begin", SessionPhase::kPrefilling));
   for (int64_t l = 0; l < n_layer; ++l) {
     log.push_back(in("attention prompt step 0 layer " + std::to_string(l), SessionPhase::kPrefilling));
-    log.push_back(in("prefill_layer_end " + std::to_string(l), SessionPhase::kPrefilling));
+    log.push_back(in("prompt_layer_end layer " + std::to_string(l), SessionPhase::kPrefilling));
   }
-  log.push_back(in("prefill_end", SessionPhase::kPromptEnd));
+  log.push_back(in("prompt_end", SessionPhase::kPromptEnd));
   // Each token generated is fed back as a decode step (the first sampled from the prefill's logits).
   for (int64_t step = 1; step <= n_predict; ++step) {
     const std::string s = std::to_string(step);

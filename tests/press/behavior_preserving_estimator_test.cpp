@@ -38,6 +38,8 @@ namespace {
 class RecordingPress final : public Press {
  public:
   std::string describe() const override { return "recording"; }
+  PressPoints points() const override { return {}; }  // it only observes
+  void act(const PressAt&, KvCache&) override {}
   void on_attach(const PressModelShape&, PressHost& host) override {
     readout = &host.read_model_output([this](const ResidualEvent& e) { capture.add_residuals(e); });
   }

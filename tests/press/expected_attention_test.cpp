@@ -9,6 +9,7 @@
 #include "deferkv/press.h"
 #include "kv/kv_cache.h"
 #include "observe/attention_tap.h"
+#include "press/press_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -127,9 +128,9 @@ struct Prompt {
     }
     cache.append(0, kf.data(), vf.data(), positions.data(), kPrompt);
     const std::vector<KvHeadView> kv = {{cache.keys(0, 0), cache.values(0, 0), cache.positions(0, 0), kPrompt}};
-    press.on_prefill_begin(0, kPrompt);
+    testing::press_prompt_begins(press, cache, 0, kPrompt);
     press.on_attention(AttentionEvent{0, kPrompt, positions.data(), q.data(), {kHeads, 1, kDim, 0.5f}, kv, rotary, pool});
-    press.on_prefill_end(cache);
+    testing::press_prompt_ends(press, cache);
   }
 
   std::vector<int32_t> kept() const {
@@ -170,7 +171,7 @@ TEST(ExpectedAttention, EveryNStepsRescoresTheWholeCache) {
     const int32_t position = kPrompt + step - 1;
     held.push_back(position);
     prompt.cache.append(0, kf.data(), vf.data(), &position, 1);
-    press->on_decode_step(prompt.cache, step);
+    testing::press_decode_step_ends(*press, prompt.cache, step);
     if (step == 1) EXPECT_EQ(prompt.kept(), held);  // not an evicting step
   }
   std::vector<int32_t> want;

@@ -8,7 +8,7 @@
 // Mutants applied to the engine, run, seen failing, reverted:
 //   the window left at the fallback 32, not the question's length   -> QuestionIsTheWindow
 //   no position weighting (finch.cpp's weights left empty)           -> QuestionIsTheWindow
-//   the session not told to continue at n (ScoredPress::on_prefill_end
+//   the session not told to continue at n (ScoredPress::continue_after_kept
 //   without its continue_at)                                          -> RerotatedByDefault
 #include <gtest/gtest.h>
 

@@ -53,11 +53,14 @@ class RowProbe final : public Press {
     host.reserve_after_prompt(rows_.n_rows());
     host_ = &host;
   }
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    attention_.begin(first_position + n_tokens, 1.0f / static_cast<float>(rows_.n_rows()), GroupReduction::kMean);
-  }
+  PressPoints points() const override { return {PressPoint::kPromptBegin, PressPoint::kPromptEnd}; }
   void on_attention(const AttentionEvent& event) override { see(event); }
-  void on_prefill_end(KvCache& cache) override {
+  void act(const PressAt& at, KvCache& cache) override {
+    if (at.point == PressPoint::kPromptBegin) {
+      attention_.begin(at.first_position + at.n_tokens, 1.0f / static_cast<float>(rows_.n_rows()),
+                       GroupReduction::kMean);
+      return;
+    }
     host_->run_after_prompt(rows_, [this](const AttentionEvent& event) {
       attention_.observe(event);
       see(event);

@@ -27,16 +27,16 @@ std::vector<int32_t> kept_after_two_steps(const std::string& alpha) {
   const AttentionShape shape{1, 1, 2, 0.70710678f};
   const float prompt_key[] = {0, 0}, zero[] = {0, 0};
   int32_t position = 0;
-  press->on_prefill_begin(0, 1);
+  testing::press_prompt_begins(*press, cache, 0, 1);
   cache.append(0, prompt_key, zero, &position, 1);
-  press->on_prefill_end(cache);
+  testing::press_prompt_ends(*press, cache);
   const float keys[2][2] = {{1, 0}, {0, 1}}, queries[2][2] = {{3, 0}, {0, 1}};
   for (int step = 1; step <= 2; ++step) {
     position = step;
     cache.append(0, keys[step - 1], zero, &position, 1);
     const std::vector<KvHeadView> kv = {{cache.keys(0, 0), cache.values(0, 0), cache.positions(0, 0), cache.length(0, 0)}};
     press->on_attention(AttentionEvent{0, 1, &position, queries[step - 1], shape, kv, rotary, pool});
-    press->on_decode_step(cache, step);
+    testing::press_decode_step_ends(*press, cache, step);
   }
   return std::vector<int32_t>(cache.positions(0, 0), cache.positions(0, 0) + cache.length(0, 0));
 }

@@ -1,10 +1,15 @@
 // Per-step presses on the decode step's kept attention probabilities (AttentionEvent::probabilities)
 // against the same presses computing every score themselves (the event passed on without
 // them): the kept sets and the logits of every step must be the same, bit for bit, on
-// every cache type. The wrapper also hides Press::on_decode_layer_end, so the one run
-// evicts each layer right after its attention and the other every layer at the end of
-// the step: that must not change anything either. (The kept sets themselves are checked against the f64 reference in
+// every cache type. The wrapper also moves the press's layer ends to the end of the prompt
+// and of the step (PressPoint), so the one run evicts each layer right after its attention
+// and the other every layer at the end of the step: that must not change anything either. (The kept sets themselves are checked against the f64 reference in
 // kept_set_reference_test.cpp.)
+//
+// Mutant applied, run, seen failing, reverted: ScoredPress does not end an eviction at its
+// last layer's end (PressPoint::kDecodeLayerEnd)  -> this test, KeptSetReference.TovaPerStep,
+// KNormPerStep, StreamingLLM, QuestionAgnostic.PerStepPressesCutTheQuestionLikeGeneratedTokens
+// and the per-step SamePrefill* cases.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -19,20 +24,28 @@
 namespace deferkv {
 namespace {
 
-// Forwards every hook to `inner`, but hides the attention's kept probabilities from it.
+// Forwards everything to `inner`, but hides the attention's kept probabilities from it, and
+// gives it its layer ends only at the end of the prompt or the step, all in order.
 class WithoutKeptScores final : public Press {
  public:
   explicit WithoutKeptScores(std::unique_ptr<Press> inner) : inner_(std::move(inner)) {}
   void on_attach(const PressModelShape& shape, PressHost& host) override { inner_->on_attach(shape, host); }
-  void on_prefill_begin(int64_t first, int64_t n) override { inner_->on_prefill_begin(first, n); }
+  PressPoints points() const override {
+    PressPoints p = inner_->points();
+    if (p.has(PressPoint::kPromptLayerEnd)) p = p.without(PressPoint::kPromptLayerEnd).with(PressPoint::kPromptEnd);
+    if (p.has(PressPoint::kDecodeLayerEnd)) p = p.without(PressPoint::kDecodeLayerEnd).with(PressPoint::kDecodeStep);
+    return p;
+  }
   void on_attention(const AttentionEvent& event) override {
     AttentionEvent hidden = event;
     hidden.probabilities = nullptr;
     inner_->on_attention(hidden);
   }
-  void on_prefill_end(KvCache& cache) override { inner_->on_prefill_end(cache); }
-  void on_question(int64_t first, int64_t n) override { inner_->on_question(first, n); }
-  void on_decode_step(KvCache& cache, int64_t step) override { inner_->on_decode_step(cache, step); }
+  void act(const PressAt& at, KvCache& cache) override {
+    if (at.point == PressPoint::kPromptEnd) return testing::press_prompt_ends(*inner_, cache);
+    if (at.point == PressPoint::kDecodeStep) return testing::press_decode_step_ends(*inner_, cache, at.step);
+    inner_->act(at, cache);
+  }
   std::string describe() const override { return inner_->describe(); }
 
  private:

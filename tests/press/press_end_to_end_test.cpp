@@ -237,7 +237,8 @@ class FixedSetPress final : public Press {
  public:
   explicit FixedSetPress(std::vector<std::vector<std::vector<int32_t>>> keep) : keep_(std::move(keep)) {}
   std::string describe() const override { return "fixed"; }
-  void on_prefill_end(KvCache& cache) override {
+  PressPoints points() const override { return {PressPoint::kPromptEnd}; }
+  void act(const PressAt&, KvCache& cache) override {
     for (int64_t l = 0; l < cache.n_layer(); ++l) {
       for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
         std::vector<int32_t> indices;

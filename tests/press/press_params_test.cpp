@@ -101,9 +101,9 @@ TEST(PressSpec, APressDrivenWithoutASessionSaysWhatItNeeded) {
   for (const auto& [spec, needs] : {std::pair{"laq", "runs a lookahead"}, std::pair{"speckv", "drafts"}}) {
     auto press = make_press(spec, KvBudget::per_head(40));
     KvCache cache(1, 1, 8, 256);
-    press->on_prefill_begin(0, 200);
+    testing::press_prompt_begins(*press, cache, 0, 200);
     try {
-      press->on_prefill_end(cache);
+      testing::press_prompt_ends(*press, cache);
       ADD_FAILURE() << spec << " ran without a session";
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(std::string(needs) + ": use it on a session"), std::string::npos)

@@ -117,4 +117,30 @@ int64_t differing_heads(const PressRun& a, const PressRun& b) {
   return differing;
 }
 
+void press_prompt_begins(Press& press, KvCache& cache, int64_t first_position, int64_t n_tokens) {
+  if (press.points().has(PressPoint::kPromptBegin)) {
+    press.act({.point = PressPoint::kPromptBegin, .first_position = first_position, .n_tokens = n_tokens}, cache);
+  }
+}
+
+namespace {
+
+void layers_then_end(Press& press, KvCache& cache, PressPoint layer_end, PressPoint end, int64_t step) {
+  const PressPoints points = press.points();
+  if (points.has(layer_end)) {
+    for (int64_t l = 0; l < cache.n_layer(); ++l) press.act({.point = layer_end, .layer = l, .step = step}, cache);
+  }
+  if (points.has(end)) press.act({.point = end, .step = step}, cache);
+}
+
+}  // namespace
+
+void press_prompt_ends(Press& press, KvCache& cache) {
+  layers_then_end(press, cache, PressPoint::kPromptLayerEnd, PressPoint::kPromptEnd, 0);
+}
+
+void press_decode_step_ends(Press& press, KvCache& cache, int64_t step) {
+  layers_then_end(press, cache, PressPoint::kDecodeLayerEnd, PressPoint::kDecodeStep, step);
+}
+
 }  // namespace deferkv::testing

@@ -50,4 +50,13 @@ const std::vector<std::string>& press_test_cache_types();
 // How many (layer, KV head) pairs keep different positions in the two runs.
 int64_t differing_heads(const PressRun& a, const PressRun& b);
 
+// Driving a press by hand as a session does (deferkv/press.h, PressPoint): each calls the
+// press at the points it declared, and only those.
+// A prefill of n_tokens at first_position begins (kPromptBegin).
+void press_prompt_begins(Press& press, KvCache& cache, int64_t first_position, int64_t n_tokens);
+// The whole prompt has run: every layer's end in order (kPromptLayerEnd), then kPromptEnd.
+void press_prompt_ends(Press& press, KvCache& cache);
+// Decode step `step` has run: every layer's end in order (kDecodeLayerEnd), then kDecodeStep.
+void press_decode_step_ends(Press& press, KvCache& cache, int64_t step);
+
 }  // namespace deferkv::testing

@@ -10,12 +10,12 @@
 //   prefill_prompt's agnostic branch prefills context and question in one call, so the
 //   press's prefill end comes after the question                   -> SnapKvKeepsWhatTheContextAloneDecides,
 //                                                                     DeferKvObservesTheAnswerAfterTheQuestion
-//   OneShotPress::on_question does nothing (the question's first row
+//   OneShotPress::on_question (now PromptPress's kQuestion) does nothing (the question's first row
 //   is taken for decode step 1, the answer's steps are past d)      -> DeferKvObservesTheAnswerAfterTheQuestion
 //                                                                     (a crash: step 2 has no observation)
-//   MomentKvPress::on_question does nothing (the question's entries
+//   MomentKvPress::on_question (now PromptPress's kQuestion) does nothing (the question's entries
 //   are ranked as generated ones)                                   -> MomentKvKeepsTheQuestionAsPrompt
-//   Session::prefill_question calls on_prefill_begin/on_prefill_end
+//   Session::prefill_question calls the prompt's begin and end
 //   as prefill does                                                 -> SnapKvKeepsWhatTheContextAloneDecides,
 //                                                                     DeferKvObservesTheAnswerAfterTheQuestion
 #include <gtest/gtest.h>

@@ -20,6 +20,8 @@ class HeadAttentionTap final : public Press {
 
   std::string describe() const override { return "full"; }
   void on_attention(const AttentionEvent& event) override;
+  PressPoints points() const override { return {}; }  // it only observes
+  void act(const PressAt&, KvCache&) override {}
 
  private:
   int64_t first_;

@@ -3,62 +3,50 @@
 #include <string_view>
 
 #include "deferkv/error.h"
+#include "kv/kv_cache.h"
 
 namespace deferkv {
 namespace {
 
+// The points of a composition: each part is called at the points it declared, in the
+// parts' order. A part's layer ends come as each layer completes only while no part before
+// it acts at the end of the prompt (or of the step): after one that does (LookaheadKV's rows,
+// Behavior-Preserving's greedy over every layer), they wait for that end, so that each
+// layer still meets the parts in the composition's order. A part that waits gets every
+// layer then, in order, just before its own end: the same calls, later.
 class ComposedPress final : public Press {
  public:
-  explicit ComposedPress(std::vector<std::unique_ptr<Press>> parts) : parts_(std::move(parts)) {}
+  explicit ComposedPress(std::vector<std::unique_ptr<Press>> parts) : parts_(std::move(parts)) {
+    for (const auto& p : parts_) declared_.push_back(p->points());
+    prompt_ = schedule(PressPoint::kPromptLayerEnd, PressPoint::kPromptEnd);
+    decode_ = schedule(PressPoint::kDecodeLayerEnd, PressPoint::kDecodeStep);
+    for (const PressPoints& d : declared_) {
+      for (PressPoint p : {PressPoint::kPromptBegin, PressPoint::kQuestion}) {
+        if (d.has(p)) points_ = points_.with(p);
+      }
+    }
+  }
 
   void on_attach(const PressModelShape& shape, PressHost& host) override {
     for (auto& p : parts_) p->on_attach(shape, host);
   }
-  void on_prompt_question(int64_t n_tokens) override {
-    for (auto& p : parts_) p->on_prompt_question(n_tokens);
-  }
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    for (auto& p : parts_) p->on_prefill_begin(first_position, n_tokens);
-  }
+  PressPoints points() const override { return points_; }
   void on_attention(const AttentionEvent& event) override {
     for (auto& p : parts_) p->on_attention(event);
   }
-  // A part may act on the layer now only if every part before it is done with it, so that
-  // the parts' prefill-end work on each layer keeps the composition's order; after a part
-  // that keeps the layer whole, the later ones wait for on_prefill_end with it.
-  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override {
-    for (auto& p : parts_) {
-      if (!p->on_prefill_layer_end(cache, layer)) return false;
+  void act(const PressAt& at, KvCache& cache) override {
+    switch (at.point) {
+      case PressPoint::kPromptBegin:
+      case PressPoint::kQuestion:
+        for (size_t i = 0; i < parts_.size(); ++i) {
+          if (declared_[i].has(at.point)) parts_[i]->act(at, cache);
+        }
+        return;
+      case PressPoint::kPromptLayerEnd: return layer_end(prompt_, at, cache);
+      case PressPoint::kPromptEnd: return end(prompt_, at, cache);
+      case PressPoint::kDecodeLayerEnd: return layer_end(decode_, at, cache);
+      case PressPoint::kDecodeStep: return end(decode_, at, cache);
     }
-    return true;
-  }
-  // Every layer is evicted at its end when each part takes the layers (none keeps them
-  // whole, which would stop the calls for every later layer) and one of them evicts.
-  PrefillLayerEnd prefill_layer_end() const override {
-    bool evicts = false;
-    for (const auto& p : parts_) {
-      const PrefillLayerEnd part = p->prefill_layer_end();
-      if (part == PrefillLayerEnd::kKeepsLayers) return part;
-      evicts = evicts || part == PrefillLayerEnd::kEvictsLayers;
-    }
-    return evicts ? PrefillLayerEnd::kEvictsLayers : PrefillLayerEnd::kPassesLayers;
-  }
-  void on_prefill_end(KvCache& cache) override {
-    for (auto& p : parts_) p->on_prefill_end(cache);
-  }
-  // As on_prefill_layer_end: a part acts on the layer now only if every part before it
-  // has, so each layer still meets the parts in the composition's order.
-  bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override {
-    for (auto& p : parts_) {
-      if (!p->on_decode_layer_end(cache, layer, step)) return false;
-    }
-    return true;
-  }
-  void on_decode_step(KvCache& cache, int64_t step) override {
-    for (auto& p : parts_) p->on_decode_step(cache, step);
-  }
-  void on_question(int64_t first_position, int64_t n_tokens) override {
-    for (auto& p : parts_) p->on_question(first_position, n_tokens);
   }
   std::string describe() const override {
     std::string out;
@@ -67,7 +55,48 @@ class ComposedPress final : public Press {
   }
 
  private:
+  // A prompt's or a decode step's layer ends and end: parts [0, waiting) take their layer
+  // ends as the layers complete; from `waiting` on (the first part acting at the end),
+  // each part's layer ends and end run at the composition's end.
+  struct Schedule {
+    PressPoint layer_end, end;
+    size_t waiting;
+  };
+
+  Schedule schedule(PressPoint layer_end, PressPoint end) {
+    Schedule s{layer_end, end, parts_.size()};
+    for (size_t i = 0; i < parts_.size(); ++i) {
+      if (declared_[i].has(end)) {
+        s.waiting = i;
+        points_ = points_.with(end);
+        break;
+      }
+      if (declared_[i].has(layer_end)) points_ = points_.with(layer_end);
+    }
+    return s;
+  }
+
+  void layer_end(const Schedule& s, const PressAt& at, KvCache& cache) {
+    for (size_t i = 0; i < s.waiting; ++i) {
+      if (declared_[i].has(s.layer_end)) parts_[i]->act(at, cache);
+    }
+  }
+
+  void end(const Schedule& s, const PressAt& at, KvCache& cache) {
+    for (size_t i = s.waiting; i < parts_.size(); ++i) {
+      if (declared_[i].has(s.layer_end)) {
+        PressAt layer = at;
+        layer.point = s.layer_end;
+        for (layer.layer = 0; layer.layer < cache.n_layer(); ++layer.layer) parts_[i]->act(layer, cache);
+      }
+      if (declared_[i].has(s.end)) parts_[i]->act(at, cache);
+    }
+  }
+
   std::vector<std::unique_ptr<Press>> parts_;
+  std::vector<PressPoints> declared_;  // parts_[i]'s points, read once
+  PressPoints points_;
+  Schedule prompt_{}, decode_{};
 };
 
 const char* shared_region(const PressRole& a, const PressRole& b) {

@@ -38,12 +38,14 @@ PromptPress::PromptPress(const PressParams& params, const KvBudget& budget, cons
 
 void PromptPress::on_attach(const PressModelShape&, PressHost& host) { host_ = &host; }
 
-void PromptPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
-  prompt_end_ = first_position + n_tokens;
-  decode_origin_ = prompt_end_;
-  budget_entries_ = budget_.resolve(prompt_end_);
+void PromptPress::act(const PressAt& at, KvCache&) {
+  if (at.point == PressPoint::kPromptBegin) {
+    prompt_end_ = at.first_position + at.n_tokens;
+    decode_origin_ = prompt_end_;
+    budget_entries_ = budget_.resolve(prompt_end_);
+  } else if (at.point == PressPoint::kQuestion) {
+    decode_origin_ = at.first_position + at.n_tokens;
+  }
 }
-
-void PromptPress::on_question(int64_t first_position, int64_t n_tokens) { decode_origin_ = first_position + n_tokens; }
 
 }  // namespace deferkv

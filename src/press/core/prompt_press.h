@@ -5,8 +5,9 @@
 // here: the prompt's end and the budget resolved for it, where decode step 1 starts (after
 // the question in question-agnostic mode), the refusal of a budget below the entries the
 // press always keeps, whether a one-shot eviction of the prompt cuts anything, and the
-// session's host for its capabilities. A press overrides the hooks it needs and calls
-// PromptPress's first, as a scorer method calls ScoredPress's (scored_press.h).
+// session's host for its capabilities. A press adds the points it acts at to
+// PromptPress's (points()) and, in act(), calls PromptPress's first, as a scorer method
+// calls ScoredPress's (scored_press.h).
 #include <cstdint>
 #include <span>
 #include <string>
@@ -59,9 +60,10 @@ class PromptPress : public Press {
 
   std::string describe() const override { return description_; }
   void on_attach(const PressModelShape& shape, PressHost& host) override;
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override;
-  // The prompt stays the context; decode step 1 is the first token fed after the question.
-  void on_question(int64_t first_position, int64_t n_tokens) override;
+  // kPromptBegin (the prompt's end, the budget for it) and kQuestion (the prompt stays the
+  // context; decode step 1 is the first token fed after the question).
+  PressPoints points() const override { return {PressPoint::kPromptBegin, PressPoint::kQuestion}; }
+  void act(const PressAt& at, KvCache& cache) override;
 
  protected:
   const std::string& description() const { return description_; }

@@ -20,6 +20,18 @@ std::vector<std::vector<float>> LayerEviction::candidate_attention() const {
   return out;
 }
 
+bool CaptureConfig::observes(Observation::Queries queries) const {
+  return std::any_of(observations.begin(), observations.end(),
+                     [&](const Observation& o) { return o.queries == queries; });
+}
+
+int64_t CaptureConfig::count_of(Observation::Queries queries) const {
+  for (const Observation& o : observations) {
+    if (o.queries == queries) return o.count;
+  }
+  return 0;
+}
+
 ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, ScoredParts parts)
     : PromptPress(params, budget, protected_window(parts.window)), parts_(std::move(parts)) {
   const int64_t window = parts_.window;
@@ -31,9 +43,10 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
                  "prompt tokens and selects nothing from the rest of the prompt",
                  window, description(), window);
   }
-  const CaptureConfig& c = parts_.capture;
-  if (!c.window_weights.empty() && static_cast<int64_t>(c.window_weights.size()) != c.window) {
-    fail("internal: {} window weights for a window of {}", c.window_weights.size(), c.window);
+  for (const Observation& o : parts_.capture.observations) {
+    if (!o.weights.empty() && static_cast<int64_t>(o.weights.size()) != o.count) {
+      fail("internal: {} window weights for a window of {}", o.weights.size(), o.count);
+    }
   }
 }
 
@@ -54,8 +67,9 @@ void ScoredPress::set_window(int64_t window, std::vector<float> weights) {
     fail("internal: {} window weights for a window of {}", weights.size(), window);
   }
   parts_.window = window;
-  parts_.capture.window = window;
-  parts_.capture.window_weights = std::move(weights);
+  std::vector<Observation>& observations = parts_.capture.observations;
+  std::erase_if(observations, [](const Observation& o) { return o.queries == Observation::Queries::kPromptWindow; });
+  observations.push_back(Observation::prompt_window(window, std::move(weights)));
 }
 
 bool ScoredPress::will_evict() const {
@@ -63,8 +77,44 @@ bool ScoredPress::will_evict() const {
   return pending_ && cuts_prompt();
 }
 
-void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
-  PromptPress::on_prefill_begin(first_position, n_tokens);
+PressPoints ScoredPress::points() const {
+  PressPoints points = PromptPress::points();
+  if (parts_.trigger.fires_at_prefill_end()) points = points.with(PressPoint::kPromptLayerEnd);
+  // Re-rotated keys: the session then continues after the kept entries, which it is told
+  // at the prompt's end (a host capability; the layers were evicted at their ends).
+  if (parts_.key_positions == KeyPositions::kRerotated) points = points.with(PressPoint::kPromptEnd);
+  if (parts_.trigger.per_step() || parts_.trigger.delay() > 0) points = points.with(PressPoint::kDecodeLayerEnd);
+  return points;
+}
+
+void ScoredPress::act(const PressAt& at, KvCache& cache) {
+  PromptPress::act(at, cache);
+  switch (at.point) {
+    case PressPoint::kPromptBegin: return begin_prompt(at.first_position);
+    case PressPoint::kPromptLayerEnd: return evict_at(cache, 0, at.layer);
+    case PressPoint::kPromptEnd:
+      for (int64_t l = 0; l < cache.n_layer(); ++l) evict_at(cache, 0, l);  // none left when evicted at layer ends
+      if (renumbered_) continue_after_kept(cache);
+      return;
+    case PressPoint::kDecodeLayerEnd:
+      if (parts_.trigger.fires_after(at.step)) evict_at(cache, at.step, at.layer);
+      return;
+    case PressPoint::kQuestion:
+    case PressPoint::kDecodeStep: return;
+  }
+}
+
+void ScoredPress::continue_after_kept(const KvCache& cache) {
+  renumbered_ = false;
+  // Every head was renumbered from 0 and keeps the same count: the next token follows them.
+  int64_t n = 0;
+  for (int64_t l = 0; l < cache.n_layer(); ++l) {
+    for (int64_t g = 0; g < cache.n_head_kv(); ++g) n = std::max(n, cache.length(l, g));
+  }
+  host("re-rotates keys").continue_at(n);
+}
+
+void ScoredPress::begin_prompt(int64_t first_position) {
   if (budget().is_ratio() && prompt_end() > parts_.window && budget_entries() <= parts_.window) {
     spdlog::warn("{} of a {}-token prompt is {} entries per head, not more than the {}-entry window of '{}': "
                  "only the window is kept",
@@ -74,8 +124,10 @@ void ScoredPress::on_prefill_begin(int64_t first_position, int64_t n_tokens) {
   evicted_layers_ = 0;
   selector_.reset();
   // Per step, the attention drawn so far carries over to the next prompt of the session.
-  if (!(parts_.trigger.per_step() && parts_.capture.all_decode_queries)) prompt_attention_.clear();
-  decode_attention_.assign(static_cast<size_t>(parts_.capture.decode_steps), {});
+  if (!(parts_.trigger.per_step() && parts_.capture.observes(Observation::Queries::kDecodeAll))) {
+    prompt_attention_.clear();
+  }
+  decode_attention_.assign(static_cast<size_t>(parts_.capture.count_of(Observation::Queries::kDecodeSteps)), {});
   prompt_first_ = first_position;
 }
 
@@ -103,73 +155,53 @@ void ScoredPress::on_attention(const AttentionEvent& event) {
     rotary_ = &event.rotary;
   }
   if (!will_evict()) return;
-  const CaptureConfig& c = parts_.capture;
   const int64_t position = event.positions[0];
-  if (position < prompt_end()) {
-    capture_prompt(event);
-    return;
-  }
   // Decode step 1 is the first token after the question in question-agnostic mode, whose
-  // rows are neither window nor decode observers.
-  if (position < decode_origin()) return;
-  const int64_t step = position - decode_origin() + 1;
-  if (step <= c.decode_steps) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
-  if (c.all_decode_queries) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
-  if (c.trigger_queries && parts_.trigger.fires_after(step)) {
-    CapturedAttention& layer = layer_of(prompt_attention_, event);
-    layer.forget();
-    capture_rows(event, event.n - 1, nullptr, layer);
+  // rows are neither prompt nor decode observers.
+  if (position >= prompt_end() && position < decode_origin()) return;
+  const int64_t step = position < prompt_end() ? 0 : position - decode_origin() + 1;  // 0: the prompt
+  for (const Observation& o : parts_.capture.observations) capture(o, event, step);
+}
+
+void ScoredPress::capture(const Observation& o, const AttentionEvent& event, int64_t step) {
+  using Queries = Observation::Queries;
+  switch (o.queries) {
+    case Queries::kPromptWindow:
+    case Queries::kPromptAll:
+      if (step == 0) capture_prompt(o, event);
+      return;
+    case Queries::kDecodeSteps:
+      if (step > 0 && step <= o.count) capture_rows(event, 0, nullptr, layer_of(decode_attention_[step - 1], event));
+      return;
+    case Queries::kDecodeAll:
+      if (step > 0) capture_rows(event, 0, nullptr, layer_of(prompt_attention_, event));
+      return;
+    case Queries::kTriggerStep:
+      if (step > 0 && parts_.trigger.fires_after(step)) {
+        CapturedAttention& layer = layer_of(prompt_attention_, event);
+        layer.forget();
+        capture_rows(event, event.n - 1, nullptr, layer);
+      }
+      return;
   }
 }
 
-void ScoredPress::capture_prompt(const AttentionEvent& event) {
-  const CaptureConfig& c = parts_.capture;
-  const int64_t window_start = prompt_end() - c.window;
-  const int64_t first_observed = c.all_prompt_queries ? prompt_first_ : window_start;
+void ScoredPress::capture_prompt(const Observation& o, const AttentionEvent& event) {
+  const bool all = o.queries == Observation::Queries::kPromptAll;
+  const int64_t window_start = prompt_end() - o.count;
+  const int64_t first_observed = all ? prompt_first_ : window_start;
   // The batch's rows have consecutive positions; the observed ones are a suffix.
   const int64_t skip = std::clamp<int64_t>(first_observed - event.positions[0], 0, event.n);
   const int64_t m = event.n - skip;
-  if (m <= 0 || (c.window == 0 && !c.all_prompt_queries)) return;
+  if (m <= 0 || (!all && o.count == 0)) return;
   std::vector<float> weights(static_cast<size_t>(m), 1.0f);
-  if (!c.all_prompt_queries) {
+  if (!all) {
     for (int64_t i = 0; i < m; ++i) {
       const int64_t age_index = event.positions[skip + i] - window_start;  // 0: the oldest window query
-      weights[i] = c.window_weights.empty() ? 1.0f / static_cast<float>(c.window) : c.window_weights[age_index];
+      weights[i] = o.weights.empty() ? 1.0f / static_cast<float>(o.count) : o.weights[age_index];
     }
   }
   capture_rows(event, skip, weights.data(), layer_of(prompt_attention_, event));
-}
-
-bool ScoredPress::on_prefill_layer_end(KvCache& cache, int64_t layer) {
-  // With a later trigger (DeferKV's step d) nothing happens at the prefill's end.
-  if (parts_.trigger.fires_at_prefill_end() && will_evict()) evict_layer(cache, 0, layer);
-  return true;
-}
-
-PrefillLayerEnd ScoredPress::prefill_layer_end() const {
-  return parts_.trigger.fires_at_prefill_end() ? PrefillLayerEnd::kEvictsLayers : PrefillLayerEnd::kPassesLayers;
-}
-
-void ScoredPress::on_prefill_end(KvCache& cache) {
-  if (!parts_.trigger.fires_at_prefill_end()) return;
-  const bool cuts = will_evict();
-  evict(cache, 0);
-  if (!cuts || parts_.key_positions != KeyPositions::kRerotated) return;
-  // Every head was renumbered from 0 and keeps the same count: the next token follows them.
-  int64_t n = 0;
-  for (int64_t l = 0; l < cache.n_layer(); ++l) {
-    for (int64_t g = 0; g < cache.n_head_kv(); ++g) n = std::max(n, cache.length(l, g));
-  }
-  host("re-rotates keys").continue_at(n);
-}
-
-bool ScoredPress::on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) {
-  if (parts_.trigger.fires_after(step) && will_evict()) evict_layer(cache, step, layer);
-  return true;
-}
-
-void ScoredPress::on_decode_step(KvCache& cache, int64_t step) {
-  if (parts_.trigger.fires_after(step)) evict(cache, step);
 }
 
 void ScoredPress::match_to_cache(CapturedAttention& captured, const KvCache& cache, int64_t l) const {
@@ -226,12 +258,16 @@ std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer
   return dropped;
 }
 
-void ScoredPress::evict(KvCache& cache, int64_t step) {
+void ScoredPress::evict_at(KvCache& cache, int64_t step, int64_t l) {
+  if (will_evict()) evict_layer(cache, step, l);
+  if (l == cache.n_layer() - 1) end_eviction();
+}
+
+void ScoredPress::end_eviction() {
   if (!will_evict()) {
     pending_ = false;
     return;
   }
-  for (int64_t l = evicted_layers_; l < cache.n_layer(); ++l) evict_layer(cache, step, l);
   evicted_layers_ = 0;
   selector_.reset();
   decode_attention_.assign(decode_attention_.size(), {});
@@ -276,6 +312,7 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   if (parts_.key_positions == KeyPositions::kRerotated) {
     if (rotary_ == nullptr) fail("internal: '{}' re-rotates keys before any attention event", description());
     for (int64_t g = 0; g < cache.n_head_kv(); ++g) cache.renumber(l, g, 0, *rotary_);
+    renumbered_ = true;
   }
   keep_captured(cache, l, dropped);
   ++evicted_layers_;
@@ -293,7 +330,8 @@ void ScoredPress::keep_captured(const KvCache& cache, int64_t l, const std::vect
   // matched to the head's new version. The scores follow the entries kept, to be added to
   // (H2O) or reused at the next step, or are scored afresh by the next step's query.
   for (size_t g = 0; g < dropped.size(); ++g) {
-    c.follow_erase(g, dropped[g], cache.version(l, static_cast<int64_t>(g)), !parts_.capture.trigger_queries);
+    c.follow_erase(g, dropped[g], cache.version(l, static_cast<int64_t>(g)),
+                   !parts_.capture.observes(Observation::Queries::kTriggerStep));
   }
 }
 

@@ -8,11 +8,12 @@
 // prompt's bookkeeping, the budget check and the host are PromptPress's (prompt_press.h).
 //
 // An eviction at the end of the prefill runs layer by layer inside the prefill
-// (on_prefill_layer_end): each layer's scores read only that layer's captured attention,
-// keys and values, complete once the prompt has passed it, so the layers kept are those of
-// an eviction after the prefill, and the prefill's peak is one layer's full prompt plus the
-// other layers' budgets. A method that scores with something it gets at on_prefill_end
-// (LookaheadKV's rows) returns false there and evicts every layer at on_prefill_end.
+// (PressPoint::kPromptLayerEnd): each layer's scores read only that layer's captured
+// attention, keys and values, complete once the prompt has passed it, so the layers kept
+// are those of an eviction after the prefill, and the prefill's peak is one layer's full
+// prompt plus the other layers' budgets. A method that scores with something it gets at the
+// prompt's end (LookaheadKV's rows) declares kPromptEnd instead (points()) and evicts every
+// layer there. An eviction after a decode step runs the same way, at kDecodeLayerEnd.
 //
 // Entries of one head: the candidates [0, C) are the entries older than the protected
 // window: at a one-shot eviction the prompt entries before position T - window (the window
@@ -38,23 +39,44 @@ namespace deferkv {
 
 struct Rotary;
 
-// Which queries' attention a scorer reads (the observers), reduced per entry of each KV head.
+// One set of queries a scorer observes, with their weights, and where their attention
+// goes: into the per-entry sums the scorer reads as LayerEviction::prompt_attention, or, for
+// kDecodeSteps, one capture per step (LayerEviction::decode_attention). A method's
+// observations are a value (CaptureConfig), walked by ScoredPress's one capture; a method
+// adds none of its own code to observe.
+struct Observation {
+  enum class Queries {
+    kPromptWindow,  // the last `count` prompt queries, query i weighted weights[i] (oldest first; none: 1/count)
+    kPromptAll,     // every query of the prompt, weight 1 (H2O)
+    kDecodeSteps,   // the queries of decode steps 1..count, each step kept apart (DeferKV)
+    // Every decode query, weight 1, added to the sums, which then follow the entries kept
+    // from eviction to eviction and from prompt to prompt (H2O's "attention drawn so far",
+    // per step).
+    kDecodeAll,
+    // The query of each decode step whose eviction fires: it replaces the sums (TOVA).
+    kTriggerStep,
+  };
+  Queries queries;
+  int64_t count = 0;           // kPromptWindow: queries; kDecodeSteps: steps
+  std::vector<float> weights;  // kPromptWindow only
+
+  static Observation prompt_window(int64_t window, std::vector<float> weights = {}) {
+    return {Queries::kPromptWindow, window, std::move(weights)};
+  }
+  static Observation decode_steps(int64_t steps) { return {Queries::kDecodeSteps, steps, {}}; }
+  static Observation every(Queries queries) { return {queries, 0, {}}; }  // kPromptAll, kDecodeAll, kTriggerStep
+};
+
+// What a scorer observes: its observations, each query's attention reduced per entry of
+// each KV head by `rows` (over the queries) and `group` (over a KV head's query heads).
 struct CaptureConfig {
-  int64_t window = 0;               // the last `window` prompt queries
-  bool all_prompt_queries = false;  // every prompt query (H2O)
-  std::vector<float> window_weights;  // weight of window query i (oldest first); empty: 1/window
+  std::vector<Observation> observations;
   RowReduction rows = RowReduction::kWeightedSum;
   GroupReduction group = GroupReduction::kMean;
-  int64_t decode_steps = 0;  // the queries of decode steps 1..decode_steps, each kept apart (DeferKV)
-  // Per step: every decode query adds to the prompt queries' sums, which follow the entries
-  // kept (H2O's "attention drawn so far").
-  bool all_decode_queries = false;
-  // Per step: the scores at a decode step's eviction are that step's query's alone (TOVA).
-  bool trigger_queries = false;
 
-  bool captures_anything() const {
-    return window > 0 || all_prompt_queries || decode_steps > 0 || all_decode_queries || trigger_queries;
-  }
+  bool captures_anything() const { return !observations.empty(); }
+  bool observes(Observation::Queries queries) const;
+  int64_t count_of(Observation::Queries queries) const;  // its count; 0 when not observed
 };
 
 // What a scorer sees of one layer when the eviction fires.
@@ -112,19 +134,14 @@ class ScoredPress : public PromptPress {
 
   // Refuses a calibration profile of another depth before anything runs.
   void on_attach(const PressModelShape& shape, PressHost& host) override;
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override;
+  // PromptPress's, and where the trigger fires: kPromptLayerEnd when at the end of the
+  // prefill, kDecodeLayerEnd when after decode steps (per step, or DeferKV's step d): a
+  // layer's scores need only its own captures, complete once its attention was observed.
+  PressPoints points() const override;
   void on_attention(const AttentionEvent& event) override;
-  // Evicts the layer now when the trigger fires at the end of the prefill.
-  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override;
-  // Evicts layer by layer when the trigger fires at the end of the prefill, else passes.
-  PrefillLayerEnd prefill_layer_end() const override;
-  // Evicts the layers not evicted yet.
-  void on_prefill_end(KvCache& cache) override;
-  // Evicts the layer now when the trigger fires after this step (per step, or DeferKV's
-  // step d): the layer's scores need only its own captures, complete once its attention
-  // was observed.
-  bool on_decode_layer_end(KvCache& cache, int64_t layer, int64_t step) override;
-  void on_decode_step(KvCache& cache, int64_t step) override;
+  // At a layer end where the trigger fires, evicts the layer; at kPromptEnd (declared by a
+  // method that scores there instead), every layer.
+  void act(const PressAt& at, KvCache& cache) override;
 
  protected:
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.
@@ -133,16 +150,27 @@ class ScoredPress : public PromptPress {
   bool will_evict() const;
   // A window sized per prompt (Finch's question): the protected window and the captured
   // window queries with their weights (oldest first), for the prefill about to begin. Call
-  // it in on_prefill_begin before ScoredPress's.
+  // it at kPromptBegin before ScoredPress::act.
   void set_window(int64_t window, std::vector<float> weights);
 
  private:
-  void capture_prompt(const AttentionEvent& event);
+  // A prefill starting at first_position begins: its eviction is pending, its captures fresh.
+  void begin_prompt(int64_t first_position);
+  // Adds the event's rows that `observation` covers to its capture (one event: one batch
+  // of consecutive positions through one layer).
+  void capture(const Observation& observation, const AttentionEvent& event, int64_t step);
+  void capture_prompt(const Observation& observation, const AttentionEvent& event);
   void capture_rows(const AttentionEvent& event, int64_t skip, const float* weights, CapturedAttention& into) const;
-  // Evicts every layer not evicted yet at this trigger, then ends the eviction.
-  void evict(KvCache& cache, int64_t step);
+  // Layer l's part of the eviction at this trigger (the layers come in order); the last
+  // layer ends the eviction.
+  void evict_at(KvCache& cache, int64_t step, int64_t l);
   // Evicts layer l (the next one: evicted_layers_) at this trigger.
   void evict_layer(KvCache& cache, int64_t step, int64_t l);
+  // The eviction at this trigger is over (every layer done, or nothing to cut).
+  void end_eviction();
+  // After a re-rotating eviction of the prompt: the session's next position is n, after
+  // the kept entries (PressHost::continue_at).
+  void continue_after_kept(const KvCache& cache);
   // Per KV head of layer l: C, the entries older than the protected window.
   std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
   // Per KV head: the candidates dropped (ascending), from the scorer's scores, by the
@@ -160,6 +188,7 @@ class ScoredPress : public PromptPress {
 
   ScoredParts parts_;
   const ModelReadout* readout_ = nullptr;  // W_O, for two stages
+  bool renumbered_ = false;  // this prompt's eviction re-rotated keys: the session continues after them
   const Rotary* rotary_ = nullptr;         // the model's RoPE, from its attention events, for re-rotation
   PressModelShape shape_{};
 

@@ -28,7 +28,7 @@ WindowScoring read_window_scoring(const PressParams& params) {
 
 CaptureConfig window_capture(const WindowScoring& scoring) {
   CaptureConfig c;
-  c.window = scoring.window;
+  c.observations = {Observation::prompt_window(scoring.window)};
   c.group = scoring.group;
   return c;
 }

@@ -41,12 +41,20 @@ class CompressKvPress final : public PromptPress {
     }
   }
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    PromptPress::on_prefill_begin(first_position, n_tokens);
-    const int64_t b = budget_entries();
-    layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, calibrated_floor(b), calibrated_cap(b));
-    scores_.clear();
-    evicted_layers_ = 0;
+  // A layer's budget is fixed from the profile at the prompt's beginning, and its scores
+  // are final once the prompt has passed it: it is evicted there.
+  PressPoints points() const override { return PromptPress::points().with(PressPoint::kPromptLayerEnd); }
+  void act(const PressAt& at, KvCache& cache) override {
+    PromptPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) {
+      const int64_t b = budget_entries();
+      layer_budgets_ = error_aware_layer_budgets(profile_.layer_scores, b, calibrated_floor(b), calibrated_cap(b));
+      scores_.clear();
+      evicted_layers_ = 0;
+    } else if (at.point == PressPoint::kPromptLayerEnd) {
+      evict_layer(cache, at.layer);
+      if (at.layer == cache.n_layer() - 1) scores_.clear();
+    }
   }
 
   void on_attention(const AttentionEvent& event) override {
@@ -55,19 +63,6 @@ class CompressKvPress final : public PromptPress {
     if (skip == event.n) return;
     add_attention(event, skip, RowReduction::kWeightedSum, GroupReduction::kSum, scores_,
                   head_weights_[static_cast<size_t>(event.layer)].data());
-  }
-
-  // A layer's budget is fixed from the profile at on_prefill_begin, and its scores are
-  // final once the prompt has passed it: it is evicted there.
-  bool on_prefill_layer_end(KvCache& cache, int64_t layer) override {
-    evict_layer(cache, layer);
-    return true;
-  }
-  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kEvictsLayers; }
-
-  void on_prefill_end(KvCache& cache) override {
-    for (int64_t l = evicted_layers_; l < cache.n_layer(); ++l) evict_layer(cache, l);
-    scores_.clear();
   }
 
  private:

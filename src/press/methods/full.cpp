@@ -7,8 +7,8 @@ namespace {
 class FullPress final : public Press {
  public:
   std::string describe() const override { return "full"; }
-  bool on_prefill_layer_end(KvCache&, int64_t) override { return true; }  // nothing to do
-  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kPassesLayers; }
+  PressPoints points() const override { return {}; }  // it never acts
+  void act(const PressAt&, KvCache&) override {}
 };
 
 }  // namespace

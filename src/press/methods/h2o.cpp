@@ -34,7 +34,7 @@ PressMethod h2o_method() {
                 {"recent", "0", "per step: newest entries always kept (0: half the budget, as the original's 10%+10%)"}})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
-            parts.capture.all_prompt_queries = true;
+            parts.capture.observations = {Observation::every(Observation::Queries::kPromptAll)};
             if (!parts.trigger.per_step()) {
               parts.window = p.get_int("window", 0, 1 << 20);
               return std::make_unique<H2oPress>(p, b, std::move(parts));
@@ -48,7 +48,7 @@ PressMethod h2o_method() {
               fail("h2o: the budget of {} per head leaves no room for heavy hitters beside {} recent entries",
                    b.resolve(0), recent);
             }
-            parts.capture.all_decode_queries = true;
+            parts.capture.observations.push_back(Observation::every(Observation::Queries::kDecodeAll));
             parts.window = recent;
             return std::make_unique<H2oPress>(p, b, std::move(parts));
           },

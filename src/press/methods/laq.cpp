@@ -38,10 +38,14 @@ class LaqPress final : public PromptPress {
       : PromptPress(params, budget, protected_windows(stage1.window, local_window)), stage1_(stage1),
         lookahead_(lookahead), local_window_(local_window) {}
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    PromptPress::on_prefill_begin(first_position, n_tokens);
-    prompt_queries_.clear();
-    pseudo_queries_.clear();
+  PressPoints points() const override { return PromptPress::points().with(PressPoint::kPromptEnd); }
+  void act(const PressAt& at, KvCache& cache) override {
+    PromptPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) {
+      prompt_queries_.clear();
+      pseudo_queries_.clear();
+    }
+    if (at.point == PressPoint::kPromptEnd) evict_after_lookahead(cache);
   }
 
   void on_attention(const AttentionEvent& event) override {
@@ -54,7 +58,7 @@ class LaqPress final : public PromptPress {
 
   // Compresses a working copy with stage 1, generates the pseudo answer on it, and scores
   // the full cache with the pseudo queries.
-  void on_prefill_end(KvCache& cache) override {
+  void evict_after_lookahead(KvCache& cache) {
     if (!cuts_prompt()) return;
     host("runs a lookahead")
         .greedy_lookahead(

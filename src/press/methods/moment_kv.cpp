@@ -21,7 +21,7 @@ namespace deferkv {
 namespace {
 
 // The entries from decode_origin() on are the generated ones: the question (PromptPress's
-// on_question moves the origin past it) is kept as the prompt is, and only the answer's
+// kQuestion moves the origin past it) is kept as the prompt is, and only the answer's
 // tokens are ranked. Its budget is decode_budget, not the session's KV budget.
 class MomentKvPress final : public PromptPress {
  public:
@@ -29,13 +29,13 @@ class MomentKvPress final : public PromptPress {
       : PromptPress(params, KvBudget()), decode_budget_(decode_budget), alpha_(static_cast<float>(alpha)),
         per_kv_head_(per_kv_head) {}
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    PromptPress::on_prefill_begin(first_position, n_tokens);
-    importance_.clear();
+  // The prompt is never evicted; the generated entries after each decode step.
+  PressPoints points() const override { return PromptPress::points().with(PressPoint::kDecodeStep); }
+  void act(const PressAt& at, KvCache& cache) override {
+    PromptPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) importance_.clear();
+    if (at.point == PressPoint::kDecodeStep) evict_generated(cache);
   }
-  // The prompt is never evicted.
-  bool on_prefill_layer_end(KvCache&, int64_t) override { return true; }
-  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kPassesLayers; }
 
   void on_attention(const AttentionEvent& event) override {
     if (event.positions[0] < decode_origin()) return;  // prompt or question rows: nothing to track yet
@@ -71,7 +71,8 @@ class MomentKvPress final : public PromptPress {
     }
   }
 
-  void on_decode_step(KvCache& cache, int64_t) override {
+  // Each (layer, KV head) keeps its decode_budget most important generated entries.
+  void evict_generated(KvCache& cache) {
     for (int64_t l = 0; l < cache.n_layer() && static_cast<size_t>(l) < importance_.size(); ++l) {
       auto& layer = importance_[static_cast<size_t>(l)];
       for (int64_t g = 0; g < cache.n_head_kv(); ++g) {

@@ -18,9 +18,9 @@ class NonCausalAttentionPress final : public ScoredPress {
   NonCausalAttentionPress(const PressParams& params, const KvBudget& budget, ScoredParts parts, int64_t chunk)
       : ScoredPress(params, budget, std::move(parts)), chunks_(chunk) {}
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    ScoredPress::on_prefill_begin(first_position, n_tokens);
-    chunks_.begin(first_position, first_position + n_tokens);
+  void act(const PressAt& at, KvCache& cache) override {
+    ScoredPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) chunks_.begin(at.first_position, at.first_position + at.n_tokens);
   }
 
   // The queries come from the forward pass: the shared capture is causal (non_causal_attention.h).

@@ -30,12 +30,16 @@ class SpecKvPress final : public PromptPress {
     host.use_draft_model();
   }
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    PromptPress::on_prefill_begin(first_position, n_tokens);
-    scores_.clear();
-    // The w + 1 observers end at the prompt's last token, which is dropped and fed again:
-    // a prompt of w + 1 tokens or fewer has nothing older to score.
-    capturing_ = prompt_outgrows(prompt_end(), budget_entries(), window_ + 1);
+  PressPoints points() const override { return PromptPress::points().with(PressPoint::kPromptEnd); }
+  void act(const PressAt& at, KvCache& cache) override {
+    PromptPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) {
+      scores_.clear();
+      // The w + 1 observers end at the prompt's last token, which is dropped and fed again:
+      // a prompt of w + 1 tokens or fewer has nothing older to score.
+      capturing_ = prompt_outgrows(prompt_end(), budget_entries(), window_ + 1);
+    }
+    if (at.point == PressPoint::kPromptEnd) evict_with_draft(cache);
   }
 
   void on_attention(const AttentionEvent& event) override {
@@ -44,7 +48,7 @@ class SpecKvPress final : public PromptPress {
 
   // The draft continues the prompt and its queries join the observers; its entries, and
   // the prompt's last token, then go, and the session feeds that token again.
-  void on_prefill_end(KvCache& cache) override {
+  void evict_with_draft(KvCache& cache) {
     if (!capturing_) return;
     PressHost& session = host("drafts");
     session.run_after_prompt(session.draft(n_draft_), [this](const AttentionEvent& event) { observe(event); });

@@ -37,8 +37,8 @@ class TovaPress final : public ScoredPress {
  private:
   static ScoredParts parts(const PressParams& params) {
     ScoredParts p = read_scored_parts(params);
-    p.capture.window = 1;             // the last prompt query
-    p.capture.trigger_queries = true;  // then each evicting step's own query
+    // The last prompt query, then each evicting step's own query.
+    p.capture.observations = {Observation::prompt_window(1), Observation::every(Observation::Queries::kTriggerStep)};
     return p;
   }
 };

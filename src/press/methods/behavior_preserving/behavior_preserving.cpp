@@ -51,11 +51,20 @@ class BehaviorPreservingPress final : public PromptPress {
     shape_ = event.shape;
     pool_ = &event.pool;  // the session's, alive as long as the press is set on it
   }
-  void on_prefill_end(KvCache& cache) override { compress(cache, prompt_end()); }
+  // Its greedy reads every layer's references at once: at the prompt's end, and per step
+  // after the steps where the trigger fires.
+  PressPoints points() const override {
+    const PressPoints points = PromptPress::points().with(PressPoint::kPromptEnd);
+    return settings_.trigger.per_step() ? points.with(PressPoint::kDecodeStep) : points;
+  }
   // Steps count from decode_origin(): after a question, whose entries are cut like
   // generated ones.
-  void on_decode_step(KvCache& cache, int64_t step) override {
-    if (settings_.trigger.per_step() && settings_.trigger.fires_after(step)) compress(cache, decode_origin() + step);
+  void act(const PressAt& at, KvCache& cache) override {
+    PromptPress::act(at, cache);
+    if (at.point == PressPoint::kPromptEnd) compress(cache, prompt_end());
+    if (at.point == PressPoint::kDecodeStep && settings_.trigger.fires_after(at.step)) {
+      compress(cache, decode_origin() + at.step);
+    }
   }
 
  private:

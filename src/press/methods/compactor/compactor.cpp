@@ -29,10 +29,11 @@ class CompactorPress final : public ScoredPress {
       : ScoredPress(params, budget, std::move(parts)), window_(window), o_(options), chunks_(options.chunk) {}
 
   // The chunks cover the prompt between the sinks and the window, as kvpress's slice.
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    ScoredPress::on_prefill_begin(first_position, n_tokens);
-    prompt_tokens_ = n_tokens;
-    chunks_.begin(std::max(first_position, o_.sinks), first_position + n_tokens - window_);
+  void act(const PressAt& at, KvCache& cache) override {
+    ScoredPress::act(at, cache);
+    if (at.point != PressPoint::kPromptBegin) return;
+    prompt_tokens_ = at.n_tokens;
+    chunks_.begin(std::max(at.first_position, o_.sinks), at.first_position + at.n_tokens - window_);
   }
 
   void on_attention(const AttentionEvent& event) override {

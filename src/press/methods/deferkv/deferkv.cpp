@@ -78,8 +78,9 @@ PressMethod deferkv_method() {
                 TemporalFusion::make(scoring.window, d, eta, per_query, !p.get_bool("no_decode_feedback"));
             const bool pool_first = p.get_choice("pool_order", {"fuse_then_pool", "pool_then_fuse"}) == "pool_then_fuse";
             parts.capture = window_capture(scoring);
-            parts.capture.window_weights = fusion.window_weights;
-            parts.capture.decode_steps = static_cast<int64_t>(fusion.decode_weights.size());
+            parts.capture.observations = {Observation::prompt_window(scoring.window, fusion.window_weights)};
+            const auto steps = static_cast<int64_t>(fusion.decode_weights.size());
+            if (steps > 0) parts.capture.observations.push_back(Observation::decode_steps(steps));
             parts.window = scoring.window;
             return std::make_unique<DeferKvPress>(p, b, std::move(parts), scoring, fusion, pool_first);
           },

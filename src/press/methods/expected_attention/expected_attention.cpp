@@ -27,10 +27,12 @@ class ExpectedAttentionPress final : public ScoredPress {
       : ScoredPress(params, budget, std::move(parts)), n_future_(n_future), n_sink_(n_sink), covariance_(covariance),
         value_norm_(value_norm), epsilon_(epsilon) {}
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    ScoredPress::on_prefill_begin(first_position, n_tokens);
-    moments_.clear();
-    prompt_end_ = first_position + n_tokens;
+  void act(const PressAt& at, KvCache& cache) override {
+    ScoredPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) {
+      moments_.clear();
+      prompt_end_ = at.first_position + at.n_tokens;
+    }
   }
 
   void on_attention(const AttentionEvent& event) override {

@@ -31,23 +31,23 @@ class LookaheadKvPress final : public ScoredPress {
     host.reserve_after_prompt(weights_.rows.n_rows());
   }
 
-  void on_prefill_begin(int64_t first_position, int64_t n_tokens) override {
-    ScoredPress::on_prefill_begin(first_position, n_tokens);
-    const float row_weight = sum_rows_ ? 1.0f : 1.0f / static_cast<float>(weights_.rows.n_rows());
-    attention_.begin(first_position + n_tokens, row_weight, scoring_.group);
-  }
-
   // Every layer is scored by the rows, which run after the whole prompt: the prompt stays
-  // whole in every layer until then.
-  bool on_prefill_layer_end(KvCache&, int64_t) override { return false; }
-  PrefillLayerEnd prefill_layer_end() const override { return PrefillLayerEnd::kKeepsLayers; }
-  // The rows run only for a prompt that will be compressed; only they observe.
-  void on_prefill_end(KvCache& cache) override {
-    if (will_evict()) {
+  // whole in every layer until then, and ScoredPress evicts every layer at the prompt's end.
+  PressPoints points() const override {
+    return ScoredPress::points().without(PressPoint::kPromptLayerEnd).with(PressPoint::kPromptEnd);
+  }
+  void act(const PressAt& at, KvCache& cache) override {
+    // The rows run only for a prompt that will be compressed, before ScoredPress evicts;
+    // only they observe.
+    if (at.point == PressPoint::kPromptEnd && will_evict()) {
       host("runs lookahead rows")
           .run_after_prompt(weights_.rows, [this](const AttentionEvent& event) { attention_.observe(event); });
     }
-    ScoredPress::on_prefill_end(cache);
+    ScoredPress::act(at, cache);
+    if (at.point == PressPoint::kPromptBegin) {
+      const float row_weight = sum_rows_ ? 1.0f : 1.0f / static_cast<float>(weights_.rows.n_rows());
+      attention_.begin(at.first_position + at.n_tokens, row_weight, scoring_.group);
+    }
   }
 
  protected:

@@ -18,7 +18,7 @@ const std::vector<PressMethod>& methods() {
       snapkv_method(),      pyramidkv_method(),     adakv_method(),        chunkkv_method(),
       deferkv_method(),     moment_kv_method(),     laq_method(),          laqpp_method(),
       speckv_method(),      compresskv_method(),    lookaheadkv_method(),  behavior_preserving_method(),
-      lagkv_method(),
+      lagkv_method(),        kvzip_method(),
   };
   return all;
 }
@@ -33,6 +33,7 @@ const char* extra_forward_name(ExtraForward extra) {
     case ExtraForward::kLookahead: return "lookahead";
     case ExtraForward::kDraft: return "draft";
     case ExtraForward::kRows: return "rows";
+    case ExtraForward::kReconstruction: return "context reconstruction";
   }
   return "";
 }

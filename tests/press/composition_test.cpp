@@ -37,7 +37,7 @@ enum class Region { kNone, kPrompt, kGenerated, kBoth };
 struct MethodCase {
   std::string spec;
   Region region;
-  bool extra_forward;  // scores with forward passes of its own (lookahead, draft, rows)
+  bool extra_forward;  // scores with forward passes of its own (lookahead, draft, rows, reconstruction)
   bool reads_cache_as_is = false;  // chooses from the entries held when it evicts
   bool once_at_prefill_end = true;  // its one eviction is at the end of the prefill
 };
@@ -71,6 +71,7 @@ std::map<std::string, MethodCase> method_cases() {
       {"keydiff", {"keydiff", Region::kPrompt, false}},
       {"random", {"random", Region::kPrompt, false}},
       {"lagkv", {"lagkv:lag=8", Region::kPrompt, false}},
+      {"kvzip", {"kvzip:chunk_size=32", Region::kPrompt, true}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},
@@ -238,8 +239,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 18 * 2 + 17 + 41);
-  EXPECT_EQ(refused, 21 * 21 - composed);
+  EXPECT_EQ(composed, 19 * 2 + 18 + 43);
+  EXPECT_EQ(refused, 22 * 22 - composed);
 }
 
 }  // namespace

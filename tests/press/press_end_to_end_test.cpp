@@ -55,6 +55,8 @@ const std::vector<PressCase>& all_cases() {
       {"random:seed=3,alloc=adakv", 0, false, true},
       {"lagkv:lag=8", 0, true, true},
       {"lagkv:lag=8,cross_scoring=true,every=3", 0, false, false},
+      {"kvzip:chunk_size=48", 0, false, true},
+      {"kvzip:chunk_size=48,alloc=uniform", 0, true, true},
       {"laq:window=8", 0, true, true},
       {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},

@@ -140,7 +140,7 @@ TEST(PressesCommand, ListsEveryMethodWithItsParameters) {
   const auto r = run_cli("presses");
   ASSERT_EQ(r.status, 0);
   for (const char* text : {"deferkv\n", "eta=", "0.7", "temporal_mode=", "no_decode_feedback=", "snapkv\n",
-                           "pyramidkv\n", "adakv\n", "chunkkv\n", "h2o\n", "tova\n", "knorm\n", "keydiff\n", "random\n", "lagkv\n", "streaming_llm\n",
+                           "pyramidkv\n", "adakv\n", "chunkkv\n", "h2o\n", "tova\n", "knorm\n", "keydiff\n", "random\n", "lagkv\n", "kvzip\n", "streaming_llm\n",
                            "arXiv 2610.06286"}) {
     EXPECT_NE(r.output.find(text), std::string::npos) << text;
   }

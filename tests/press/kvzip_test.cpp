@@ -10,9 +10,12 @@
 //   the softmax over every entry before the chunk (as sinks), not
 //     the first n_sink only                                     -> KeptSetIsTheReferenceMaxAttention*
 //   (each failed both kept-set tests; the other tests passed)
+// and to src/engine/session_press_host.cpp: the chat frame never offered (the prompt read
+//   as plain, the request closed by "\n")                      -> APromptInTheChatFormIsRepeatedInIt
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 #include <random>
 
@@ -26,6 +29,8 @@
 #include "model/reference_forward.h"
 #include "press/kept_set_reference.h"
 #include "press/press_test_util.h"
+#include "tensor/gguf_file.h"
+#include "tensor/gguf_writer.h"
 
 namespace deferkv {
 namespace {
@@ -53,31 +58,34 @@ std::vector<int32_t> plain_prompt(int64_t text_tokens) {
   return prompt;
 }
 
-// KVzip's rule, from its definition (docs/methods/kvzip.md): chunk i of the text [1, T) is
-// fed after the prompt as request_i + "\n" + the chunk; every query of that input, per
-// query head, takes the softmax over the sinks [0, min(n_sink, begin)), the chunk's
-// entries and the input's own keys up to it; an entry scores the max over its KV head's
-// query heads and those queries. [layer][g][position]; the opening (BOS) scores 0.
-std::vector<std::vector<Scores>> reference_scores(const std::vector<int32_t>& prompt, int64_t chunk) {
+// KVzip's rule, from its definition (docs/methods/kvzip.md): chunk i of the text
+// [text_begin, T) is fed after the prompt as request_i + closing + the chunk (the closing
+// "\n" for a plain prompt); every query of that input, per query head, takes the softmax
+// over the sinks [0, min(n_sink, begin)), the chunk's entries and the input's own keys up
+// to it; an entry scores the max over its KV head's query heads and those queries.
+// [layer][g][position]; the opening (BOS, a chat header) scores 0.
+std::vector<std::vector<Scores>> reference_scores(const std::string& model_path, const std::vector<int32_t>& prompt,
+                                                  int64_t chunk, int64_t text_begin = 1,
+                                                  const std::string& closing_text = "\n") {
   const Tokenizer& tokenizer = test_model()->tokenizer();
   const auto first_request = tokenizer.encode("\n\nRepeat the previous context exactly.", false, false);
   const auto next_request =
       tokenizer.encode("\n\nRepeat the part of the previous context exactly, starting with", false, false);
-  const auto closing = tokenizer.encode("\n", false, false);
+  const auto closing = tokenizer.encode(closing_text, false, true);
   const auto t = static_cast<int64_t>(prompt.size());
   std::vector<std::vector<Scores>> scores(kLayers, std::vector<Scores>(2, Scores(static_cast<size_t>(t), 0.0)));
-  for (int64_t begin = 1; begin < t; begin += chunk) {
+  for (int64_t begin = text_begin; begin < t; begin += chunk) {
     const int64_t end = std::min(t, begin + chunk);
     std::vector<int32_t> tokens = prompt;
-    if (begin == 1) {
+    if (begin == text_begin) {
       tokens.insert(tokens.end(), first_request.begin(), first_request.end());
     } else {
       tokens.insert(tokens.end(), next_request.begin(), next_request.end());
-      tokens.insert(tokens.end(), prompt.begin() + std::max<int64_t>(1, begin - 8), prompt.begin() + begin);
+      tokens.insert(tokens.end(), prompt.begin() + std::max<int64_t>(text_begin, begin - 8), prompt.begin() + begin);
     }
     tokens.insert(tokens.end(), closing.begin(), closing.end());
     tokens.insert(tokens.end(), prompt.begin() + begin, prompt.begin() + end);
-    const auto trace = testing::reference_trace(testing::press_test_model_path(), tokens, testing::ReferenceRows{});
+    const auto trace = testing::reference_trace(model_path, tokens, testing::ReferenceRows{});
     Positions keys = testing::span(0, std::min(kSinks, begin));
     const Positions chunk_keys = testing::span(begin, end);
     keys.insert(keys.end(), chunk_keys.begin(), chunk_keys.end());
@@ -103,12 +111,13 @@ Positions kept_by_reference(const Scores& s, int64_t count) {
   return kept;
 }
 
-std::unique_ptr<Session> kvzip_session(const std::string& spec, const KvBudget& budget, int64_t n_ctx = 512) {
+std::unique_ptr<Session> kvzip_session(const std::string& spec, const KvBudget& budget, int64_t n_ctx = 512,
+                                       std::shared_ptr<const Model> model = test_model()) {
   SessionOptions options;
   options.n_ctx = n_ctx;
   options.n_batch = 16;  // the reconstruction input runs in several batches
   options.cache_type_k = options.cache_type_v = "f32";
-  auto session = std::make_unique<Session>(test_model(), std::make_shared<ThreadPool>(2), options);
+  auto session = std::make_unique<Session>(std::move(model), std::make_shared<ThreadPool>(2), options);
   session->set_press(make_press(spec, budget));
   return session;
 }
@@ -124,7 +133,7 @@ constexpr int64_t kText = 40, kChunk = 16, kBudget = 20;
 // scores of its heads decide each head's count.
 TEST(Kvzip, KeptSetIsTheReferenceMaxAttentionUnderAdaKvWithoutFloor) {
   const auto prompt = plain_prompt(kText);
-  const auto reference = reference_scores(prompt, kChunk);
+  const auto reference = reference_scores(testing::press_test_model_path(), prompt, kChunk);
   auto session = kvzip_session("kvzip:chunk_size=16", KvBudget::per_head(kBudget));
   session->prefill(prompt);
   ASSERT_TRUE(session->last_eviction().has_value());
@@ -145,8 +154,48 @@ TEST(Kvzip, KeptSetIsTheReferenceMaxAttentionUnderAdaKvWithoutFloor) {
 // Every shared allocation applies: uniform keeps each head's b - sinks best.
 TEST(Kvzip, KeptSetIsTheReferenceMaxAttentionUnderUniformAllocation) {
   const auto prompt = plain_prompt(kText);
-  const auto reference = reference_scores(prompt, kChunk);
+  const auto reference = reference_scores(testing::press_test_model_path(), prompt, kChunk);
   auto session = kvzip_session("kvzip:chunk_size=16,alloc=uniform", KvBudget::per_head(kBudget));
+  session->prefill(prompt);
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < 2; ++g) {
+      EXPECT_EQ(kept_positions(*session, l, g), kept_by_reference(reference[l][g], kBudget - kSinks))
+          << "layer " << l << " head " << g;
+    }
+  }
+}
+
+// The press test model with a ChatML chat template: its prompts in the chat form open with
+// "<|im_start|>user\n" (after BOS) and the request closes the user's turn as ChatML does.
+std::string chat_model_path() {
+  const std::string path = testing::press_test_model_path() + "-chatml.gguf";
+  if (std::filesystem::exists(path)) return path;
+  GgufFile source(testing::press_test_model_path());
+  GgufWriter writer;
+  for (const auto& [key, value] : source.metadata()) writer.add_metadata(key, value);
+  writer.add_metadata("tokenizer.chat_template",
+                      GgufValue::of_string("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\\n' + m['content'] + "
+                                           "'<|im_end|>' + '\\n'}}{% endfor %}{{ '<|im_start|>assistant\\n' }}"));
+  for (const auto& t : source.tensors()) {
+    writer.add_tensor(t.name, t.ggml_type, std::vector<int64_t>(t.ne.begin(), t.ne.begin() + t.n_dims), t.data,
+                      t.nbytes);
+  }
+  writer.write(path);
+  return path;
+}
+
+// A prompt in the chat form is repeated from its text on, the request closed as the
+// template closes a user's turn.
+TEST(Kvzip, APromptInTheChatFormIsRepeatedInIt) {
+  const std::string path = chat_model_path();
+  const auto model = Model::load(path);
+  std::vector<int32_t> prompt = model->tokenizer().encode("<|im_start|>user\n", true, true);
+  const auto text_begin = static_cast<int64_t>(prompt.size());
+  const auto text = plain_prompt(kText);
+  prompt.insert(prompt.end(), text.begin() + 1, text.end());
+  const auto reference =
+      reference_scores(path, prompt, kChunk, text_begin, "<|im_end|>\n<|im_start|>assistant\n");
+  auto session = kvzip_session("kvzip:chunk_size=16,alloc=uniform", KvBudget::per_head(kBudget), 512, model);
   session->prefill(prompt);
   for (int64_t l = 0; l < kLayers; ++l) {
     for (int64_t g = 0; g < 2; ++g) {

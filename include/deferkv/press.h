@@ -217,7 +217,8 @@ const std::vector<PressInfo>& press_catalogue();
 // make_press refuses, with an error
 // naming both, two presses that
 //  - both run extra forward passes to score (the greedy lookahead, a draft, rows after the
-//    prompt: laq, laqpp, speckv, lookaheadkv): a prefill has room for one such protocol;
+//    prompt, the context repeated: laq, laqpp, speckv, lookaheadkv, kvzip): a prefill has
+//    room for one such protocol;
 //  - or evict a region in common, unless the later one reads the cache as it is when it
 //    evicts (streaming_llm and tova match by position, behavior_preserving scores the
 //    entries held), the earlier one evicts once at the end of the prefill (so it is done

@@ -57,6 +57,16 @@ struct PressModelShape {
   int64_t n_embd = 0, n_ff = 0;  // hidden and feed-forward widths
 };
 
+// How a prompt frames its text: `opening` before it (BOS where the vocabulary adds one; in
+// the chat form also a system turn and the user's header), `closing` after it (in the chat
+// form the end of the user's turn and the assistant's header; empty for a plain prompt).
+struct PromptFrame {
+  enum class Form { kChat, kPlain };
+  Form form;
+  std::vector<int32_t> opening;
+  std::vector<int32_t> closing;
+};
+
 // What the engine offers a press beyond observation. The session hands its host to
 // on_attach; it stays valid while the press is set on the session. A press calls only
 // what its method needs, and no other press pays for it. Forward passes a capability
@@ -72,6 +82,9 @@ class PressHost {
   //
   // Every prefill must leave room for n positions after the prompt (run_after_prompt).
   virtual void reserve_after_prompt(int64_t n_positions) = 0;
+  // ... and, beyond those, for as many positions as the prompt has tokens, up to `at_most`
+  // (the prompt run again after itself in pieces of at_most: KVzip's reconstruction).
+  virtual void reserve_prompt_length_after_prompt(int64_t at_most) = 0;
   // The press drafts (draft()): a prefill is refused unless the session has a draft model,
   // it is the session's first prompt and all_logits is off.
   virtual void use_draft_model() = 0;
@@ -80,7 +93,19 @@ class PressHost {
   // (none when `observe` is empty).
   virtual const ModelReadout& read_model_output(ResidualObserver observe) = 0;
 
+  // The model's text, at any time: a press that writes a request to the model (KVzip's
+  // "repeat the context") encodes it here and frames it as the prompt is framed.
+  //
+  // The model's tokens for `text`, without BOS; special tokens are not parsed.
+  virtual std::vector<int32_t> encode_text(const std::string& text) = 0;
+  // The frames a prompt may have around its text, the model's chat form first (when deferkv
+  // knows the model's chat template), then the plain one.
+  virtual std::vector<PromptFrame> prompt_frames() = 0;
+
   // Capabilities, at PressPoint::kPromptEnd.
+  //
+  // The tokens of the prompt just prefilled.
+  virtual const std::vector<int32_t>& prompt_tokens() = 0;
   //
   // Greedy lookahead (LAQ): saves the session's state, lets `prepare` change the working
   // cache (e.g. compress it), runs up to n greedy decode steps from the prefill's logits
@@ -263,7 +288,8 @@ const std::vector<PressInfo>& press_catalogue();
 // make_press refuses, with an error
 // naming both, two presses that
 //  - both run extra forward passes to score (the greedy lookahead, a draft, rows after the
-//    prompt: laq, laqpp, speckv, lookaheadkv): a prefill has room for one such protocol;
+//    prompt, the context repeated: laq, laqpp, speckv, lookaheadkv, kvzip): a prefill has
+//    room for one such protocol;
 //  - or evict a region in common, unless the later one reads the cache as it is when it
 //    evicts (streaming_llm and tova match by position, behavior_preserving scores the
 //    entries held), the earlier one evicts once at the end of the prefill (so it is done

@@ -118,6 +118,9 @@ class Session {
   // trigger. nullptr: no compression.
   void set_press(std::unique_ptr<Press> press);
   const Press* press() const { return press_.get(); }
+  // The positions the press runs after a prompt of n_tokens (LookaheadKV's rows, KVzip's
+  // reconstruction; 0 for most presses): a prefill needs them free in the context too.
+  int64_t press_positions_after_prompt(int64_t n_tokens) const;
   // A smaller model with the same tokenizer, for presses that draft (SpecKV). Fails,
   // changing nothing, when the vocabularies differ.
   void set_draft_model(std::shared_ptr<const Model> draft);
@@ -147,6 +150,7 @@ class Session {
   struct PressNeeds {
     PressPoints points;
     int64_t reserved_after_prompt = 0;
+    int64_t prompt_length_after_prompt = 0;  // up to this many more, as many as the prompt's tokens
     bool drafts = false;
     std::unique_ptr<ModelReadout> readout;
     std::vector<std::function<void(const ResidualEvent&)>> residual_observers;

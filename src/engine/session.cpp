@@ -249,11 +249,15 @@ void Session::check_token(int32_t token) const {
 }
 
 // What the press declared at on_attach, checked before any point of the prefill runs.
+int64_t Session::press_positions_after_prompt(int64_t n_tokens) const {
+  return needs_.reserved_after_prompt + std::min(n_tokens, needs_.prompt_length_after_prompt);
+}
+
 void Session::check_press_needs(int64_t n_tokens) const {
-  const int64_t rows = needs_.reserved_after_prompt;
+  const int64_t rows = press_positions_after_prompt(n_tokens);
   if (rows > 0 && n_past_ + n_tokens + rows > n_ctx_) {
-    fail("the prompt's {} tokens and the {} lookahead rows of press '{}' do not fit in the context of {} ({} already "
-         "used); raise the context size (n_ctx)", n_tokens, rows, press_->describe(), n_ctx_, n_past_);
+    fail("the prompt's {} tokens and the {} positions press '{}' runs after them do not fit in the context of {} ({} "
+         "already used); raise the context size (n_ctx)", n_tokens, rows, press_->describe(), n_ctx_, n_past_);
   }
   if (!needs_.drafts) return;
   if (!draft_model_) fail("press '{}' needs a draft model (--draft-model)", press_->describe());

@@ -1,7 +1,9 @@
 #include "engine/session_press_host.h"
 
 #include <algorithm>
+#include <optional>
 
+#include "deferkv/chat_template.h"
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
 #include "engine/scoped_timer.h"
@@ -18,6 +20,42 @@ void Session::Host::reserve_after_prompt(int64_t n_positions) {
   PressNeeds& needs = attaching("reserve_after_prompt");
   needs.reserved_after_prompt = std::max(needs.reserved_after_prompt, n_positions);
 }
+
+void Session::Host::reserve_prompt_length_after_prompt(int64_t at_most) {
+  PressNeeds& needs = attaching("reserve_prompt_length_after_prompt");
+  needs.prompt_length_after_prompt = std::max(needs.prompt_length_after_prompt, at_most);
+}
+
+std::vector<int32_t> Session::Host::encode_text(const std::string& text) {
+  return s_.model_->tokenizer().encode(text, false, false);
+}
+
+std::vector<PromptFrame> Session::Host::prompt_frames() {
+  const Tokenizer& tokenizer = s_.model_->tokenizer();
+  std::vector<PromptFrame> frames;
+  if (!tokenizer.chat_template().empty()) {
+    std::optional<ChatTemplate> chat;
+    try {
+      chat = ChatTemplate::detect(tokenizer);
+    } catch (const Error&) {
+      // A template deferkv does not know: only the plain frame is offered.
+    }
+    if (chat) {
+      // One user turn around a marker, split where the marker is.
+      const std::string marker = "\x01deferkv-text\x01";
+      const std::string turn = chat->apply({{"user", marker}}, true);
+      const size_t at = turn.find(marker);
+      if (at != std::string::npos) {
+        frames.push_back({PromptFrame::Form::kChat, tokenizer.encode(turn.substr(0, at), true, true),
+                          tokenizer.encode(turn.substr(at + marker.size()), false, true)});
+      }
+    }
+  }
+  frames.push_back({PromptFrame::Form::kPlain, tokenizer.encode("", true, false), {}});
+  return frames;
+}
+
+const std::vector<int32_t>& Session::Host::prompt_tokens() { return at_prefill_end("the prompt's tokens"); }
 
 void Session::Host::use_draft_model() { attaching("use_draft_model").drafts = true; }
 

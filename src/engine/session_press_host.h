@@ -13,6 +13,10 @@ class Session::Host final : public PressHost {
   explicit Host(Session& session) : s_(session) {}
 
   void reserve_after_prompt(int64_t n_positions) override;
+  void reserve_prompt_length_after_prompt(int64_t at_most) override;
+  std::vector<int32_t> encode_text(const std::string& text) override;
+  std::vector<PromptFrame> prompt_frames() override;
+  const std::vector<int32_t>& prompt_tokens() override;
   void use_draft_model() override;
   const ModelReadout& read_model_output(ResidualObserver observe) override;
 

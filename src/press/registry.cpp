@@ -28,7 +28,7 @@ const std::vector<PressMethod>& methods() {
                                        expected_attention_method, behavior_preserving_method, non_causal_attention_method,
                                        compactor_method, criticalkv_method, finch_method});
     group(PressReads::kDecodeQueries, {deferkv_method, tova_method, moment_kv_method});
-    group(PressReads::kExtraForward, {laq_method, laqpp_method, speckv_method, lookaheadkv_method});
+    group(PressReads::kExtraForward, {laq_method, laqpp_method, speckv_method, lookaheadkv_method, kvzip_method});
     group(PressReads::kCalibration, {compresskv_method});
     return out;
   }();
@@ -71,6 +71,7 @@ const char* extra_forward_name(ExtraForward extra) {
     case ExtraForward::kLookahead: return "lookahead";
     case ExtraForward::kDraft: return "draft";
     case ExtraForward::kRows: return "rows";
+    case ExtraForward::kReconstruction: return "context reconstruction";
   }
   return "";
 }

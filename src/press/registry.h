@@ -15,6 +15,7 @@ enum class ExtraForward {
   kLookahead,  // greedy decode steps on a compressed copy (LAQ)
   kDraft,      // a draft model's continuation fed after the prompt (SpecKV)
   kRows,       // learned rows fed after the prompt (LookaheadKV)
+  kReconstruction,  // the prompt repeated after itself (KVzip)
 };
 // "lookahead", "draft", "rows" ("" for kNone), as the errors name them.
 const char* extra_forward_name(ExtraForward extra);
@@ -68,6 +69,7 @@ PressMethod non_causal_attention_method();
 PressMethod compactor_method();
 PressMethod criticalkv_method();
 PressMethod finch_method();
+PressMethod kvzip_method();
 PressMethod expected_attention_method();
 PressMethod snapkv_method();
 PressMethod pyramidkv_method();

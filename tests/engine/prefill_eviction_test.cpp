@@ -87,6 +87,10 @@ int32_t argmax(const float* logits, int64_t n) { return static_cast<int32_t>(std
 class NoCapabilities final : public PressHost {
  public:
   void reserve_after_prompt(int64_t) override { refuse(); }
+  void reserve_prompt_length_after_prompt(int64_t) override { refuse(); }
+  std::vector<int32_t> encode_text(const std::string&) override { refuse(); }
+  std::vector<PromptFrame> prompt_frames() override { refuse(); }
+  const std::vector<int32_t>& prompt_tokens() override { refuse(); }
   void use_draft_model() override { refuse(); }
   const ModelReadout& read_model_output(ResidualObserver) override { refuse(); }
   void greedy_lookahead(int64_t, const std::function<void(KvCache&)>&, const AttentionObserver&) override { refuse(); }
@@ -287,7 +291,7 @@ TEST(PrefillEviction, FullCacheIsThatOfBatchByBatch) {
 TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
   const std::vector<int32_t> prompt = testing::random_prompt(200, 3);
   for (const std::string spec : {"laq", "lookaheadkv:weights={lookahead_weights}", "behavior_preserving", "deferkv:d=2",
-                                 "laq+moment_kv:decode_budget=4"}) {
+                                 "laq+moment_kv:decode_budget=4", "kvzip:chunk_size=64"}) {
     const testing::PressRun run = testing::run_press(spec, KvBudget::per_head(kBudget), prompt, 2);
     const KvCache& cache = kv_cache_of(*run.session);
     const int64_t full = cache.n_layer() * cache.n_head_kv() * 200 * cache.bytes_per_entry();

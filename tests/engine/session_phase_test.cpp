@@ -214,30 +214,39 @@ std::string host_error(const std::string& hook, const HostCaller::Use& use) {
 }
 
 TEST(SessionPhases, HostDeclarationsOutsideOnAttachAreRefused) {
-  const auto declare = [](PressHost& host) { host.reserve_after_prompt(4); };
-  EXPECT_EQ(host_error("on_attach", declare), "");
-  const std::map<std::string, SessionPhase> phases = {{"prompt_begin", SessionPhase::kPrefilling},
-                                                      {"prompt_layer_end", SessionPhase::kPrefilling},
-                                                      {"prompt_end", SessionPhase::kPromptEnd},
-                                                      {"decode_step", SessionPhase::kDecoding}};
-  for (const auto& [hook, phase] : phases) {
-    const std::string message = host_error(hook, declare);
-    EXPECT_NE(message.find("reserve_after_prompt outside on_attach"), std::string::npos) << hook << ": " << message;
-    EXPECT_NE(message.find(session_phase_name(phase)), std::string::npos) << hook << ": " << message;
+  const std::map<std::string, HostCaller::Use> declarations = {
+      {"reserve_after_prompt", [](PressHost& host) { host.reserve_after_prompt(4); }},
+      {"reserve_prompt_length_after_prompt", [](PressHost& host) { host.reserve_prompt_length_after_prompt(4); }}};
+  for (const auto& [name, declare] : declarations) {
+    EXPECT_EQ(host_error("on_attach", declare), "");
+    const std::map<std::string, SessionPhase> phases = {{"prompt_begin", SessionPhase::kPrefilling},
+                                                        {"prompt_layer_end", SessionPhase::kPrefilling},
+                                                        {"prompt_end", SessionPhase::kPromptEnd},
+                                                        {"decode_step", SessionPhase::kDecoding}};
+    for (const auto& [hook, phase] : phases) {
+      const std::string message = host_error(hook, declare);
+      EXPECT_NE(message.find(name + " outside on_attach"), std::string::npos) << hook << ": " << message;
+      EXPECT_NE(message.find(session_phase_name(phase)), std::string::npos) << hook << ": " << message;
+    }
   }
 }
 
 TEST(SessionPhases, CapabilitiesOutsideOnPrefillEndAreRefused) {
-  const auto rerun = [](PressHost& host) { host.run_after_prompt(std::vector<int32_t>{3, 4}, [](const AttentionEvent&) {}); };
-  EXPECT_EQ(host_error("prompt_end", rerun), "");
-  const std::map<std::string, SessionPhase> phases = {{"on_attach", SessionPhase::kAttaching},
-                                                      {"prompt_begin", SessionPhase::kPrefilling},
-                                                      {"prompt_layer_end", SessionPhase::kPrefilling},
-                                                      {"decode_step", SessionPhase::kDecoding}};
-  for (const auto& [hook, phase] : phases) {
-    const std::string message = host_error(hook, rerun);
-    EXPECT_NE(message.find("input after the prompt outside the prompt's end"), std::string::npos) << hook << ": " << message;
-    EXPECT_NE(message.find(session_phase_name(phase)), std::string::npos) << hook << ": " << message;
+  const std::map<std::string, HostCaller::Use> capabilities = {
+      {"input after the prompt",
+       [](PressHost& host) { host.run_after_prompt(std::vector<int32_t>{3, 4}, [](const AttentionEvent&) {}); }},
+      {"the prompt's tokens", [](PressHost& host) { host.prompt_tokens(); }}};
+  for (const auto& [name, use] : capabilities) {
+    EXPECT_EQ(host_error("prompt_end", use), "");
+    const std::map<std::string, SessionPhase> phases = {{"on_attach", SessionPhase::kAttaching},
+                                                        {"prompt_begin", SessionPhase::kPrefilling},
+                                                        {"prompt_layer_end", SessionPhase::kPrefilling},
+                                                        {"decode_step", SessionPhase::kDecoding}};
+    for (const auto& [hook, phase] : phases) {
+      const std::string message = host_error(hook, use);
+      EXPECT_NE(message.find(name + " outside the prompt's end"), std::string::npos) << hook << ": " << message;
+      EXPECT_NE(message.find(session_phase_name(phase)), std::string::npos) << hook << ": " << message;
+    }
   }
 }
 

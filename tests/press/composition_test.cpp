@@ -37,7 +37,7 @@ enum class Region { kNone, kPrompt, kGenerated, kBoth };
 struct MethodCase {
   std::string spec;
   Region region;
-  bool extra_forward;  // scores with forward passes of its own (lookahead, draft, rows)
+  bool extra_forward;  // scores with forward passes of its own (lookahead, draft, rows, reconstruction)
   bool reads_cache_as_is = false;  // chooses from the entries held when it evicts
   bool once_at_prefill_end = true;  // its one eviction is at the end of the prefill
 };
@@ -78,6 +78,7 @@ std::map<std::string, MethodCase> method_cases() {
       {"criticalkv", {"criticalkv", Region::kPrompt, false}},
       // Re-rotated positions would count the generated entries as the prompt's here.
       {"finch", {"finch:rerotate=false", Region::kPrompt, false}},
+      {"kvzip", {"kvzip:chunk_size=32", Region::kPrompt, true}},
       {"expected_attention", {"expected_attention", Region::kPrompt, false}},
       {"snapkv", {"snapkv", Region::kPrompt, false}},
       {"pyramidkv", {"pyramidkv", Region::kPrompt, false}},
@@ -245,8 +246,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 24 * 2 + 23 + 53);
-  EXPECT_EQ(refused, 27 * 27 - composed);
+  EXPECT_EQ(composed, 25 * 2 + 24 + 55);
+  EXPECT_EQ(refused, 28 * 28 - composed);
 }
 
 }  // namespace

@@ -292,7 +292,7 @@ TEST(LookaheadKv, RowsThatDoNotFitTheContextAreAClearError) {
     session.prefill(testing::random_prompt(kPrompt, 5));
     FAIL() << "no error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("the prompt's 90 tokens and the 6 lookahead rows of press"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("the prompt's 90 tokens and the 6 positions press"), std::string::npos)
         << e.what();
   }
   EXPECT_EQ(session.n_past(), 0);

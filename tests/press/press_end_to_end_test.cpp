@@ -64,6 +64,8 @@ const std::vector<PressCase>& all_cases() {
       {"criticalkv:window=8", 8, true, true},
       {"criticalkv:window=8,alloc=adakv,first_stage_ratio=0.25", 8, false, true},
       {"finch:window=8,rerotate=false", 8, true, true},
+      {"kvzip:chunk_size=48", 0, false, true},
+      {"kvzip:chunk_size=48,alloc=uniform", 0, true, true},
       {"laq:window=8", 0, true, true},
       {"laqpp:window=8,n_lookahead=3", 8, true, true},
       {"streaming_llm", 0, true, true},

@@ -132,7 +132,7 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
   for (const char* expected : {"full", "streaming_llm", "h2o", "tova", "knorm", "keydiff", "random", "snapkv", "pyramidkv", "adakv",
                                "chunkkv", "deferkv", "expected_attention", "moment_kv", "laq", "laqpp", "speckv", "compresskv",
                                "behavior_preserving", "lagkv", "leverage", "cur", "non_causal_attention",
-                               "compactor", "criticalkv", "finch"}) {
+                               "compactor", "criticalkv", "finch", "kvzip"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
 }

@@ -54,6 +54,17 @@ TEST(EvalCommand, ABudgetCoveringThePromptIsWarnedOnce) {
   EXPECT_EQ(r.output.find(warning, first + 1), std::string::npos) << r.output;
 }
 
+// KVzip repeats the context after it: eval's sessions hold that room too (a failed row
+// would exit 1). Mutant tried: the session's context left at prompt + answer (the row fails:
+// "do not fit in the context").
+TEST(EvalCommand, KvzipGetsRoomForItsReconstruction) {
+  gguf_test::TempDir dir;
+  const auto r = testing::run_cli("eval" + kStories + " --tasks niah_single_1 --lengths 640 --press kvzip --kv-ratio 0.5 "
+                                  "--question-agnostic --samples 1 -t 2 -o '" + dir.path().string() + "' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+}
+
 TEST(EvalCommand, RulerSweepWritesEveryReportAndResumes) {
   gguf_test::TempDir dir;
   const std::string command = kRulerSweep + " -o '" + dir.path().string() + "' 2>&1";

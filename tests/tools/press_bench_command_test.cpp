@@ -1,6 +1,6 @@
 // `deferkv bench-press` end to end on a small random model: a row per press with the
-// KV cache shrunk by the compressing ones, SpecKV fed by --draft-model, and the decode
-// speed per window of steps.
+// KV cache shrunk by the compressing ones, SpecKV fed by --draft-model, KVzip's
+// reconstruction given room in the context, and the decode speed per window of steps.
 #include <gtest/gtest.h>
 
 #include <sstream>
@@ -33,7 +33,7 @@ TEST(PressBenchCommand, ComparesPressesAndReportsDecodeWindows) {
   const std::string model = testing::random_model_path(spec);
   const auto result = testing::run_cli("bench-press -m '" + model + "' --draft-model '" + model +
                                        "' -p 96 --press 'full;snapkv:window=8;speckv:window=8,n_draft=4;"
-                                       "snapkv:window=8+moment_kv:decode_budget=8' --kv-budget 32 -n 24 "
+                                       "snapkv:window=8+moment_kv:decode_budget=8;kvzip' --kv-budget 32 -n 24 "
                                        "--short-context 48 -r 1 --decode-windows 8 2>&1");
   ASSERT_EQ(result.status, 0) << result.output;
   const auto full = row_cells(result.output, "| 96 | full | - |");
@@ -44,6 +44,11 @@ TEST(PressBenchCommand, ComparesPressesAndReportsDecodeWindows) {
   ASSERT_EQ(spec_row.size(), 17u);
   // KV MiB after eviction (column 13): 32 of 96 prompt entries (+ decode tokens) remain.
   EXPECT_LT(std::stod(snap[12]), 0.5 * std::stod(full[12]));
+  // KVzip's reconstruction runs after the prompt: the session's context makes room for it
+  // (mutant tried: the context left at prompt + generation; the prefill is refused).
+  const auto kvzip = row_cells(result.output, "| 96 | kvzip | 32 |");
+  ASSERT_EQ(kvzip.size(), 17u) << result.output;
+  EXPECT_LT(std::stod(kvzip[12]), 0.5 * std::stod(full[12]));
   EXPECT_EQ(snap[11], "1.000");  // SnapKV is the end-to-end reference
   // Peak RSS (column 15): the process's, so at least the KV cache's peak (column 14), and plausible.
   for (const auto* row : {&full, &snap}) {

@@ -124,12 +124,21 @@ Measurement measure(const std::shared_ptr<const Model>& model, const std::shared
   for (auto& t : prompt) t = pick(rng);
   for (auto& t : gen) t = pick(rng);
   reset_peak_rss();
-  SessionOptions options;
-  options.n_ctx = prompt_tokens + args.n_gen + 1;
-  args.cache_types.apply(options);
-  Session session(model, pool, options);
-  if (draft) session.set_draft_model(draft);
-  if (config.budget) session.set_press(make_press(config.press, *config.budget));
+  const auto open_session = [&](int64_t after_prompt) {
+    SessionOptions options;
+    options.n_ctx = prompt_tokens + args.n_gen + 1 + after_prompt;
+    args.cache_types.apply(options);
+    auto s = std::make_unique<Session>(model, pool, options);
+    if (draft) s->set_draft_model(draft);
+    if (config.budget) s->set_press(make_press(config.press, *config.budget));
+    return s;
+  };
+  std::unique_ptr<Session> opened = open_session(0);
+  // The positions a press runs after the prompt (LookaheadKV's rows, KVzip's reconstruction).
+  if (const int64_t after = opened->press_positions_after_prompt(prompt_tokens); after > 0) {
+    opened = open_session(after);
+  }
+  Session& session = *opened;
   session.prefill(prompt);
   const SessionTimings after_prefill = session.timings();
   std::vector<double> step_seconds;

@@ -31,16 +31,24 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
     fail("{} sample {}: its prompt has no {} part to compress apart (question-agnostic mode)", sample.task, sample.index,
          context.empty() ? "context" : "question");
   }
-  SessionOptions options = options_;
-  options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens;
-  Session session(model_, pool_, options);
-  if (draft_) session.set_draft_model(draft_);
+  // The prompt the press compresses: the context alone in question-agnostic mode.
+  const auto prompt = static_cast<int64_t>(question_agnostic_ ? context.size() : sample.tokens.size());
+  const auto open_session = [&](int64_t after_prompt) {
+    SessionOptions options = options_;
+    options.n_ctx = static_cast<int64_t>(sample.tokens.size()) + sample.max_new_tokens + after_prompt;
+    auto s = std::make_unique<Session>(model_, pool_, options);
+    if (draft_) s->set_draft_model(draft_);
+    if (method.budget) s->set_press(make_press(method.press, *method.budget));
+    return s;
+  };
+  std::unique_ptr<Session> opened = open_session(0);
+  // A press that runs positions after the prompt (LookaheadKV's rows, KVzip's reconstruction)
+  // says how many once attached; the context then holds them too.
+  if (const int64_t after = opened->press_positions_after_prompt(prompt); after > 0) opened = open_session(after);
+  Session& session = *opened;
   if (method.budget) {
-    session.set_press(make_press(method.press, *method.budget));
     // Once per row and length: such a row equals the full cache.
     const std::string row = fmt::format("{}@{}", method.label(), sample.target_length);
-    // The prompt the press compresses: the context alone in question-agnostic mode.
-    const auto prompt = static_cast<int64_t>(question_agnostic_ ? context.size() : sample.tokens.size());
     const std::string warning = budget_covers_prompt_warning(*method.budget, prompt);
     if (!warning.empty() && warned_.insert(row).second && warnings_ != nullptr) {
       fmt::print(warnings_, "warning: {} at {} tokens: {}\n", method.label(), sample.target_length, warning);

@@ -44,6 +44,7 @@ void ScoredPress::on_attach(const PressModelShape& shape, PressHost& host) {
     fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description(),
          rule.layer_scores.size(), shape.n_layer);
   }
+  check_layer_ratios(rule, shape.n_layer, description());
   shape_ = shape;
   // W_O only; the residual stream is not observed (an empty observer).
   if (parts_.two_stage) readout_ = &host.read_model_output({});

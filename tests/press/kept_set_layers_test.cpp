@@ -5,12 +5,16 @@
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
 //   allocation.cpp's per_layer reads the layers' ratios top first
-//      (layer_ratios[n_layer - 1 - layer])                           -> PerLayerRatios
+//      (layer_ratios[n_layer - 1 - layer])                           -> PerLayerRatios (both cases)
 //   per_layer_ratio_count leaves the protected entries out of the
-//      head's length (int(C (1 - r)) - reserved)                     -> PerLayerRatios
-//   simlayerkv.cpp counts the window's own keys in the layer's score  -> SimLayerKv
+//      head's length (int(C (1 - r)) - reserved)                     -> PerLayerRatios (streaming_llm)
+//   simlayerkv.cpp counts the window's own keys in the layer's score  -> SimLayerKv (both cases)
+//   simlayerkv.cpp's lazy layer keeps the last n_recent, not
+//      n_recent - n_last                                             -> SimLayerKv
 //   duo_attention.cpp's score without RoPE on the repeated query and
-//      keys (the mean query . mean key for every position)           -> DuoAttention
+//      keys (the mean query . mean key at every position)            -> DuoAttention
+//   duo_attention.cpp's mean key from the cached keys as stored (RoPE
+//      not undone)                                                   -> DuoAttention
 //   duo_attention.cpp's pattern values not clipped to [0, 1]          -> DuoAttentionPattern
 #include <gtest/gtest.h>
 

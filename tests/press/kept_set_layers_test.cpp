@@ -172,6 +172,10 @@ TEST(KeptSetLayers, PerLayerRatiosRefusedUnlessOnePerLayer) {
   EXPECT_NE(made("knorm:alloc=per_layer,ratios=0.2/1/0.3/0.1").find("got '1' in '0.2/1/0.3/0.1'"), std::string::npos);
   EXPECT_NE(made("knorm:alloc=per_layer,ratios=0.2//0.3/0.1").find("got '' in"), std::string::npos);
   EXPECT_NE(made("deferkv:base=per_layer").find("base=per_layer needs ratios="), std::string::npos);
+  EXPECT_NE(made("knorm:alloc=per_layer,ratios=0.5/0.5/0.5/0.5,every=4").find("it cannot take per_step or every"),
+            std::string::npos);
+  EXPECT_NE(made("tova:alloc=per_layer,ratios=0.5/0.5/0.5/0.5").find("it cannot take per_step or every"),
+            std::string::npos);
 }
 
 // ---- SimLayerKV ----

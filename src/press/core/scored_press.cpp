@@ -344,6 +344,12 @@ ScoredParts read_scored_parts(const PressParams& params) {
            params.name());
     }
   }
+  // A share of the head's entries at every step would shrink the head again at each one.
+  if (parts.allocation.kind == AllocationKind::kPerLayer && parts.trigger.per_step()) {
+    fail("press '{}': alloc=per_layer cuts each layer to its share of the prompt once; it cannot take per_step or "
+         "every (each step would cut the share again)",
+         params.name());
+  }
   if (parts.selection.chunk > 0 &&
       (parts.allocation.kind == AllocationKind::kAdaKv || parts.allocation.kind == AllocationKind::kAdaPyramid)) {
     fail("press '{}': chunks are shared by every head of a layer, so they cannot take adakv's per-head budgets",

@@ -218,11 +218,11 @@ TEST(KeptSetLayers, SimLayerKv) {
                 }));
   }
   // kvpress's default threshold of 1 finds no lazy layer.
-  expect_kept("simlayerkv:n_recent=40", KvBudget::per_head(kBudget), every_head([](int64_t) { return span(0, kPrompt); }));
-  EXPECT_NE(error_of([] { make_press("simlayerkv:n_recent=2,n_last=3", {}); }).find("n_recent=2 must be at least n_last=3"),
-            std::string::npos);
-  EXPECT_NE(error_of([] { make_press("simlayerkv:lazy_threshold=1.5", {}); }).find("lazy_threshold=1.5 is out of range"),
-            std::string::npos);
+  expect_kept("simlayerkv:n_recent=40", KvBudget::per_head(kBudget),
+              every_head([](int64_t) { return span(0, kPrompt); }));
+  const auto made = [](const std::string& spec) { return error_of([&] { make_press(spec, {}); }); };
+  EXPECT_NE(made("simlayerkv:n_recent=2,n_last=3").find("n_recent=2 must be at least n_last=3"), std::string::npos);
+  EXPECT_NE(made("simlayerkv:lazy_threshold=1.5").find("lazy_threshold=1.5 is out of range"), std::string::npos);
 }
 
 // ---- DuoAttention ----

@@ -116,8 +116,11 @@ class DuoAttentionPress final : public PromptPress {
     shape_ = shape;
     if (!p_.pattern) return;
     const auto& s = p_.pattern->head_scores;
-    const bool fits = static_cast<int64_t>(s.size()) == shape.n_layer &&
-                      std::all_of(s.begin(), s.end(), [&](const auto& l) { return static_cast<int64_t>(l.size()) == shape.n_head_kv; });
+    const auto has_every_head = [&](const std::vector<double>& l) {
+      return static_cast<int64_t>(l.size()) == shape.n_head_kv;
+    };
+    const bool fits =
+        static_cast<int64_t>(s.size()) == shape.n_layer && std::all_of(s.begin(), s.end(), has_every_head);
     if (!fits) {
       fail("press '{}': the pattern has {} layers of {} KV heads; this model has {} layers of {}", description(),
            s.size(), s.empty() ? 0 : s[0].size(), shape.n_layer, shape.n_head_kv);
@@ -169,7 +172,9 @@ class DuoAttentionPress final : public PromptPress {
       const int64_t l = order[i] / cache.n_head_kv(), g = order[i] % cache.n_head_kv();
       // kvpress masks keys [sink_size, length - recent_size).
       std::vector<int32_t> dropped;
-      for (int64_t j = p_.sink_size; j < cache.length(l, g) - p_.recent_size; ++j) dropped.push_back(static_cast<int32_t>(j));
+      for (int64_t j = p_.sink_size; j < cache.length(l, g) - p_.recent_size; ++j) {
+        dropped.push_back(static_cast<int32_t>(j));
+      }
       if (!dropped.empty()) cache.erase(l, g, dropped);
     }
     query_sums_.clear();

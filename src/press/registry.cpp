@@ -26,7 +26,8 @@ const std::vector<PressMethod>& methods() {
     group(PressReads::kKeysAndValues, {knorm_method, keydiff_method, lagkv_method, leverage_method, cur_method});
     group(PressReads::kPromptQueries, {snapkv_method, pyramidkv_method, adakv_method, chunkkv_method, h2o_method,
                                        expected_attention_method, behavior_preserving_method, non_causal_attention_method,
-                                       compactor_method, criticalkv_method, finch_method});
+                                       compactor_method, criticalkv_method, finch_method, simlayerkv_method,
+                                       duo_attention_method});
     group(PressReads::kDecodeQueries, {deferkv_method, tova_method, moment_kv_method});
     group(PressReads::kExtraForward, {laq_method, laqpp_method, speckv_method, lookaheadkv_method, kvzip_method});
     group(PressReads::kCalibration, {compresskv_method});

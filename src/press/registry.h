@@ -83,5 +83,7 @@ PressMethod speckv_method();
 PressMethod compresskv_method();
 PressMethod lookaheadkv_method();
 PressMethod behavior_preserving_method();
+PressMethod simlayerkv_method();
+PressMethod duo_attention_method();
 
 }  // namespace deferkv

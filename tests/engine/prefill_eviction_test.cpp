@@ -247,6 +247,8 @@ std::vector<Case> one_shot_cases() {
       "cur",
       "non_causal_attention",
       "compactor",
+      "knorm:alloc=per_layer,ratios=0.8/0.85/0.9/0.95",
+      "simlayerkv:lazy_threshold=0,n_recent=16",
       "finch:rerotate=false",
       "expected_attention",
       "streaming_llm",

@@ -75,6 +75,9 @@ std::map<std::string, MethodCase> method_cases() {
       {"cur", {"cur", Region::kPrompt, false}},
       {"non_causal_attention", {"non_causal_attention", Region::kPrompt, false}},
       {"compactor", {"compactor", Region::kPrompt, false}},
+      // Neither reads the budget: every layer lazy and every head streaming keep 4 + 39 and 4 + 40 of b = 48.
+      {"simlayerkv", {"simlayerkv:lazy_threshold=0,n_recent=40", Region::kPrompt, false}},
+      {"duo_attention", {"duo_attention:head_compression_ratio=1,sink_size=4,recent_size=40", Region::kPrompt, false}},
       {"criticalkv", {"criticalkv", Region::kPrompt, false}},
       // Re-rotated positions would count the generated entries as the prompt's here.
       {"finch", {"finch:rerotate=false", Region::kPrompt, false}},
@@ -246,8 +249,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 25 * 2 + 24 + 55);
-  EXPECT_EQ(refused, 28 * 28 - composed);
+  EXPECT_EQ(composed, 27 * 2 + 26 + 59);
+  EXPECT_EQ(refused, 30 * 30 - composed);
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ TEST(LookaheadWeights, ThePressIsListedWithItsParameters) {
   // Its own, then the shared allocation and selection (the rows observe once: no trigger).
   EXPECT_EQ(names, (std::vector<std::string>{"weights=", "window=32", "kernel=7", "pooling=max", "gqa=mean",
                                              "queries=mean", "alloc=uniform", "rounding=exact", "beta=20", "alpha=0.2",
-                                             "profile=", "chunk=0", "reuse=1"}));
+                                             "profile=", "ratios=", "chunk=0", "reuse=1"}));
   EXPECT_TRUE(info->uses_budget);
 }
 

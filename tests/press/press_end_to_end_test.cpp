@@ -61,6 +61,7 @@ const std::vector<PressCase>& all_cases() {
       {"cur:leverage_type=kv_avg,use_random_leverage=true,alloc=adakv", 0, false, true},
       {"non_causal_attention:chunk_size=16", 0, true, true},
       {"compactor", 4, true, true},
+      {"snapkv:window=8,alloc=per_layer,ratios=0.85/0.9/0.95", 8, true, true},
       {"criticalkv:window=8", 8, true, true},
       {"criticalkv:window=8,alloc=adakv,first_stage_ratio=0.25", 8, false, true},
       {"finch:window=8,rerotate=false", 8, true, true},

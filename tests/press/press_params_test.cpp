@@ -17,12 +17,12 @@ namespace {
 TEST(PressSpec, DescribeFillsEveryDefault) {
   // The method's own parameters, then the shared parts' (allocation, selection, trigger).
   EXPECT_EQ(make_press("snapkv", KvBudget::per_head(64))->describe(),
-            "snapkv:window=32,kernel=7,pooling=max,gqa=mean,alloc=uniform,rounding=exact,beta=20,alpha=0.2,profile=,"
+            "snapkv:window=32,kernel=7,pooling=max,gqa=mean,alloc=uniform,rounding=exact,beta=20,alpha=0.2,profile=,ratios=,"
             "chunk=0,reuse=1,d=0,per_step=false,every=0");
   EXPECT_EQ(make_press("deferkv:d=2,base=adakv", KvBudget::per_head(64))->describe(),
             "deferkv:d=2,eta=0.7,temporal_mode=block,no_decode_feedback=false,no_temporal_weighting=false,"
             "pool_order=fuse_then_pool,window=32,kernel=7,pooling=max,gqa=mean,base=adakv,rounding=exact,beta=20,"
-            "alpha=0.2,profile=,chunk=0,reuse=1");
+            "alpha=0.2,profile=,ratios=,chunk=0,reuse=1");
 }
 
 // Methods give their defaults typed (SharedDefaults, window_scoring_parameters); the
@@ -127,12 +127,16 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
     EXPECT_NE(info.reads, PressReads::kUnstated) << info.name << ": say what it reads in registry.cpp's methods()";
     if (info.name == "lookaheadkv") continue;  // needs a weights file: tests/press/lookaheadkv_test.cpp
     if (info.name == "compresskv") continue;  // needs a profile file: tests/press/compresskv_test.cpp
+    if (info.name == "duo_attention") {  // the share of streaming heads: a kv_ratio (kept_set_layers_test.cpp)
+      EXPECT_NO_THROW(make_press(info.name, KvBudget::ratio(0.5)));
+      continue;
+    }
     EXPECT_NO_THROW(make_press(info.name, KvBudget::per_head(64))) << info.name;
   }
   for (const char* expected : {"full", "streaming_llm", "h2o", "tova", "knorm", "keydiff", "random", "snapkv", "pyramidkv", "adakv",
                                "chunkkv", "deferkv", "expected_attention", "moment_kv", "laq", "laqpp", "speckv", "compresskv",
                                "behavior_preserving", "lagkv", "leverage", "cur", "non_causal_attention",
-                               "compactor", "criticalkv", "finch", "kvzip"}) {
+                               "compactor", "criticalkv", "finch", "kvzip", "simlayerkv", "duo_attention"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <stdexcept>
+#include <string>
 
 #include "deferkv/error.h"
 #include "press/core/compresskv_profile.h"
@@ -21,6 +23,7 @@ constexpr KindName kKinds[] = {
     {AllocationKind::kAdaKv, "adakv", "adakv"},
     {AllocationKind::kAdaPyramid, "ada_pyramid", "ada_pyramidkv"},
     {AllocationKind::kCalibrated, "calibrated", "calibrated"},
+    {AllocationKind::kPerLayer, "per_layer", "per_layer"},
 };
 
 const char* key_name(AllocationKey key) { return key == AllocationKey::kBase ? "base" : "alloc"; }
@@ -54,7 +57,42 @@ int64_t pyramid_budget(const AllocationRule& rule, const LayerShare& layer) {
   return pyramid_layer_budgets(layer.base, c, layer.n_layer, rule.beta, rule.rounding)[layer.layer];
 }
 
+// "0.2/0.5/0.8": each a compression ratio in [0, 1), as a run's kv_ratio.
+std::vector<double> parse_layer_ratios(const std::string& press, const std::string& text) {
+  std::vector<double> out;
+  size_t begin = 0;
+  for (;;) {
+    const size_t end = text.find('/', begin);
+    const std::string item = text.substr(begin, end - begin);
+    size_t used = 0;
+    double r = -1;
+    try {
+      r = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || !(r >= 0.0 && r < 1.0)) {
+      fail("press '{}': ratios= takes compression ratios in [0, 1) joined by '/', got '{}' in '{}'", press, item,
+           text);
+    }
+    out.push_back(r);
+    if (end == std::string::npos) return out;
+    begin = end + 1;
+  }
+}
+
 }  // namespace
+
+int64_t per_layer_ratio_count(double ratio, int64_t candidates, int64_t reserved) {
+  const auto kept = static_cast<int64_t>(static_cast<double>(candidates + reserved) * (1.0 - ratio));
+  return std::clamp<int64_t>(kept - reserved, 0, candidates);
+}
+
+void check_layer_ratios(const AllocationRule& rule, int64_t n_layer, const std::string& description) {
+  if (rule.kind != AllocationKind::kPerLayer || static_cast<int64_t>(rule.layer_ratios.size()) == n_layer) return;
+  fail("press '{}': ratios= gives {} compression ratios; this model has {} layers (one ratio per layer)",
+       description, rule.layer_ratios.size(), n_layer);
+}
 
 std::vector<PressParameter> allocation_parameters(AllocationKey key, AllocationKind default_kind) {
   const std::string help =
@@ -71,6 +109,9 @@ std::vector<PressParameter> allocation_parameters(AllocationKey key, AllocationK
       {"beta", "20", "pyramid steepness: the top layer keeps about (b - w) / beta"},
       {"alpha", "0.2", "adakv: floor, every head keeps at least alpha * (b - w)"},
       {"profile", "", "calibrated: calibration profile JSON whose layer_scores set the layer budgets"},
+      {"ratios", "",
+       "per_layer: one compression ratio per layer, bottom first, joined by '/' (e.g. 0.2/0.5/0.5/0.8); layer l "
+       "keeps int(T * (1 - r_l)) per head"},
   };
 }
 
@@ -91,6 +132,15 @@ AllocationRule read_allocation(const PressParams& params, AllocationKey allocati
     rule.layer_scores = load_compresskv_profile(profile).layer_scores;
   } else if (!profile.empty()) {
     fail("press '{}': profile= is read by {}=calibrated only", params.name(), key);
+  }
+  const std::string& ratios = params.get_string("ratios");
+  if (rule.kind == AllocationKind::kPerLayer) {
+    if (ratios.empty()) {
+      fail("press '{}': {}=per_layer needs ratios=r0/r1/... (one compression ratio per layer)", params.name(), key);
+    }
+    rule.layer_ratios = parse_layer_ratios(params.name(), ratios);
+  } else if (!ratios.empty()) {
+    fail("press '{}': ratios= is read by {}=per_layer only", params.name(), key);
   }
   return rule;
 }
@@ -115,6 +165,16 @@ std::vector<int64_t> allocate(const AllocationRule& rule, const LayerShare& laye
       const int64_t layer_budget =
           error_aware_layer_budgets(rule.layer_scores, b, calibrated_floor(b), calibrated_cap(b))[layer.layer];
       return per_head(layer, layer_budget - layer.reserved);
+    }
+    case AllocationKind::kPerLayer: {
+      // [OUR FORMULATION] the run's budget b is not read here: as kvpress's wrapper, the
+      // list replaces it (b still decides whether the prompt is cut at all).
+      check_layer_ratios(rule, layer.n_layer, "per_layer");
+      std::vector<int64_t> out;
+      for (int64_t c : layer.candidates) {
+        out.push_back(per_layer_ratio_count(rule.layer_ratios[layer.layer], c, layer.reserved));
+      }
+      return out;
     }
   }
   fail("internal: unknown allocation");

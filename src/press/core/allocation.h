@@ -2,8 +2,9 @@
 // Allocation: how many candidates each (layer, KV head) keeps, given the average `base`
 // per head [docs/methods/README.md, "Allocation"]. Any scorer takes any rule, chosen by
 // the parameter alloc: uniform (SnapKV), pyramid (PyramidKV), adakv (AdaKV),
-// ada_pyramid (the pyramid's layer budget shared among the heads as AdaKV does) or
-// calibrated (CompressKV's error-aware layer budgets from a calibration profile).
+// ada_pyramid (the pyramid's layer budget shared among the heads as AdaKV does),
+// calibrated (CompressKV's error-aware layer budgets from a calibration profile) or
+// per_layer (kvpress's PerLayerCompressionPress: a compression ratio per layer).
 // [OUR FORMULATION] ada_pyramid's composition, and calibrated budgets under another
 // method's scores: the papers pair each rule with one scorer.
 #include <cstdint>
@@ -16,7 +17,7 @@
 
 namespace deferkv {
 
-enum class AllocationKind { kUniform, kPyramid, kAdaKv, kAdaPyramid, kCalibrated };
+enum class AllocationKind { kUniform, kPyramid, kAdaKv, kAdaPyramid, kCalibrated, kPerLayer };
 
 // PyramidKV's layer budgets: `exact` rounds the real-valued pyramid so the layers keep
 // exactly the total; `reference` floors the step as the reference code does, which can
@@ -29,6 +30,7 @@ struct AllocationRule {
   int64_t beta = 20;                 // pyramid steepness
   double alpha = 0.2;                // AdaKV's per-head floor
   std::vector<double> layer_scores;  // calibrated: the profile's error score u_l per layer
+  std::vector<double> layer_ratios;  // per_layer: the compression ratio r_l of each layer
   int64_t skip_layers = 0;           // layers below this index keep every candidate (KNorm's)
 };
 
@@ -47,7 +49,7 @@ struct LayerShare {
 // base=snapkv | pyramidkv | adakv | ada_pyramidkv | calibrated, for the same rules.
 enum class AllocationKey { kAlloc, kBase };
 
-// The parameters alloc or base (with its default), rounding, beta, alpha and profile.
+// The parameters alloc or base (with its default), rounding, beta, alpha, profile and ratios.
 std::vector<PressParameter> allocation_parameters(AllocationKey key, AllocationKind default_kind);
 AllocationRule read_allocation(const PressParams& params, AllocationKey key);
 
@@ -79,6 +81,14 @@ std::vector<int64_t> adakv_head_budgets(const HeadScores& scores, int64_t base,
 // sum is repaired to exactly b*L, adding one to layers in descending u or removing one
 // in ascending u, within the bounds.
 std::vector<int64_t> error_aware_layer_budgets(const std::vector<double>& u, int64_t b, int64_t floor, int64_t cap);
+
+// kvpress's PerLayerCompressionPress: a head of `entries` (its candidates and the protected
+// entries counted in b) keeps int(entries * (1 - ratio)) in all, the protected ones first:
+// this many candidates, within [0, candidates].
+int64_t per_layer_ratio_count(double ratio, int64_t candidates, int64_t reserved);
+
+// Refuses, naming the press, a per_layer rule whose ratios are not one per layer of the model.
+void check_layer_ratios(const AllocationRule& rule, int64_t n_layer, const std::string& description);
 
 // CompressKV's bounds on a layer's budget b_l (window included): [min(32, b), 3b].
 int64_t calibrated_floor(int64_t b);

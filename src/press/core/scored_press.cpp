@@ -57,6 +57,7 @@ void ScoredPress::on_attach(const PressModelShape& shape, PressHost& host) {
     fail("the calibration profile of '{}' has {} layer scores; this model has {} layers", description(),
          rule.layer_scores.size(), shape.n_layer);
   }
+  check_layer_ratios(rule, shape.n_layer, description());
   shape_ = shape;
   // W_O only; the residual stream is not observed (an empty observer).
   if (parts_.two_stage) readout_ = &host.read_model_output({});
@@ -380,6 +381,12 @@ ScoredParts read_scored_parts(const PressParams& params) {
       fail("press '{}': the two stages choose entries per head, so they cannot take chunks shared by the heads",
            params.name());
     }
+  }
+  // A share of the head's entries at every step would shrink the head again at each one.
+  if (parts.allocation.kind == AllocationKind::kPerLayer && parts.trigger.per_step()) {
+    fail("press '{}': alloc=per_layer cuts each layer to its share of the prompt once; it cannot take per_step or "
+         "every (each step would cut the share again)",
+         params.name());
   }
   if (parts.selection.chunk > 0 &&
       (parts.allocation.kind == AllocationKind::kAdaKv || parts.allocation.kind == AllocationKind::kAdaPyramid)) {

@@ -15,7 +15,7 @@
 // (alpha=0), which is kvpress's KVzip with layerwise=True; kvpress's default also ranks
 // across layers, which the shared allocation does not offer [OUR FORMULATION].
 // A scorer (ScoredPress) so that every allocation applies; like LookaheadKV it scores with
-// forward passes it runs at on_prefill_end, so the prompt stays whole in every layer until then.
+// forward passes it runs at the prompt's end, so the prompt stays whole in every layer until then.
 #include <algorithm>
 #include <string>
 

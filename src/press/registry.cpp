@@ -29,7 +29,7 @@ const std::vector<PressMethod>& methods() {
                                        compactor_method, criticalkv_method, finch_method});
     group(PressReads::kDecodeQueries, {deferkv_method, tova_method, moment_kv_method});
     group(PressReads::kExtraForward, {laq_method, laqpp_method, speckv_method, lookaheadkv_method});
-    group(PressReads::kCalibration, {compresskv_method});
+    group(PressReads::kCalibration, {compresskv_method, qfilter_method});
     return out;
   }();
   return all;

@@ -2,7 +2,18 @@
 // prompt's query statistics and with statistics read from a file (stats=PATH).
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
-//   MUTANTS_STATS
+//   the stats file's mean read for the KV head, not the query head
+//   (expected_attention.cpp's stats_->mean(layer, g))           -> StatisticsFromAFileReplaceThePrompts,
+//                                                                  StatisticsFileDimensionsFollowTheModelsRope
+//   the file's covariance left out (a zero Sigma)                  -> the same two
+//   the covariance's columns not permuted for interleaved RoPE
+//   (query_stats_file.cpp reads block[fa * d + b])                 -> StatisticsFileDimensionsFollowTheModelsRope
+//   no dimension permutation at all (file_head_dim returns m)      -> StatisticsFileDimensionsFollowTheModelsRope
+//   the shape check not called at on_attach                        -> KeptSetQFilter.FilesForAnotherModel... (its
+//                                                                     stats case, kept_set_qfilter_test.cpp)
+// The first covariance-column mutant survived a covariance of A A^T / d against a mean of
+// norm 2; the statistics are now 1.5 A A^T against a mean of 0.5 N(0, 1), and the tests
+// check that the kept set without the covariance differs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -210,19 +221,20 @@ TEST(ExpectedAttention, EveryNStepsRescoresTheWholeCache) {
 }
 
 // Statistics as kvpress's ExpectedAttentionStatsPress publishes them: one layer, a mean
-// away from zero and a covariance A A^T / kDim + 0.1 I per query head, in Hugging Face's
-// head dimension order.
+// and a covariance 1.5 A A^T + 0.1 I per query head, in Hugging Face's head dimension
+// order. The covariance is large against the mean, so that its term decides part of the
+// ranking (checked in the tests: without it the kept set differs).
 Moments file_moments() {
   std::mt19937 rng(17);
   std::normal_distribution<double> normal(0.0, 1.0);
   Moments out;
   for (int h = 0; h < kHeads; ++h) {
     std::vector<double> mu(kDim), a(kDim * kDim), sigma(kDim * kDim, 0.0);
-    for (int i = 0; i < kDim; ++i) mu[i] = normal(rng) + (i == h ? 2.0 : 0.0);
+    for (int i = 0; i < kDim; ++i) mu[i] = 0.5 * normal(rng);
     for (double& x : a) x = normal(rng);
     for (int i = 0; i < kDim; ++i) {
       for (int j = 0; j < kDim; ++j) {
-        for (int k = 0; k < kDim; ++k) sigma[i * kDim + j] += a[i * kDim + k] * a[j * kDim + k] / kDim;
+        for (int k = 0; k < kDim; ++k) sigma[i * kDim + j] += 1.5 * a[i * kDim + k] * a[j * kDim + k];
       }
       sigma[i * kDim + i] += 0.1;
     }
@@ -248,6 +260,12 @@ std::string write_stats(const std::string& name, const Moments& m) {
   return path;
 }
 
+// The moments without their covariance.
+Moments without_covariance(Moments m) {
+  for (auto& sigma : m.sigma) std::fill(sigma.begin(), sigma.end(), 0.0);
+  return m;
+}
+
 // The same statistics in a GGUF llama's order: model dimension 2i + h is Hugging Face's
 // h * kDim / 2 + i (llama.cpp's converter permutes W_Q and W_K so).
 Moments to_interleaved(const Moments& hf) {
@@ -269,6 +287,7 @@ TEST(ExpectedAttention, StatisticsFromAFileReplaceThePrompts) {
   const Prompt prompt(*press);
   const std::vector<int32_t> want = best_by_formula(formula_scores(stats, prompt.keys, prompt.values, kPrompt));
   EXPECT_EQ(prompt.kept(), want);
+  EXPECT_NE(want, best_by_formula(formula_scores(without_covariance(stats), prompt.keys, prompt.values, kPrompt)));
   // The prompt's own statistics rank otherwise: the file's were used.
   EXPECT_NE(want, best_by_formula(formula_scores(prompt_moments(prompt.u), prompt.keys, prompt.values, kPrompt)));
 }
@@ -283,6 +302,8 @@ TEST(ExpectedAttention, StatisticsFileDimensionsFollowTheModelsRope) {
   const std::vector<int32_t> want =
       best_by_formula(formula_scores(to_interleaved(stats), prompt.keys, prompt.values, kPrompt, true));
   EXPECT_EQ(prompt.kept(), want);
+  const Moments permuted = to_interleaved(stats);
+  EXPECT_NE(want, best_by_formula(formula_scores(without_covariance(permuted), prompt.keys, prompt.values, kPrompt, true)));
   auto as_is = make_press("expected_attention:n_future=16,n_sink=2,dim_order=model,stats=" + path,
                           KvBudget::per_head(kBudget));
   const Prompt unpermuted(*as_is, true);

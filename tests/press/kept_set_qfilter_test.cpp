@@ -6,7 +6,11 @@
 // files (Q-Filters, Expected Attention's statistics).
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
-//   MUTANTS_QFILTER
+//   the score's sign flipped (+<f, k>)                              -> KeepsTheKeysOfLargestNegativeProjection...
+//   no dimension permutation (trained_tensors.cpp's file_head_dim
+//   returns m)                                                      -> KeepsTheKeysOfLargestNegativeProjection...
+//   the filters' shape not checked at on_attach                     -> FilesForAnotherModelAreRefusedNamingTheMismatch
+//   expected_attention's stats shape not checked at on_attach       -> FilesForAnotherModelAreRefusedNamingTheMismatch
 #include <gtest/gtest.h>
 
 #include <algorithm>

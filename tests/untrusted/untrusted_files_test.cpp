@@ -188,7 +188,8 @@ TEST_F(UntrustedFiles, CompressKvProfileNumbersThatAreNoWholeNumbers) {
 
 // The per-model files of qfilter and expected_attention (safetensors): tensors whose shapes
 // claim 2^60 values over 16 bytes are refused, naming the file and the tensor, before a value
-// is converted; so is a query_cov that does not match query_mean.
+// is converted; so is a query_cov that does not match query_mean (without that check, seen
+// failing: the file was accepted).
 TEST_F(UntrustedFiles, PerModelPressFilesWithCountsBeyondTheFile) {
   const std::string path = dir.file("model.safetensors");
   const auto write = [&](const std::string& header) {

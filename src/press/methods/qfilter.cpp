@@ -21,7 +21,7 @@
 namespace deferkv {
 namespace {
 
-constexpr const char* kWhat = "Q-Filters file";
+constexpr const char* kQFiltersFile = "Q-Filters file";
 
 TrainedTensor load_filters(const std::string& path) {
   if (path.empty()) fail("press 'qfilter' needs filters=PATH (the model's Q-Filters safetensors file)");
@@ -29,9 +29,9 @@ TrainedTensor load_filters(const std::string& path) {
   try {
     file = std::make_unique<SafetensorsFile>(trained_safetensors_path(path));
   } catch (const Error& e) {
-    fail("cannot read the {} '{}': {}", kWhat, path, e.what());
+    fail("cannot read the {} '{}': {}", kQFiltersFile, path, e.what());
   }
-  return read_trained_tensor(*file, kWhat, "q_filters", 3);
+  return read_trained_tensor(*file, kQFiltersFile, "q_filters", 3);
 }
 
 class QFilterPress final : public ScoredPress {
@@ -48,7 +48,7 @@ class QFilterPress final : public ScoredPress {
     static const char* const names[] = {"layers", "KV heads", "head_dim"};
     for (size_t i = 0; i < want.size(); ++i) {
       if (filters_.shape[i] != want[i]) {
-        fail("{} '{}': q_filters has shape [{}, {}, {}] (layers, KV heads, head_dim), but the model has {} {}", kWhat,
+        fail("{} '{}': q_filters has shape [{}, {}, {}] (layers, KV heads, head_dim), but the model has {} {}", kQFiltersFile,
              path_, filters_.shape[0], filters_.shape[1], filters_.shape[2], want[i], names[i]);
       }
     }

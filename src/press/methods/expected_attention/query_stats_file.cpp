@@ -11,7 +11,7 @@
 namespace deferkv {
 namespace {
 
-constexpr const char* kWhat = "Expected Attention statistics file";
+constexpr const char* kQueryStatsFile = "Expected Attention statistics file";
 
 }  // namespace
 
@@ -20,21 +20,21 @@ QueryStatsFile QueryStatsFile::load(const std::string& path, HeadDimOrder order)
   try {
     file = std::make_unique<SafetensorsFile>(trained_safetensors_path(path));
   } catch (const Error& e) {
-    fail("cannot read the {} '{}': {}", kWhat, path, e.what());
+    fail("cannot read the {} '{}': {}", kQueryStatsFile, path, e.what());
   }
   QueryStatsFile s;
   s.path_ = path;
   s.order_ = order;
-  s.mean_ = read_trained_tensor(*file, kWhat, "query_mean", 3);
+  s.mean_ = read_trained_tensor(*file, kQueryStatsFile, "query_mean", 3);
   const std::vector<int64_t>& m = s.mean_.shape;
   // The covariance's shape is checked before its values are converted.
   const SafetensorsTensor* cov = file->find("query_cov");
   const std::vector<int64_t> want = {m[0], m[1], m[2], m[2]};
   if (cov != nullptr && cov->shape != want) {
-    fail("{} '{}': query_cov has shape [{}], expected [{}, {}, {}, {}] to match query_mean [{}, {}, {}]", kWhat, path,
+    fail("{} '{}': query_cov has shape [{}], expected [{}, {}, {}, {}] to match query_mean [{}, {}, {}]", kQueryStatsFile, path,
          fmt::join(cov->shape, ", "), m[0], m[1], m[2], m[2], m[0], m[1], m[2]);
   }
-  s.cov_ = read_trained_tensor(*file, kWhat, "query_cov", 4);
+  s.cov_ = read_trained_tensor(*file, kQueryStatsFile, "query_cov", 4);
   return s;
 }
 
@@ -44,7 +44,7 @@ void QueryStatsFile::check_fits(const PressModelShape& shape) const {
   static const char* const names[] = {"layers", "query heads", "head_dim"};
   for (size_t i = 0; i < want.size(); ++i) {
     if (m[i] != want[i]) {
-      fail("{} '{}': query_mean has shape [{}, {}, {}] (layers, query heads, head_dim), but the model has {} {}", kWhat,
+      fail("{} '{}': query_mean has shape [{}, {}, {}] (layers, query heads, head_dim), but the model has {} {}", kQueryStatsFile,
            path_, m[0], m[1], m[2], want[i], names[i]);
     }
   }

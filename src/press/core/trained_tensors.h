@@ -5,7 +5,8 @@
 // anything is read; here each tensor is checked for its rank and positive sizes before its
 // values are converted, and every error names the file and the tensor.
 //
-// Head dimension order: these files are written from Hugging Face transformers, whose RoPE
+// [OUR FORMULATION] Head dimension order (kvpress runs the Hugging Face model the file was
+// made for and needs none): these files are written from Hugging Face transformers, whose RoPE
 // rotates the pairs (i, i + d/2) of a head. A GGUF llama model rotates the pairs (2i, 2i+1):
 // llama.cpp's converter permutes the rows of W_Q and W_K so, and model dimension 2i + h
 // holds Hugging Face's dimension h * d/2 + i. Other architectures (Qwen's NEOX RoPE) keep

@@ -6,6 +6,8 @@
 // filters=PATH, the safetensors file (or the folder holding model.safetensors) that
 // kvpress downloads from the hub, tensor "q_filters" of shape [layers, KV heads, head_dim].
 // No attention is read; every key the head holds is a candidate (no window), as in kvpress.
+// [OUR FORMULATION] the file's head dimensions are permuted for a GGUF llama's interleaved
+// RoPE (press/core/trained_tensors.h; dim_order=model reads them as they are).
 #include <memory>
 
 #include <fmt/format.h>

@@ -9,7 +9,8 @@
 // with the prompt's statistics, the future positions starting after the newest entry.
 // With stats=PATH (kvpress's ExpectedAttentionStatsPress) mu and Sigma are a calibration
 // set's, read from a file made for the model (query_stats_file.h), and the prompt's
-// queries are not read.
+// queries are not read; [OUR FORMULATION] its head dimensions are permuted for a GGUF llama
+// (press/core/trained_tensors.h).
 #include <algorithm>
 #include <cmath>
 #include <optional>

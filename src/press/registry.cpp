@@ -30,7 +30,7 @@ const std::vector<PressMethod>& methods() {
                                        duo_attention_method});
     group(PressReads::kDecodeQueries, {deferkv_method, tova_method, moment_kv_method});
     group(PressReads::kExtraForward, {laq_method, laqpp_method, speckv_method, lookaheadkv_method, kvzip_method});
-    group(PressReads::kCalibration, {compresskv_method});
+    group(PressReads::kCalibration, {compresskv_method, qfilter_method});
     return out;
   }();
   return all;

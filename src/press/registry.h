@@ -81,6 +81,7 @@ PressMethod laq_method();
 PressMethod laqpp_method();
 PressMethod speckv_method();
 PressMethod compresskv_method();
+PressMethod qfilter_method();
 PressMethod lookaheadkv_method();
 PressMethod behavior_preserving_method();
 PressMethod simlayerkv_method();

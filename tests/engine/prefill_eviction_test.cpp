@@ -27,6 +27,7 @@
 #include <fstream>
 #include <ostream>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@
 #include "press/core/composed_press.h"
 #include "press/press_test_util.h"
 #include "support/scratch_dir.h"
+#include "tensor/safetensors_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -71,6 +73,31 @@ std::string compresskv_profile() {
     "model": {"name": "prefill-eviction-test", "n_layer": 4, "n_head": 4},
     "retrieval_heads": [[0, 1], [2, 3], [3, 0], [1]],
     "layer_scores": [0.4, 0.3, 0.2, 0.1]})";
+  return path;
+}
+
+// Random per-model files of this model's shape: Q-Filters and Expected Attention's statistics.
+std::vector<float> normal_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+std::string qfilters_file() {
+  const std::string path = testing::scratch_file("prefill-eviction-qfilters.safetensors");
+  safetensors_test::write_safetensors(path, {}, {safetensors_test::f32_tensor("q_filters", {kLayers, kKvHeads, kHeadDim},
+                                                                            normal_values(kLayers * kKvHeads * kHeadDim, 1))});
+  return path;
+}
+std::string query_stats_file() {
+  const std::string path = testing::scratch_file("prefill-eviction-stats.safetensors");
+  std::vector<float> cov(static_cast<size_t>(kLayers * kHeads * kHeadDim * kHeadDim), 0.0f);
+  for (int64_t i = 0; i < kLayers * kHeads * kHeadDim; ++i) cov[static_cast<size_t>(i * kHeadDim + i % kHeadDim)] = 0.5f;
+  safetensors_test::write_safetensors(
+      path, {},
+      {safetensors_test::f32_tensor("query_mean", {kLayers, kHeads, kHeadDim}, normal_values(kLayers * kHeads * kHeadDim, 2)),
+       safetensors_test::f32_tensor("query_cov", {kLayers, kHeads, kHeadDim, kHeadDim}, cov)});
   return path;
 }
 
@@ -251,6 +278,8 @@ std::vector<Case> one_shot_cases() {
       "simlayerkv:lazy_threshold=0,n_recent=16",
       "finch:rerotate=false",
       "expected_attention",
+      "expected_attention:stats=" + query_stats_file(),
+      "qfilter:filters=" + qfilters_file(),
       "streaming_llm",
       "compresskv:profile=" + profile,
       "snapkv:alloc=calibrated,profile=" + profile,

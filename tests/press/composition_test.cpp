@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
@@ -20,6 +21,7 @@
 #include "model/test_models.h"
 #include "press/lookahead_test_util.h"
 #include "support/scratch_dir.h"
+#include "tensor/safetensors_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -60,6 +62,17 @@ std::string stories_lookahead_weights_path() {
   return path;
 }
 
+std::string stories_qfilters_path() {
+  const std::string path = testing::scratch_file("composition-stories-qfilters.safetensors");
+  const PressModelShape s = testing::model_shape(testing::stories_model_path());
+  std::vector<float> f(static_cast<size_t>(s.n_layer * s.n_head_kv * s.head_dim));
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (float& x : f) x = normal(rng);
+  safetensors_test::write_safetensors(path, {}, {safetensors_test::f32_tensor("q_filters", {s.n_layer, s.n_head_kv, s.head_dim}, f)});
+  return path;
+}
+
 // Every registered method with its defaults (and the files it needs).
 std::map<std::string, MethodCase> method_cases() {
   std::map<std::string, MethodCase> cases = {
@@ -95,6 +108,7 @@ std::map<std::string, MethodCase> method_cases() {
       {"speckv", {"speckv:n_draft=6", Region::kPrompt, true}},
       {"compresskv", {"compresskv:profile=" + stories_profile_path(), Region::kPrompt, false}},
       {"lookaheadkv", {"lookaheadkv:weights=" + stories_lookahead_weights_path(), Region::kPrompt, true}},
+      {"qfilter", {"qfilter:filters=" + stories_qfilters_path(), Region::kPrompt, false}},
       {"behavior_preserving", {"behavior_preserving", Region::kPrompt, false, true}},
   };
   return cases;
@@ -249,8 +263,8 @@ TEST(Composition, EveryOrderedPairRunsWithBothTakingEffectOrIsRefusedNamingBoth)
     }
   }
   // Every prompt press with moment_kv both ways, each but deferkv before tova, full with all.
-  EXPECT_EQ(composed, 27 * 2 + 26 + 59);
-  EXPECT_EQ(refused, 30 * 30 - composed);
+  EXPECT_EQ(composed, 28 * 2 + 27 + 61);
+  EXPECT_EQ(refused, 31 * 31 - composed);
 }
 
 }  // namespace

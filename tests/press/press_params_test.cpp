@@ -131,12 +131,13 @@ TEST(PressSpec, CatalogueListsEveryMethodWithBuildableDefaults) {
       EXPECT_NO_THROW(make_press(info.name, KvBudget::ratio(0.5)));
       continue;
     }
+    if (info.name == "qfilter") continue;  // needs a filters file: tests/press/kept_set_qfilter_test.cpp
     EXPECT_NO_THROW(make_press(info.name, KvBudget::per_head(64))) << info.name;
   }
   for (const char* expected : {"full", "streaming_llm", "h2o", "tova", "knorm", "keydiff", "random", "snapkv", "pyramidkv", "adakv",
                                "chunkkv", "deferkv", "expected_attention", "moment_kv", "laq", "laqpp", "speckv", "compresskv",
                                "behavior_preserving", "lagkv", "leverage", "cur", "non_causal_attention",
-                               "compactor", "criticalkv", "finch", "kvzip", "simlayerkv", "duo_attention"}) {
+                               "compactor", "criticalkv", "finch", "kvzip", "simlayerkv", "duo_attention", "qfilter"}) {
     EXPECT_NE(std::find(names.begin(), names.end(), expected), names.end()) << expected;
   }
 }

@@ -16,6 +16,7 @@
 #include "deferkv/eval_sweep.h"
 #include "eval/sweep/sample_log.h"
 #include "deferkv/model.h"
+#include "deferkv/press.h"
 #include "deferkv/tokenizer.h"
 #include "model/test_models.h"
 #include "untrusted/crafted_models.h"
@@ -183,6 +184,33 @@ TEST_F(UntrustedFiles, CompressKvProfileNumbersThatAreNoWholeNumbers) {
   write_text(path, R"({"format": "deferkv-compresskv-profile/1", "model": {"name": "m", "n_layer": 1,
                        "n_head": 4}, "retrieval_heads": [[1e300]], "layer_scores": [1.0]})");
   expect_refused(metered([&] { load_compresskv_profile(path); }), {"retrieval_heads", "not a whole number"}, kMiB);
+}
+
+// The per-model files of qfilter and expected_attention (safetensors): tensors whose shapes
+// claim 2^60 values over 16 bytes are refused, naming the file and the tensor, before a value
+// is converted; so is a query_cov that does not match query_mean (without that check, seen
+// failing: the file was accepted).
+TEST_F(UntrustedFiles, PerModelPressFilesWithCountsBeyondTheFile) {
+  const std::string path = dir.file("model.safetensors");
+  const auto write = [&](const std::string& header) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    write_text(path, bytes + header + std::string(16, '\0'));
+  };
+  write(R"({"q_filters": {"dtype": "F32", "shape": [1048576, 1048576, 1048576], "data_offsets": [0, 16]}})");
+  expect_refused(metered([&] { make_press("qfilter:filters=" + path, KvBudget::per_head(8)); }), {"'q_filters'", path},
+                 kMiB);
+  // The folder form reads the same file.
+  expect_refused(metered([&] { make_press("qfilter:filters=" + dir.path().string(), KvBudget::per_head(8)); }),
+                 {"'q_filters'", path}, kMiB);
+  write(R"({"query_mean": {"dtype": "F32", "shape": [1, 1, 2], "data_offsets": [0, 8]},
+            "query_cov": {"dtype": "F32", "shape": [1, 1, 1073741824, 1073741824], "data_offsets": [8, 16]}})");
+  expect_refused(metered([&] { make_press("expected_attention:stats=" + path, KvBudget::per_head(8)); }),
+                 {"'query_cov'", path}, kMiB);
+  write(R"({"query_mean": {"dtype": "F32", "shape": [1, 1, 2], "data_offsets": [0, 8]},
+            "query_cov": {"dtype": "F32", "shape": [1, 1, 2, 1], "data_offsets": [8, 16]}})");
+  expect_refused(metered([&] { make_press("expected_attention:stats=" + path, KvBudget::per_head(8)); }),
+                 {"query_cov", "[1, 1, 2, 1]", path}, kMiB);
 }
 
 // LongBench's files: a dataset2maxlen whose length does not fit the tokens, and a JSONL line

@@ -7,8 +7,13 @@
 // n_sink tokens are always kept (the selection's sinks). Each KV head keeps its best b at
 // the end of prefill. [OUR FORMULATION] per step (every=n) the whole cache is scored again
 // with the prompt's statistics, the future positions starting after the newest entry.
+// With stats=PATH (kvpress's ExpectedAttentionStatsPress) mu and Sigma are a calibration
+// set's, read from a file made for the model (query_stats_file.h), and the prompt's
+// queries are not read; [OUR FORMULATION] its head dimensions are permuted for a GGUF llama
+// (press/core/trained_tensors.h).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/thread_pool.h"
 #include "kernels/vec.h"
@@ -16,6 +21,7 @@
 #include "observe/attention_tap.h"
 #include "press/core/scored_press.h"
 #include "press/methods/expected_attention/query_moments.h"
+#include "press/methods/expected_attention/query_stats_file.h"
 
 namespace deferkv {
 namespace {
@@ -23,9 +29,16 @@ namespace {
 class ExpectedAttentionPress final : public ScoredPress {
  public:
   ExpectedAttentionPress(const PressParams& params, const KvBudget& budget, ScoredParts parts, int64_t n_future,
-                         int64_t n_sink, bool covariance, bool value_norm, double epsilon)
+                         int64_t n_sink, bool covariance, bool value_norm, double epsilon,
+                         std::optional<QueryStatsFile> stats)
       : ScoredPress(params, budget, std::move(parts)), n_future_(n_future), n_sink_(n_sink), covariance_(covariance),
-        value_norm_(value_norm), epsilon_(epsilon) {}
+        value_norm_(value_norm), epsilon_(epsilon), stats_(std::move(stats)) {}
+
+  // Statistics made for another model are refused before anything runs.
+  void on_attach(const PressModelShape& shape, PressHost& host) override {
+    ScoredPress::on_attach(shape, host);
+    if (stats_) stats_->check_fits(shape);
+  }
 
   void act(const PressAt& at, KvCache& cache) override {
     ScoredPress::act(at, cache);
@@ -36,11 +49,11 @@ class ExpectedAttentionPress final : public ScoredPress {
   }
 
   void on_attention(const AttentionEvent& event) override {
-    if (event.positions[0] >= prompt_end_) return;  // decode queries are not part of the statistics
+    rotary_ = &event.rotary;
+    if (stats_ || event.positions[0] >= prompt_end_) return;  // decode queries are not part of the statistics
     const int64_t heads = event.shape.n_head, d = event.shape.head_dim;
     if (moments_.size() <= static_cast<size_t>(event.layer)) moments_.resize(static_cast<size_t>(event.layer) + 1);
     QueryMoments& m = moments_[static_cast<size_t>(event.layer)];
-    rotary_ = &event.rotary;
     // Undo RoPE on the rows past the sinks.
     std::vector<float> rows;
     for (int64_t i = 0; i < event.n; ++i) {
@@ -57,15 +70,25 @@ class ExpectedAttentionPress final : public ScoredPress {
   std::vector<std::vector<float>> score(const LayerEviction& layer) override {
     const KvCache& cache = layer.cache;
     const int64_t d = cache.head_dim(), kv_heads = layer.n_head_kv();
-    const QueryMoments& m = moments_.at(static_cast<size_t>(layer.layer));
-    const int64_t heads = m.n_head(), group = heads / kv_heads;
+    const QueryMoments* m = stats_ ? nullptr : &moments_.at(static_cast<size_t>(layer.layer));
+    const int64_t heads = stats_ ? stats_->n_head() : m->n_head(), group = heads / kv_heads;
     if (layer.layer == 0) mean_rotation_ = average_rotation(d, layer.next_position);
     std::vector<std::vector<float>> scores(static_cast<size_t>(kv_heads));
     for (int64_t g = 0; g < kv_heads; ++g) {
       const int64_t c = layer.candidates[g];
       const int64_t sinks = std::min(n_sink_, c);
       std::vector<double> expected(static_cast<size_t>(c), 0.0);
-      for (int64_t h = g * group; h < (g + 1) * group; ++h) add_expected_attention(m, h, d, cache.keys(layer.layer, g), sinks, c, expected);
+      for (int64_t h = g * group; h < (g + 1) * group; ++h) {
+        std::vector<double> mu, sigma;
+        if (stats_) {
+          mu = stats_->mean(layer.layer, h, rotary_->interleaved);
+          if (covariance_) sigma = stats_->covariance(layer.layer, h, rotary_->interleaved);
+        } else {
+          mu = m->mean(h);
+          if (covariance_) sigma = m->covariance(h);
+        }
+        add_expected_attention(mu, sigma, d, cache.keys(layer.layer, g), sinks, c, expected);
+      }
       std::vector<float>& score = scores[static_cast<size_t>(g)];
       score.assign(static_cast<size_t>(c), 0.0f);
       KvRowReader value(cache.values(layer.layer, g));  // the stored values, as float32
@@ -97,11 +120,10 @@ class ExpectedAttentionPress final : public ScoredPress {
     return r;
   }
 
-  // expected[j] += softmax_j(z_h(j)) over the keys [sinks, c) for query head h.
-  // Scores the stored keys (dequantised to float32 row by row).
-  void add_expected_attention(const QueryMoments& m, int64_t h, int64_t d, const KvRows& keys, int64_t sinks, int64_t c,
-                              std::vector<double>& expected) const {
-    const std::vector<double> mu = m.mean(h);
+  // expected[j] += softmax_j(z_h(j)) over the keys [sinks, c) for a query head of mean mu
+  // and covariance sigma (pre-RoPE). Scores the stored keys (dequantised to float32 row by row).
+  void add_expected_attention(const std::vector<double>& mu, const std::vector<double>& sigma, int64_t d,
+                              const KvRows& keys, int64_t sinks, int64_t c, std::vector<double>& expected) const {
     std::vector<double> mean(static_cast<size_t>(d), 0.0);
     const std::vector<double>& r = mean_rotation_;
     for (int64_t i = 0; i < d; ++i) {
@@ -109,7 +131,6 @@ class ExpectedAttentionPress final : public ScoredPress {
     }
     std::vector<float> cov_rotated;  // R Sigma R^T
     if (covariance_) {
-      const std::vector<double> sigma = m.covariance(h);
       std::vector<double> tmp(static_cast<size_t>(d * d), 0.0);
       for (int64_t i = 0; i < d; ++i) {
         for (int64_t a = 0; a < d; ++a) {
@@ -149,6 +170,7 @@ class ExpectedAttentionPress final : public ScoredPress {
   double epsilon_;
   int64_t prompt_end_ = 0;
   const Rotary* rotary_ = nullptr;
+  std::optional<QueryStatsFile> stats_;  // stats=PATH: mu and Sigma from the file, not the prompt
   std::vector<QueryMoments> moments_;   // [layer]
   std::vector<double> mean_rotation_;  // R, for the current eviction
 };
@@ -163,14 +185,19 @@ PressMethod expected_attention_method() {
                                    {"n_sink", "4", "first tokens always kept (and left out of the statistics)"},
                                    {"use_covariance", "true", "include the query covariance term"},
                                    {"use_vnorm", "true", "multiply by the value's L2 norm"},
-                                   {"epsilon", "0", "added to the expected attention before the value norm"}})},
+                                   {"epsilon", "0", "added to the expected attention before the value norm"},
+                                   {"stats", "", "query statistics file made for the model (safetensors: query_mean, query_cov); empty: the prompt's"},
+                                   {"dim_order", "hf", "the stats file's head dimensions: hf (permuted for a GGUF llama) | model"}})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
             const int64_t n_sink = p.get_int("n_sink", 0, 1 << 20);
+            const HeadDimOrder order = parse_head_dim_order(p.get_choice("dim_order", {"hf", "model"}));
+            std::optional<QueryStatsFile> stats;
+            if (!p.get_string("stats").empty()) stats = QueryStatsFile::load(p.get_string("stats"), order);
             parts.selection.sinks = n_sink;
             return std::make_unique<ExpectedAttentionPress>(p, b, std::move(parts), p.get_int("n_future", 1, 1 << 20),
                                                             n_sink, p.get_bool("use_covariance"), p.get_bool("use_vnorm"),
-                                                            p.get_double("epsilon", 0.0, 1e9));
+                                                            p.get_double("epsilon", 0.0, 1e9), std::move(stats));
           },
           scored_press_role};
 }

@@ -8,8 +8,8 @@
 //   (ignores key re-rotation)                 -> AnswersAsCompressAnswer (streaming_llm:rerotate=true)
 //   save() writes each head's key shift as none (q8_0 rows lose their shift)
 //                                             -> SavedAndLoadedAnswersAsInMemory
-//   read() skips the entry count's check against the bytes left
-//                                             -> CraftedCountIsRefusedBeforeAllocating
+//   read() skips the entry count's check against the bytes left (the count then reaches a
+//   later check)                              -> CraftedCountIsRefusedBeforeAllocating
 #include "deferkv/compressed_context.h"
 
 #include <gtest/gtest.h>

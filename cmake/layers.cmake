@@ -77,7 +77,7 @@ if(DEFERKV_SANITIZE)
   target_compile_options(deferkv_model PRIVATE -O1)
 endif()
 deferkv_layer(press DIRS press PUBLIC_HEADERS press.h DEPENDS observe)
-deferkv_layer(engine DIRS engine PUBLIC_HEADERS session.h generate.h sampler.h embedding.h batch_engine.h generation_params.h DEPENDS model press)
+deferkv_layer(engine DIRS engine PUBLIC_HEADERS session.h generate.h sampler.h embedding.h batch_engine.h generation_params.h compressed_context.h DEPENDS model press)
 # The base layer's hashing (a model file's SHA-256 in every eval run's config) and the
 # engine's sampler (a sort over the vocabulary per token) were a tenth of the sanitizer
 # suite's slow tests at -O0; both layers are small, so -O1 costs little to compile.

@@ -9,6 +9,8 @@
     ctx = model.compress(long_document, press="snapkv", kv_ratio=0.5)
     for q in questions:
         print(ctx.answer(q, max_tokens=32).text)  # ctx is unchanged by each answer
+    ctx.save("doc.dkvctx")                        # and later, or in another process:
+    ctx = deferkv.Context.load("doc.dkvctx", model)
 
     s = deferkv.Session(model, press="snapkv", kv_budget=64)   # one call at a time
     s.prefill(model.tokenize("Once upon a time"))
@@ -40,7 +42,7 @@ from . import _deferkv  # noqa: E402  (after DEFERKV_HOME)
 from . import eval  # deferkv.eval.run, the `deferkv eval` sweep
 from ._deferkv import Error, Layer
 
-__all__ = ["Error", "eval", "Model", "Session", "Checkpoint", "CompressedContext", "GenerateResult", "KvStats", "presses",
+__all__ = ["Error", "eval", "Model", "Session", "Checkpoint", "Context", "CompressedContext", "GenerateResult", "KvStats", "presses",
            "score", "Scorer", "Press", "Layer"]
 
 Messages = Sequence[Mapping[str, str]]
@@ -450,25 +452,44 @@ class Model:
         press: PressLike = "full",
         kv_budget: Optional[int] = None,
         kv_ratio: Optional[float] = None,
-    ) -> "CompressedContext":
+    ) -> "Context":
         """Prefills `context` once with `press` (kvpress's question-agnostic compression).
 
-        Answer questions about it with CompressedContext.answer(), as often as wanted;
-        each question is read after the compressed context (as `deferkv generate
-        --question-agnostic` reads it). A press that evicts after the prefill (deferkv,
-        per-step and decode-time presses) decides with the question: its context answers once."""
+        Answer questions about it with Context.answer(), as often as wanted (from several
+        threads at once too); each question is read after the compressed context (as
+        `deferkv generate --question-agnostic` reads it). Context.save() writes it to a file
+        (docs/compressed_context.md). A press that evicts after the prefill (deferkv,
+        per-step and decode-time presses) decides with the question: its context answers
+        once and cannot be saved."""
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
         tokens = self._model.tokenize(context, True, False)
-        return CompressedContext(self, self._model.compressed_session(tokens, _press_spec(press), kv_budget_entries,
-                                                                      ratio))
+        return Context(self, self._model.compressed_session(tokens, _press_spec(press), kv_budget_entries, ratio))
 
 
-class CompressedContext:
-    """A context compressed once by Model.compress(); each answer leaves it unchanged."""
+class Context:
+    """A context compressed once by Model.compress() or loaded by Context.load(); each
+    answer leaves it unchanged."""
 
     def __init__(self, model: Model, compressed: Any):
         self._model = model
         self._compressed = compressed
+
+    @staticmethod
+    def load(path: Union[str, "os.PathLike[str]"], model: Model) -> "Context":
+        """Reads a context saved by Context.save() (or `deferkv generate --save-context`).
+
+        Raises FileNotFoundError for a missing file, and deferkv.Error for a file made for
+        another model or cache types (naming the mismatch), or a corrupt or truncated one."""
+        return Context(model, model._model.load_context(os.fspath(path)))
+
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None:
+        """Writes the context to `path` atomically (docs/compressed_context.md)."""
+        self._compressed.save(os.fspath(path))
+
+    @property
+    def press(self) -> str:
+        """The press that compressed it, every parameter filled in ("full": none)."""
+        return self._compressed.press
 
     @property
     def context_tokens(self) -> int:
@@ -506,6 +527,10 @@ class CompressedContext:
             return steps.result("".join(steps))
         finally:
             self._compressed.restore()
+
+
+# The name this class had before contexts could be saved and shared.
+CompressedContext = Context
 
 
 class Checkpoint:

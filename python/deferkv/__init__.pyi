@@ -1,3 +1,4 @@
+import os
 from typing import Any, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
@@ -91,9 +92,14 @@ class Model:
                  kv_ratio: Optional[float] = None, draft_model: Optional[str] = None,
                  *, stream: Literal[True], chat_template: str = "") -> Iterator[str]: ...
     def compress(self, context: str, press: PressLike = "full", kv_budget: Optional[int] = None,
-                 kv_ratio: Optional[float] = None) -> CompressedContext: ...
+                 kv_ratio: Optional[float] = None) -> Context: ...
 
-class CompressedContext:
+class Context:
+    @staticmethod
+    def load(path: Union[str, os.PathLike[str]], model: Model) -> Context: ...
+    def save(self, path: Union[str, os.PathLike[str]]) -> None: ...
+    @property
+    def press(self) -> str: ...
     @property
     def context_tokens(self) -> int: ...
     @property
@@ -101,6 +107,8 @@ class CompressedContext:
     def answer(self, question: str, max_tokens: Optional[int] = 128, temperature: float = 0.0, top_k: int = 40,
                top_p: float = 0.95, min_p: float = 0.05, seed: Optional[int] = None,
                stop: Union[str, Sequence[str]] = ()) -> GenerateResult: ...
+
+CompressedContext = Context
 
 class Checkpoint:
     @property

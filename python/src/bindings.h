@@ -8,6 +8,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include "deferkv/compressed_context.h"
 #include "deferkv/sampler.h"
 #include "deferkv/session.h"
 
@@ -37,22 +38,30 @@ struct FileNotFound : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// A context prefilled once with a press (question-agnostic compression), then kept as a
-// checkpoint: each answer starts from it and puts it back. The press stays set: each
-// question is read as Session::prefill_question reads it (deferkv::prefill_prompt's path).
+// A context prefilled once with a press (question-agnostic compression). Two kinds:
+//  - shared (a press that evicts once, at the prefill's end): the library's
+//    deferkv::CompressedContext; each answer is a new session started from it (no press), so
+//    answers may run side by side, and it saves and loads;
+//  - answers once (a press that evicts after the prefill: press_evicts_after_prefill): its
+//    state, not part of a checkpoint, is spent by the first answer; the session keeps the
+//    press and a checkpoint, and the answer reads the question on it.
+// `session` holds the compressed cache either way (kv statistics).
 struct CompressedContext {
   std::shared_ptr<Session> session;
-  std::shared_ptr<const SessionCheckpoint> checkpoint;
+  std::shared_ptr<const ::deferkv::CompressedContext> shared;  // null when it answers once
+  std::shared_ptr<const SessionCheckpoint> checkpoint;          // when it answers once
   int64_t context_tokens = 0;
-  // The press evicts after the prefill (press_evicts_after_prefill): its state, not part of
-  // the checkpoint, is spent by the first answer, so the context answers once.
   bool answers_once = false;
   bool answered = false;
 };
 std::shared_ptr<CompressedContext> compress_context(std::shared_ptr<Session> session, const std::vector<int32_t>& context,
                                                     bool answers_once);
-std::unique_ptr<Generation> answer_generation(CompressedContext& context, const std::vector<int32_t>& question,
-                                              const SamplerParams& sampling, int64_t max_tokens);
+// A context saved by save_context, for sessions of `m` (its model and cache types).
+std::shared_ptr<CompressedContext> load_context(const LoadedModel& m, const std::string& path);
+void save_context(const CompressedContext& context, const std::string& path);
+std::unique_ptr<Generation> answer_generation(const LoadedModel& m, CompressedContext& context,
+                                              const std::vector<int32_t>& question, const SamplerParams& sampling,
+                                              int64_t max_tokens);
 // Puts the context back to its compressed state (after an answer).
 void restore_context(CompressedContext& context);
 

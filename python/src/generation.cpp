@@ -18,6 +18,19 @@ Generation::Generation(std::shared_ptr<Session> session, const std::vector<int32
   for (int32_t t : prompt) sampler_.accept(t);
 }
 
+Generation::Generation(std::shared_ptr<Session> session, const ::deferkv::CompressedContext& context,
+                       const std::vector<int32_t>& question, const SamplerParams& sampling, int64_t max_tokens)
+    : session_(std::move(session)),
+      sampler_(sampling),
+      decoder_(session_->model().tokenizer(), DecodeStart::kContinuation),
+      max_tokens_(max_tokens),
+      prompt_tokens_(static_cast<int64_t>(question.size())) {
+  start_session(*session_, context);
+  session_->prefill_question(question);
+  for (int32_t t : context.tokens()) sampler_.accept(t);
+  for (int32_t t : question) sampler_.accept(t);
+}
+
 // The steps of deferkv::generate() in the same order (so the tokens are the same): feed
 // the previous token unless the context is full, stop at the token limit, sample, stop
 // at the end of generation.

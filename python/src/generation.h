@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "deferkv/compressed_context.h"
 #include "deferkv/generate.h"
 #include "deferkv/sampler.h"
 #include "deferkv/session.h"
@@ -23,6 +24,10 @@ class Generation {
   // Feeds `prompt` (with the press already set on `session`) and readies the sampler.
   Generation(std::shared_ptr<Session> session, const std::vector<int32_t>& prompt,
              const SamplerParams& sampling, int64_t max_tokens, Feed feed = Feed::kPrompt);
+  // Starts `session` (fresh, no press) from `context` and reads `question` after it, as
+  // deferkv::generate(session, context, question, ...) does.
+  Generation(std::shared_ptr<Session> session, const ::deferkv::CompressedContext& context,
+             const std::vector<int32_t>& question, const SamplerParams& sampling, int64_t max_tokens);
 
   // The next token and its text, or nothing once generation stopped. A control token's
   // text is empty (as `deferkv generate` prints them only with --special).

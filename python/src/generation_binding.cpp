@@ -78,6 +78,13 @@ void bind_generation(py::module_& m) {
   py::class_<CompressedContext, std::shared_ptr<CompressedContext>>(m, "_CompressedContext")
       .def_readonly("context_tokens", &CompressedContext::context_tokens)
       .def("restore", &restore_context)
+      .def("save", &save_context)
+      .def_property_readonly("shared", [](const CompressedContext& self) { return self.shared != nullptr; })
+      .def_property_readonly("press",
+                             [](const CompressedContext& self) -> std::string {
+                               if (self.shared) return self.shared->press();
+                               return self.session->press() ? self.session->press()->describe() : "full";
+                             })
       .def_property_readonly("kv", [](const CompressedContext& self) { return kv_dict(*self.session); });
 }
 

@@ -202,8 +202,9 @@ void bind_model(py::module_& m) {
               std::optional<int64_t> seed) {
              check_python_max_tokens(max_tokens);
              const SamplerParams sampling = sampler_params(temperature, top_k, top_p, min_p, seed);
-             return answer_generation(context, question, sampling, max_tokens);
-           });
+             return answer_generation(self, context, question, sampling, max_tokens);
+           })
+      .def("load_context", &load_context);
 }
 
 }  // namespace deferkv::python

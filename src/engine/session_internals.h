@@ -7,8 +7,13 @@
 
 namespace deferkv {
 
+class CompressedContext;
+
 struct SessionInternals {
   static const KvCache& cache(const Session& session) { return *session.cache_; }
+  // start_session's work (compressed_context.cpp): the session's cache, position and
+  // logits set to the context's.
+  static void start_from(Session& session, const CompressedContext& context);
 };
 
 inline const KvCache& kv_cache_of(const Session& session) { return SessionInternals::cache(session); }

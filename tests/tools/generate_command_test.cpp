@@ -111,6 +111,30 @@ TEST(GenerateCommand, AQuestionIsReadAfterTheContextInEitherMode) {
       << missing.output;
 }
 
+// --save-context compresses the prompt alone and saves it; --context answers the prompt after
+// it: the same text as the question-agnostic run that compresses and answers at once, and a
+// --press other than the context's, or other cache types, is refused naming both.
+TEST(GenerateCommand, ASavedContextAnswersAsQuestionAgnostic) {
+  const std::string context = "Once upon a time there was a little girl named Lily. She loved to play outside.";
+  const std::string press = "--press snapkv:window=4 --kv-budget 8 ";
+  const std::string path = ::testing::TempDir() + "generate_context.dkvctx";
+  const auto saved = run_cli("generate " + press + "-p '" + context + "' --save-context '" + path + "' 2>&1");
+  ASSERT_EQ(saved.status, 0) << saved.output;
+  EXPECT_NE(saved.output.find("context: 26 tokens compressed by snapkv:window=4"), std::string::npos) << saved.output;
+  const auto agnostic = run_cli("generate --temp 0 -n 12 " + press + "-p '" + context +
+                                "' --question ' What did Lily love?' --question-agnostic 2>/dev/null");
+  const auto answered = run_cli("generate --temp 0 -n 12 --context '" + path + "' -p ' What did Lily love?' 2>/dev/null");
+  ASSERT_EQ(answered.status, 0);
+  EXPECT_EQ(answered.output, agnostic.output);
+  const auto other_press = run_cli("generate --context '" + path + "' --press knorm --kv-budget 8 -p ' x' 2>&1");
+  EXPECT_EQ(other_press.status, 1);
+  EXPECT_NE(other_press.output.find("not 'knorm:"), std::string::npos) << other_press.output;
+  const auto other_types = run_cli("generate --context '" + path + "' -ctk f32 -ctv f32 -p ' x' 2>&1");
+  EXPECT_EQ(other_types.status, 1);
+  EXPECT_NE(other_types.output.find("as f16/f16 (keys/values), not f32/f32"), std::string::npos) << other_types.output;
+  std::remove(path.c_str());
+}
+
 TEST(GenerateCommand, MakeModelThenBenchRunsOnIt) {
   gguf_test::TempDir dir;
   const std::string path = dir.file("bench-model.gguf");

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/sha256.h"
+#include "deferkv/compressed_context.h"
 #include "deferkv/eval_longbench.h"
 #include "deferkv/eval_sweep.h"
 #include "eval/sweep/sample_log.h"
@@ -272,6 +274,51 @@ TEST_F(UntrustedFiles, ResultsFolderRecordsOfTheWrongShape) {
   config["sweep"]["lengths"] = {4096};
   config["sweep"]["samples"] = 2.5;
   expect_refused(metered([&] { eval::plan_from_config(config); }), {"sweep.samples", "whole number"}, kMiB);
+}
+
+// A compressed context (docs/compressed_context.md) whose counts exceed its bytes, each with
+// a valid header and checksum so that the reader gets past them to the count.
+struct Payload {
+  std::string bytes;
+  template <typename T>
+  Payload& put(T v) {
+    bytes.append(reinterpret_cast<const char*>(&v), sizeof(T));
+    return *this;
+  }
+  Payload& str(const std::string& s) {
+    put(static_cast<uint32_t>(s.size()));
+    bytes += s;
+    return *this;
+  }
+};
+
+TEST_F(UntrustedFiles, CompressedContextCountsBeyondTheFile) {
+  const auto start = [](uint32_t n_layer, uint32_t n_head_kv) {
+    Payload p;
+    p.str(std::string(64, 'a')).str("full").str("f16").str("f16").put(uint8_t{0});
+    p.put(n_layer).put(n_head_kv).put(uint32_t{8}).put(int64_t{2});
+    return p;
+  };
+  const auto file = [&](const std::string& name, const std::string& payload) {
+    std::string out("DKVCTX\r\n", 8);
+    Payload h;
+    h.put(uint32_t{1}).put(uint32_t{0}).put(static_cast<uint64_t>(payload.size()));
+    out += h.bytes + sha256_hex(payload) + payload;
+    const std::string path = dir.file(name);
+    write_text(path, out);
+    return path;
+  };
+  const uint64_t huge = uint64_t{1} << 40;
+  const std::string tokens = file("tokens.dkvctx", start(1, 1).put(huge).bytes);
+  expect_refused(metered([&] { CompressedContext::read(tokens); }), {"token count", "1099511627776", tokens}, kMiB);
+  Payload two_tokens = start(65536, 65536).put(uint64_t{2}).put(int32_t{1}).put(int32_t{2});
+  two_tokens.put(uint64_t{1}).put(0.5f);
+  const std::string heads = file("heads.dkvctx", two_tokens.bytes);
+  expect_refused(metered([&] { CompressedContext::read(heads); }), {"4294967296 heads", heads}, kMiB);
+  Payload one_head = start(1, 1).put(uint64_t{2}).put(int32_t{1}).put(int32_t{2});
+  one_head.put(uint64_t{1}).put(0.5f).put(huge).put(uint32_t{0});
+  const std::string entries = file("entries.dkvctx", one_head.bytes);
+  expect_refused(metered([&] { CompressedContext::read(entries); }), {"entry count", "1099511627776", entries}, kMiB);
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "common_options.h"
 #include "escapes.h"
 #include "deferkv/chat_template.h"
+#include "deferkv/compressed_context.h"
 #include "deferkv/error.h"
 #include "deferkv/generate.h"
 #include "deferkv/tokenizer.h"
@@ -45,6 +46,8 @@ struct GenerateArgs {
   std::string draft_model;
   std::string stats_json;
   std::string dump_kept;
+  std::string save_context;  // compress the prompt as a context and save it there
+  std::string context;       // start from this saved context; the prompt is the question
 };
 
 // The prompt's ids: the context's, then the question's (empty without --question).
@@ -106,11 +109,25 @@ void run_generate(const GenerateArgs& args) {
     fail("--question-agnostic compresses the prompt (-p/-f) as the context before the question is read: give the "
          "question with --question TEXT or --question-file FILE");
   }
+  if (!args.context.empty()) {
+    if (!args.save_context.empty()) fail("give --context (answer after a saved context) or --save-context, not both");
+    if (has_question) fail("with --context the prompt (-p/-f) is the question: give no --question");
+    if (args.chat) fail("--context reads the prompt as it is after the saved context: --chat cannot wrap it");
+    if (!args.draft_model.empty() || !args.dump_kept.empty()) {
+      fail("--context answers without a press (the saved context's has done its work): --draft-model and --dump-kept "
+           "have nothing to do");
+    }
+  }
   const std::string question = has_question ? text_of(args, args.question, args.question_file) : "";
   if (has_question && question.empty()) fail("the question is empty: --question-file '{}' has no text", args.question_file);
   auto model = Model::load(args.model);
   const Tokenizer& tokenizer = model->tokenizer();
-  const PromptTokens prompt = prompt_tokens(args, text_of(args, args.prompt, args.prompt_file), question, tokenizer);
+  // With --context the prompt is the question: read after the context, so without BOS.
+  const PromptTokens prompt =
+      args.context.empty() ? prompt_tokens(args, text_of(args, args.prompt, args.prompt_file), question, tokenizer)
+                           : PromptTokens{{}, tokenizer.encode(text_of(args, args.prompt, args.prompt_file), false,
+                                                               args.parse_special)};
+  if (!args.context.empty() && prompt.question.empty()) fail("the prompt encodes to no tokens: it is the question after --context");
   if (has_question && prompt.question.empty()) fail("the question encodes to no tokens of its own");
   // The prompt the press compresses: the context alone in question-agnostic mode.
   const auto pressed_tokens = static_cast<int64_t>(prompt.context.size() + (args.question_agnostic ? 0 : prompt.question.size()));
@@ -120,9 +137,34 @@ void run_generate(const GenerateArgs& args) {
   options.n_ctx = args.n_ctx;
   options.n_batch = args.n_batch;
   args.cache_types.apply(options);
-  Session session(model, make_thread_pool(args.threads), options);
-  session.set_press(make_press_from(args.press));
-  if (!args.draft_model.empty()) session.set_draft_model(Model::load(args.draft_model));
+  auto owned = std::make_unique<Session>(model, make_thread_pool(args.threads), options);
+  std::shared_ptr<const CompressedContext> context;
+  if (!args.context.empty()) {
+    context = CompressedContext::load(args.context, *model);
+    // A --press given must be the one the context was made with; left out, the context's holds.
+    const std::unique_ptr<Press> press = make_press_from(args.press);
+    try {
+      context->check_made_with(press ? press->describe() : context->press(), options.cache_type_k, options.cache_type_v);
+    } catch (const Error& e) {
+      fail("cannot answer after '{}': {}", args.context, e.what());
+    }
+  } else {
+    owned->set_press(make_press_from(args.press));
+    if (!args.draft_model.empty()) owned->set_draft_model(Model::load(args.draft_model));
+  }
+  if (!args.save_context.empty()) {
+    // The prompt is the context, compressed alone (question-agnostic); a question, if given,
+    // is then answered from the saved context as --context would.
+    warn_if_budget_covers_prompt(budget_from(args.press), static_cast<int64_t>(prompt.context.size()));
+    context = CompressedContext::compress(*owned, prompt.context);
+    context->save(args.save_context);
+    fmt::print(stderr, "context: {} tokens compressed by {} ({}/{}), {} entries kept, {:.2f} MiB, saved to '{}'\n",
+               context->tokens().size(), context->press(), context->cache_type_k(), context->cache_type_v(),
+               context->kept_entries(), context->bytes() / 1048576.0, args.save_context);
+    if (!has_question) return;
+    owned = std::make_unique<Session>(model, make_thread_pool(args.threads), options);
+  }
+  Session& session = *owned;
   if (session.press() != nullptr) {
     warn_if_budget_covers_prompt(budget_from(args.press), pressed_tokens);
   }
@@ -140,7 +182,7 @@ void run_generate(const GenerateArgs& args) {
   kept.attach(gen);
   // The output continues the prompt: its first piece keeps its leading space.
   StreamingDecoder decoder(tokenizer, DecodeStart::kContinuation);
-  GenerateResult result = generate(session, prompt.context, prompt.question, gen, sampler, [&](int32_t token) {
+  const auto on_token = [&](int32_t token) {
     kept.update(session);
     // Control tokens (<s>, <|im_start|>) print only with --special, as in llama.cpp.
     if (!args.special && tokenizer.token_kind(token) == TokenKind::kControl) return true;
@@ -148,7 +190,9 @@ void run_generate(const GenerateArgs& args) {
     std::fwrite(piece.data(), 1, piece.size(), stdout);
     std::fflush(stdout);
     return true;
-  });
+  };
+  GenerateResult result = context ? generate(session, *context, prompt.question, gen, sampler, on_token)
+                                  : generate(session, prompt.context, prompt.question, gen, sampler, on_token);
   kept.update(session);
   const std::string rest = decoder.finish();
   std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -163,9 +207,13 @@ void run_generate(const GenerateArgs& args) {
   const KvStats kv = session.kv_stats();
   fmt::print(stderr, "kv: {} ({}{}), {}: {:.2f} MiB held, peak {:.2f} MiB; peak RSS {:.1f} MiB; capture {:.1f} ms, "
              "eviction {:.1f} ms\n",
-             session.press() != nullptr ? session.press()->describe() : "full",
+             context                    ? fmt::format("{}, a compressed context of {} tokens", context->press(),
+                                                          context->tokens().size())
+             : session.press() != nullptr ? session.press()->describe()
+                                          : "full",
              budget_text(budget_from(args.press), pressed_tokens),
-             has_question ? fmt::format("; {}, {} context + {} question tokens", question_mode_name(args.question_agnostic),
+             has_question ? fmt::format("; {}, {} context + {} question tokens",
+                                        question_mode_name(args.question_agnostic || context != nullptr),
                                         prompt.context.size(), prompt.question.size())
                           : "",
              args.cache_types.describe(),
@@ -198,6 +246,12 @@ void add_generate_command(CLI::App& app) {
                   "such as \\n is the question's)");
   cmd->add_option("--question-file", args->question_file, "Read the question from a file");
   add_question_agnostic_option(*cmd, args->question_agnostic, "the prompt -p/-f is the context, --question the question");
+  cmd->add_option("--save-context", args->save_context,
+                  "Compress the prompt (-p/-f) alone as a context with --press and save it to this file "
+                  "(docs/compressed_context.md); with --question, then answer it from the saved context");
+  cmd->add_option("--context", args->context,
+                  "Start from a context saved with --save-context (same model and cache types; --press, if given, "
+                  "must be the context's): the prompt (-p/-f) is the question, read after it without BOS");
   cmd->add_option("-n,--n-predict", args->n_predict, "Tokens to generate; -1 = until end of text")
       ->capture_default_str();
   add_threads_option(*cmd, args->threads);

@@ -127,4 +127,12 @@ bool press_evicts_after_prefill(const std::string& spec) {
   return false;
 }
 
+bool press_needs_draft_model(const std::string& spec) {
+  for (const std::string& part : press_parts(spec)) {
+    const auto [m, params] = method_of(part);
+    if (m->role(params).extra_forward == ExtraForward::kDraft) return true;
+  }
+  return false;
+}
+
 }  // namespace deferkv

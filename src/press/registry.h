@@ -35,6 +35,10 @@ struct PressRole {
 // The role of most methods: one eviction of the prompt's entries, at the end of the prefill.
 PressRole prompt_press_role(const PressParams& params);
 
+// Whether a press built from `spec` (a valid one) needs a draft model (ExtraForward::kDraft:
+// speckv): a session without one refuses its prefill.
+bool press_needs_draft_model(const std::string& spec);
+
 struct PressMethod {
   PressInfo info;
   std::unique_ptr<Press> (*make)(const PressParams& params, const KvBudget& budget);

@@ -1,6 +1,7 @@
 // `deferkv eval`: the RULER, Needle-in-a-Haystack or LongBench sweep of the papers in one command,
 //   deferkv eval -m model.gguf --bench ruler --lengths 4k,8k --press snapkv,deferkv --kv-budget 64,128
 //   deferkv eval -m model.gguf --bench longbench --longbench-dir LongBench/data --press snapkv --kv-budget 128,256
+//   deferkv eval -m model.gguf --protocol kvpress   (kvpress's leaderboard: eval_protocol.h)
 // methods × budgets × tasks × lengths (× samples or depths), or × datasets × rows for
 // LongBench, resumable, with reports and plots. The flags fill an eval::EvalRequest; the
 // library runs it (deferkv/eval_run.h, as deferkv.eval.run does from Python).

@@ -31,6 +31,7 @@
 #include "deferkv/error.h"
 #include "deferkv/eval_metrics.h"
 #include "deferkv/eval_protocol.h"
+#include "deferkv/eval_tasks.h"
 #include "eval/plots/leaderboard_plot.h"
 #include "eval/plots/png_export.h"
 #include "eval/reports/leaderboard.h"
@@ -180,6 +181,10 @@ ProtocolOutcome run_kvpress_protocol(const EvalRequest& base, std::FILE* progres
   for (double r : ratios) {
     if (!(r >= 0 && r < 1)) fail("--kv-ratio: {} is not a compression ratio in [0, 1)", r);
   }
+  if (base.name == "latest" || base.name == "." || base.name == ".." || base.name.find('/') != std::string::npos) {
+    fail("--name '{}' is not a folder name (no '/', not '.', '..' or 'latest')", base.name);
+  }
+  for (const std::string& t : base.tasks) ruler_tokens_to_generate(t);  // unknown: an error listing the 13
   const KvpressPresses presses = kvpress_presses(base.presses, !base.draft_model.empty());
   if (presses.agnostic.empty()) fail("--protocol kvpress: no press to compare with the full cache");
   const size_t tasks = task_count(base);
@@ -190,7 +195,6 @@ ProtocolOutcome run_kvpress_protocol(const EvalRequest& base, std::FILE* progres
   ProtocolOutcome outcome;
   const std::string name = base.name.empty() ? "kvpress-" + std::filesystem::path(model).stem().string() : base.name;
   outcome.dir = (std::filesystem::path(base.output) / name).string();
-  std::filesystem::create_directories(outcome.dir);
   if (progress != nullptr) {
     fmt::print(progress,
                "kvpress protocol: RULER at {} tokens, {} task(s) x {} sample(s), ratios {}; {} press(es) "

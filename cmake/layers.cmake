@@ -86,7 +86,7 @@ if(DEFERKV_SANITIZE)
   target_compile_options(deferkv_engine PRIVATE -O1)
 endif()
 deferkv_layer(eval DIRS eval
-              PUBLIC_HEADERS eval_longbench.h eval_metrics.h eval_run.h eval_sweep.h eval_tasks.h score_predictions.h
+              PUBLIC_HEADERS eval_longbench.h eval_metrics.h eval_protocol.h eval_run.h eval_sweep.h eval_tasks.h score_predictions.h
               DEPENDS engine)
 deferkv_layer(server DIRS server DEPENDS engine LIBRARIES PkgConfig::HTTPLIB)
 # The client of OpenAI-compatible servers (eval --server): its own layer so that the library

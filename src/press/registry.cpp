@@ -224,4 +224,12 @@ void clear_added_press_methods() {
   }  // freed outside the lock: a method's state may take locks of its own (Python's GIL)
 }
 
+bool press_needs_draft_model(const std::string& spec) {
+  for (const std::string& part : press_parts(spec)) {
+    const SpecMethod found = method_of(part);
+    if (found.method->role(found.params).extra_forward == ExtraForward::kDraft) return true;
+  }
+  return false;
+}
+
 }  // namespace deferkv

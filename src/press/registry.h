@@ -37,6 +37,10 @@ struct PressRole {
 // The role of most methods: one eviction of the prompt's entries, at the end of the prefill.
 PressRole prompt_press_role(const PressParams& params);
 
+// Whether a press built from `spec` (a valid one) needs a draft model (ExtraForward::kDraft:
+// speckv): a session without one refuses its prefill.
+bool press_needs_draft_model(const std::string& spec);
+
 struct PressMethod {
   PressInfo info;
   // A function, so that a method added while the program runs can hold what it needs.

@@ -1,6 +1,7 @@
 // `deferkv eval`: the RULER, Needle-in-a-Haystack or LongBench sweep of the papers in one command,
 //   deferkv eval -m model.gguf --bench ruler --lengths 4k,8k --press snapkv,deferkv --kv-budget 64,128
 //   deferkv eval -m model.gguf --bench longbench --longbench-dir LongBench/data --press snapkv --kv-budget 128,256
+//   deferkv eval -m model.gguf --protocol kvpress   (kvpress's leaderboard: eval_protocol.h)
 // methods × budgets × tasks × lengths (× samples or depths), or × datasets × rows for
 // LongBench, resumable, with reports and plots. The flags fill an eval::EvalRequest; the
 // library runs it (deferkv/eval_run.h, as deferkv.eval.run does from Python).
@@ -15,6 +16,7 @@
 #include "common_options.h"
 #include "deferkv/chat_template.h"
 #include "deferkv/error.h"
+#include "deferkv/eval_protocol.h"
 #include "deferkv/eval_run.h"
 #include "deferkv/eval_sweep.h"
 #include "eval_lists.h"
@@ -32,6 +34,7 @@ struct EvalArgs {
   std::string budgets, ratios;
   CacheTypeOptions cache_types;
   bool no_chat_template = false;
+  std::string protocol;  // --protocol NAME: a preset grid (eval_protocol.h); "" the flags' own
   EvalServerArgs remote;  // --server: the samples run on OpenAI-compatible servers
 };
 
@@ -79,18 +82,46 @@ CLI::App* add_eval_merge_command(CLI::App& eval) {
   return cmd;
 }
 
+eval::RemoteRunnerFactory remote_runner_factory(const EvalArgs& args) {
+  if (!args.remote.urls.empty()) {
+    return [&args](const eval::SweepPlan& plan, const Tokenizer& tokenizer, const SamplerParams& sampling) {
+      return std::make_unique<EvalServerRunner>(args.remote, plan, tokenizer, sampling);
+    };
+  }
+  if (args.remote.concurrency > 1) fail("--concurrency is for --server; a local run uses -t threads");
+  return {};
+}
+
+// `eval --protocol kvpress`: the two sweeps of kvpress's leaderboard and its table and plot.
+void run_protocol_command(const EvalArgs& args) {
+  eval::eval_protocol_from_name(args.protocol);  // one protocol so far: kvpress
+  const eval::EvalRequest request = request_of(args);
+  const eval::RemoteRunnerFactory remote = remote_runner_factory(args);
+  std::signal(SIGINT, on_interrupt);
+  const eval::ProtocolOutcome outcome =
+      eval::run_kvpress_protocol(request, stderr, [] { return interrupted.load(); }, remote);
+  std::signal(SIGINT, SIG_DFL);
+  if (outcome.interrupted) fmt::print(stderr, "\ninterrupted: the leaderboard holds the rows done so far\n");
+  if (outcome.whole) {
+    fmt::print("{}", outcome.table);
+    fmt::print(stderr, "{} samples run; leaderboard in {}/leaderboard.md\n", outcome.samples_run, outcome.dir);
+  } else {
+    fmt::print(stderr, "{} samples run in this shard; once every shard is done, the same command without --shard "
+               "writes the leaderboard (it runs no row again)\n", outcome.samples_run);
+  }
+  if (outcome.interrupted) throw ExitCode{130};
+  if (outcome.failed_rows > 0) {
+    fmt::print(stderr, "error: {} row(s) failed (their errors are in the sweeps' failures*.jsonl under {}); running "
+               "the command again retries them\n", outcome.failed_rows, outcome.dir);
+    throw ExitCode{1};
+  }
+}
+
 void run_eval_command(const EvalArgs& args) {
   const eval::EvalRequest request = request_of(args);
   const eval::Shard shard = eval::Shard::parse(request.shard);
+  const eval::RemoteRunnerFactory remote = remote_runner_factory(args);
   std::signal(SIGINT, on_interrupt);
-  eval::RemoteRunnerFactory remote;
-  if (!args.remote.urls.empty()) {
-    remote = [&](const eval::SweepPlan& plan, const Tokenizer& tokenizer, const SamplerParams& sampling) {
-      return std::make_unique<EvalServerRunner>(args.remote, plan, tokenizer, sampling);
-    };
-  } else if (args.remote.concurrency > 1) {
-    fail("--concurrency is for --server; a local run uses -t threads");
-  }
   const eval::EvalOutcome outcome = eval::run_eval(request, stderr, [] { return interrupted.load(); }, remote);
   std::signal(SIGINT, SIG_DFL);
   if (outcome.interrupted) {
@@ -130,13 +161,18 @@ void add_eval_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--lengths", args->lengths, "Lengths in tokens: 4k,8k or start:end:step (1000:8000:1000)");
   cmd->add_option("--depths", args->depths, "NIAH needle depths in percent (default 0,11,22,…,100)");
+  cmd->add_option("--protocol", args->protocol,
+                  "A named protocol, run as a whole: kvpress (its leaderboard: RULER at 4K, ratios 0.25-0.875, every "
+                  "press question-agnostic and kvpress's few also question-aware; writes leaderboard.md and .svg; "
+                  "--press, --kv-ratio, --samples, --tasks restrict it; docs/evaluation.md)");
   cmd->add_option("--press", args->presses, "Methods, comma-separated (';' when their parameters hold commas)")
       ->capture_default_str();
   auto* budget = cmd->add_option("--kv-budget", args->budgets, "Budgets: prompt KV entries kept per KV head, e.g. 64,128");
   auto* ratio = cmd->add_option("--kv-ratio", args->ratios, "Or compression ratios (share of the prompt evicted), e.g. 0.5,0.75");
   budget->excludes(ratio);
   cmd->add_option("--samples", args->request.samples,
-                  "Samples per task and length (RULER, default 500) or per dataset (LongBench, default all)")
+                  "Samples per task and length (RULER, default 500; --protocol kvpress: as many as fit 1600 rows) or "
+                  "per dataset (LongBench, default all)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("-s,--seed", args->request.seed, "Seed of the task generators and of sampled decoding")->capture_default_str();
   cmd->add_option("--temp", args->request.sampling.temperature, "Temperature; 0 = greedy")->capture_default_str();
@@ -175,7 +211,11 @@ void add_eval_command(CLI::App& app) {
   CLI::App* merge = add_eval_merge_command(*cmd);
   cmd->callback([args, merge] {
     if (merge->parsed()) return;  // `eval merge` ran instead
-    run_eval_command(*args);
+    if (!args->protocol.empty()) {
+      run_protocol_command(*args);
+    } else {
+      run_eval_command(*args);
+    }
   });
 }
 

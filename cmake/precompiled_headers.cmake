@@ -12,7 +12,7 @@ if(DEFERKV_PCH)
   set(DEFERKV_PCH_STD <algorithm> <cmath> <filesystem> <fstream> <functional> <map> <random>
                       <sstream> <string> <vector>)
   set(DEFERKV_PCH_TEST_HEADERS <gtest/gtest.h> <nlohmann/json.hpp> <fmt/format.h> ${DEFERKV_PCH_STD})
-  foreach(target deferkv_tests deferkv_server_tests)
+  foreach(target deferkv_tests deferkv_kernel_tests deferkv_server_tests)
     if(TARGET ${target})
       target_precompile_headers(${target} PRIVATE ${DEFERKV_PCH_TEST_HEADERS})
     endif()

@@ -4,7 +4,9 @@
 # (libFuzzer, AddressSanitizer, ThreadSanitizer ...) and LLVM's symbolizer (so reports
 # name functions and lines) for scripts/sanitize.sh and scripts/fuzz.sh; the normal build
 # does not need them. With --slurm, also Slurm's daemons and clients and munge, for the
-# one-node cluster of tests/slurm/run_local_slurm_test.sh.
+# one-node cluster of tests/slurm/run_local_slurm_test.sh. With --aarch64, Debian's cross
+# compiler, qemu-user and the arm64 builds of the kernels' libraries (Debian's multiarch,
+# which this adds the arm64 architecture to) for scripts/test_aarch64.sh.
 set -euo pipefail
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
@@ -15,9 +17,15 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-numpy python3-venv python3-setuptools python3-pip
 )
+add_arm64=0
 case "${1:-}" in
   --sanitizers) PACKAGES+=(clang-16 libclang-rt-16-dev llvm-16) ;;
   --slurm) PACKAGES+=(munge slurmctld slurmd slurm-client) ;;
+  --aarch64)
+    PACKAGES+=(g++-aarch64-linux-gnu qemu-user-static
+               libhwy-dev:arm64 libopenblas-dev:arm64 libfmt-dev:arm64 libspdlog-dev:arm64 libgtest-dev:arm64)
+    add_arm64=1
+    ;;
 esac
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -26,6 +34,9 @@ done
 [ ${#missing[@]} -eq 0 ] && exit 0
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+if [ "$add_arm64" -eq 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  $SUDO dpkg --add-architecture arm64
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

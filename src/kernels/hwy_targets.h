@@ -8,6 +8,19 @@
 // fallback, slow but correct. AVX3_DL (adds VNNI) is not compiled either: these kernels
 // use no instruction it would add, and building it for them changed nothing measurable.
 // The one exception, gemm_int16.cpp, asks for it itself (HWY_WANT_AVX3_DL) for vpdpwssd.
+//
+// On aarch64 (GCC): NEON and the fallback, not SVE yet. SVE's vectors are sizeless types,
+// which C++ does not allow as array elements or struct members, and most kernels keep
+// their register tiles in arrays of vectors (gemm_f32.cpp, gemm_packed.cpp, matvec_float.cpp,
+// kv_rows_half.cpp, the matvec_q*.cpp through kernel_helpers-inl.h's MatvecByBlocks) or
+// assume a vector of at most 64 bytes (gemm_packed.cpp's panel rows, matvec_q8_0.cpp's
+// lanes per block): the SVE build of them does not compile (scripts/test_aarch64.sh,
+// which runs the NEON build under qemu-user). DEFERKV_MAX_SIMD caps what dispatch picks
+// (kernels/simd_target.h).
 #ifndef HWY_DISABLED_TARGETS
+#if defined(__aarch64__)
+#define HWY_DISABLED_TARGETS (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128)
+#else
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4)
+#endif
 #endif

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -29,6 +30,15 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The 16 bits of an fp16 value. Highway's float16_t is a struct holding them on x86 but the
+// compiler's own __fp16 on aarch64 (GCC), which has no .bits (the aarch64 build,
+// scripts/test_aarch64.sh, did not compile with .bits).
+HWY_INLINE uint16_t F16Bits(hwy::float16_t v) {
+  uint16_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
 // Loads fp16 lanes as float32. Highway 1.0.3's portable fallbacks (SCALAR, and EMU128, the
 // one clang builds) turn fp16 infinities and NaNs into finite numbers (65504 for inf: found
 // by Fp16.SimdRowConversionsMatchScalar in clang's sanitizer build), so they convert each
@@ -37,7 +47,7 @@ template <class DF>
 HWY_INLINE hn::Vec<DF> LoadF16AsF32(DF df, const hwy::float16_t* p) {
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
   HWY_ALIGN float lanes[hn::MaxLanes(df)];
-  for (size_t i = 0; i < hn::Lanes(df); ++i) lanes[i] = fp16_to_fp32(p[i].bits);
+  for (size_t i = 0; i < hn::Lanes(df); ++i) lanes[i] = fp16_to_fp32(F16Bits(p[i]));
   return hn::Load(df, lanes);
 #else
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, DF>(), p));
@@ -59,7 +69,7 @@ HWY_INLINE hn::Vec<DF> LoadF32(DF df, const hwy::bfloat16_t* p) {
   return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::bfloat16_t, DF>(), p));
 }
 inline float ToF32(float v) { return v; }
-inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(v.bits); }
+inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(F16Bits(v)); }
 inline float ToF32(hwy::bfloat16_t v) { return bf16_to_fp32(v.bits); }
 
 // One fp16 value (a block scale) to float; a single F16C instruction where available.

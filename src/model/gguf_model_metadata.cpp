@@ -7,22 +7,6 @@
 namespace deferkv {
 namespace {
 
-// ggml's llama_ftype value for a model whose matrices are all of one type, so that
-// other tools (llama-bench) name the file type correctly.
-uint32_t file_type_of(DType type) {
-  switch (type) {
-    case DType::F32: return 0;
-    case DType::F16: return 1;
-    case DType::Q4_0: return 2;
-    case DType::Q8_0: return 7;
-    case DType::Q4_K: return 14;  // Q4_K_S: every matrix Q4_K
-    case DType::Q5_K: return 16;  // Q5_K_S
-    case DType::Q6_K: return 18;
-    case DType::BF16: return 32;
-  }
-  return 0;
-}
-
 GgufValue u32(int64_t value) { return GgufValue::of_u32(static_cast<uint32_t>(value)); }
 
 }  // namespace
@@ -34,12 +18,12 @@ int64_t gguf_vocab_size(const GgufFile& vocab) {
 }
 
 void add_model_metadata(GgufWriter& w, const GgufModelShape& s, const GgufFile& vocab, const std::string& name,
-                        DType weight_type) {
+                        uint32_t file_type) {
   const std::string arch = architecture_name(s.arch);
   const std::string p = arch + ".";
   w.add_metadata("general.architecture", GgufValue::of_string(arch));
   w.add_metadata("general.name", GgufValue::of_string(name));
-  w.add_metadata("general.file_type", GgufValue::of_u32(file_type_of(weight_type)));
+  w.add_metadata("general.file_type", GgufValue::of_u32(file_type));
   w.add_metadata("general.alignment", GgufValue::of_u32(32));
   w.add_metadata(p + "context_length", u32(s.n_ctx));
   w.add_metadata(p + "embedding_length", u32(s.n_embd));

@@ -25,8 +25,9 @@ struct GgufModelShape {
 int64_t gguf_vocab_size(const GgufFile& vocab);
 
 // Adds general.architecture/name/file_type/alignment, the hyperparameters and every
-// tokenizer.* entry of `vocab`. `weight_type` is the type of the model's matrices.
+// tokenizer.* entry of `vocab`. `file_type` is general.file_type, llama.cpp's name for the
+// types of the model's matrices (llama_file_type in model/weight_mix.h).
 void add_model_metadata(GgufWriter& writer, const GgufModelShape& shape, const GgufFile& vocab,
-                        const std::string& name, DType weight_type);
+                        const std::string& name, uint32_t file_type);
 
 }  // namespace deferkv

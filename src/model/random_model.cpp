@@ -46,14 +46,12 @@ class ModelBuilder {
  public:
   ModelBuilder(const RandomModelSpec& spec, GgufWriter& writer) : spec_(spec), writer_(writer) {}
 
-  // A [rows x cols] matrix of the spec's weight type, values ~ N(0, stddev) (stddev 0:
-  // zeros), produced row by row at write time.
-  void matrix(const std::string& name, int64_t cols, int64_t rows, double stddev) {
-    const DType type = spec_.weight_type;
-    if (cols % dtype_block_elems(type) != 0) {
-      fail("make-model: tensor {} has rows of {} values, not a multiple of {}'s block size {}",
-           name, cols, dtype_name(type), dtype_block_elems(type));
-    }
+  // A [rows x cols] matrix of the type the spec's mix gives its role in block `layer`,
+  // values ~ N(0, stddev) (stddev 0: zeros), produced row by row at write time.
+  void matrix(const std::string& name, MatrixRole role, int64_t layer, int64_t cols, int64_t rows,
+              double stddev) {
+    const DType type = mixed_matrix_type(spec_.mix, spec_.weight_type,
+                                         {name, role, cols, layer, spec_.n_layer, spec_.tied_output});
     const uint64_t seed = seed_for(spec_.seed, name);
     writer_.add_tensor(name, static_cast<uint32_t>(type), {cols, rows},
                        [=](const GgufByteSink& sink) {
@@ -130,23 +128,24 @@ void write_random_model(const RandomModelSpec& s, const std::string& vocab_gguf,
                              n_vocab,  s.rope_base, 1e-6f};
   add_model_metadata(w, shape, vocab,
                      fmt::format("deferkv random {} {}M {}", architecture_name(s.arch),
-                                 random_model_parameters(s, n_vocab) / 1000000, dtype_name(s.weight_type)),
-                     s.weight_type);
+                                 random_model_parameters(s, n_vocab) / 1000000,
+                                 s.mix == WeightMix::kUniform ? dtype_name(s.weight_type) : weight_mix_name(s.mix)),
+                     llama_file_type(s.mix, s.weight_type));
 
   ModelBuilder b(s, w);
   // Scales keep activations of order 1 through the layers: N(0, 1/sqrt(fan_in)).
   const double embd_std = 1.0;
-  b.matrix("token_embd.weight", s.n_embd, n_vocab, embd_std);
+  b.matrix("token_embd.weight", MatrixRole::kTokenEmbd, 0, s.n_embd, n_vocab, embd_std);
   b.vector("output_norm.weight", s.n_embd, 1.0f, 0.1f);
-  if (!s.tied_output) b.matrix("output.weight", s.n_embd, n_vocab, 1.0 / std::sqrt(s.n_embd));
+  if (!s.tied_output) b.matrix("output.weight", MatrixRole::kOutput, 0, s.n_embd, n_vocab, 1.0 / std::sqrt(s.n_embd));
   if (s.llama3_rope_factors) b.f32("rope_freqs.weight", llama3_factors(head_dim, s.rope_base));
   for (int64_t l = 0; l < s.n_layer; ++l) {
     auto name = [l](const char* suffix) { return fmt::format("blk.{}.{}", l, suffix); };
     b.vector(name("attn_norm.weight"), s.n_embd, 1.0f, 0.1f);
-    b.matrix(name("attn_q.weight"), s.n_embd, q_dim, 1.0 / std::sqrt(s.n_embd));
-    b.matrix(name("attn_k.weight"), s.n_embd, kv_dim, 1.0 / std::sqrt(s.n_embd));
-    b.matrix(name("attn_v.weight"), s.n_embd, kv_dim, 1.0 / std::sqrt(s.n_embd));
-    b.matrix(name("attn_output.weight"), q_dim, s.n_embd, 1.0 / std::sqrt(q_dim));
+    b.matrix(name("attn_q.weight"), MatrixRole::kAttnQ, l, s.n_embd, q_dim, 1.0 / std::sqrt(s.n_embd));
+    b.matrix(name("attn_k.weight"), MatrixRole::kAttnK, l, s.n_embd, kv_dim, 1.0 / std::sqrt(s.n_embd));
+    b.matrix(name("attn_v.weight"), MatrixRole::kAttnV, l, s.n_embd, kv_dim, 1.0 / std::sqrt(s.n_embd));
+    b.matrix(name("attn_output.weight"), MatrixRole::kAttnOutput, l, q_dim, s.n_embd, 1.0 / std::sqrt(q_dim));
     if (s.arch == Architecture::kQwen2) {
       b.vector(name("attn_q.bias"), q_dim, 0.0f, 0.1f);
       b.vector(name("attn_k.bias"), kv_dim, 0.0f, 0.1f);
@@ -157,9 +156,9 @@ void write_random_model(const RandomModelSpec& s, const std::string& vocab_gguf,
       b.vector(name("attn_k_norm.weight"), head_dim, 1.0f, 0.1f);
     }
     b.vector(name("ffn_norm.weight"), s.n_embd, 1.0f, 0.1f);
-    b.matrix(name("ffn_gate.weight"), s.n_embd, s.n_ff, 1.0 / std::sqrt(s.n_embd));
-    b.matrix(name("ffn_up.weight"), s.n_embd, s.n_ff, 1.0 / std::sqrt(s.n_embd));
-    b.matrix(name("ffn_down.weight"), s.n_ff, s.n_embd, s.attention_only ? 0.0 : 1.0 / std::sqrt(s.n_ff));
+    b.matrix(name("ffn_gate.weight"), MatrixRole::kFfnGate, l, s.n_embd, s.n_ff, 1.0 / std::sqrt(s.n_embd));
+    b.matrix(name("ffn_up.weight"), MatrixRole::kFfnUp, l, s.n_embd, s.n_ff, 1.0 / std::sqrt(s.n_embd));
+    b.matrix(name("ffn_down.weight"), MatrixRole::kFfnDown, l, s.n_ff, s.n_embd, s.attention_only ? 0.0 : 1.0 / std::sqrt(s.n_ff));
   }
   w.write(out_path);
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "deferkv/model_config.h"
+#include "model/weight_mix.h"
 #include "tensor/dtype.h"
 
 namespace deferkv {
@@ -20,7 +21,8 @@ struct RandomModelSpec {
   int64_t n_ff = 512;
   int64_t n_ctx = 4096;
   float rope_base = 10000.0f;
-  DType weight_type = DType::F32;  // every matrix (embeddings and output included)
+  DType weight_type = DType::F32;  // every matrix (embeddings and output included) ...
+  WeightMix mix = WeightMix::kUniform;  // ... unless a llama.cpp mix, which then decides alone
   bool tied_output = false;        // omit output.weight
   bool llama3_rope_factors = false;  // write a rope_freqs.weight like Llama-3.1's
   bool attention_only = false;     // ffn_down = 0: the feed-forward blocks add nothing

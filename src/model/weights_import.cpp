@@ -14,6 +14,7 @@
 #include "kernels/float_rows.h"
 #include "kernels/quant.h"
 #include "model/gguf_model_metadata.h"
+#include "model/weight_mix.h"
 #include "tensor/gguf_file.h"
 #include "tensor/gguf_writer.h"
 #include "tensor/safetensors_file.h"
@@ -136,7 +137,7 @@ void import_weights(const WeightsImport& request) {
   }
 
   GgufWriter w;
-  add_model_metadata(w, s, vocab, name, request.type);
+  add_model_metadata(w, s, vocab, name, llama_file_type(WeightMix::kUniform, request.type));
   const auto description = file.metadata().find("description");
   if (description != file.metadata().end()) {
     w.add_metadata("general.description", GgufValue::of_string(description->second));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/quant.h"
+#include "kernels/simd_target.h"
 #include "tensor/dtype.h"
 
 namespace deferkv::testing {
@@ -86,7 +87,7 @@ inline double relative_error(const float* y, const std::vector<double>& ref) {
 // skips that one: a green run on such a machine says nothing of it.
 // `targets` names them for a kernel built for others (gemm_int16.cpp adds AVX3_DL).
 template <class Check>
-void for_each_simd_target(std::initializer_list<int64_t> targets, const Check& check) {
+void for_each_simd_target_in(const std::vector<int64_t>& targets, const Check& check) {
   const int64_t supported = hwy::SupportedTargets();
   std::string ran;
   for (int64_t target : targets) {
@@ -101,8 +102,25 @@ void for_each_simd_target(std::initializer_list<int64_t> targets, const Check& c
 }
 
 template <class Check>
+void for_each_simd_target(std::initializer_list<int64_t> targets, const Check& check) {
+  for_each_simd_target_in(std::vector<int64_t>(targets), check);
+}
+
+// Every target the kernels are built for (hwy_targets.h: x86's or aarch64's), so that a
+// target the CPU has but no kernel was built for (SVE under qemu) is not run, nor recorded
+// as run, as the fallback it would dispatch to.
+template <class Check>
 void for_each_simd_target(const Check& check) {
-  for_each_simd_target({int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SCALAR}}, check);
+  const int64_t built = built_simd_targets();
+  std::vector<int64_t> targets;
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_NEON}}) {
+    if ((built & target) != 0) targets.push_back(target);
+  }
+  // The portable fallback, EMU128 in the kernels' list (Highway dispatches a forced SCALAR
+  // to it), where it is built: not on aarch64, where NEON is the baseline and so the
+  // fallback of dispatch.
+  if ((built & (HWY_SCALAR | HWY_EMU128)) != 0) targets.push_back(HWY_SCALAR);
+  for_each_simd_target_in(targets, check);
 }
 
 }  // namespace deferkv::testing

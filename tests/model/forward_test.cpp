@@ -6,12 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <utility>
 
 #include "base/thread_pool.h"
 #include "deferkv/session.h"
 #include "model/reference_forward.h"
 #include "model/test_models.h"
+#include "tensor/gguf_file.h"
 
 namespace deferkv {
 namespace {
@@ -135,6 +137,45 @@ INSTANTIATE_TEST_SUITE_P(GemmRoute, ForwardLongPromptVsReference,
                                            Case{Architecture::kLlama, DType::F16}, Case{Architecture::kLlama, DType::BF16},
                                            Case{Architecture::kQwen3, DType::F32}, Case{Architecture::kQwen2, DType::Q6_K}),
                          case_name);
+
+// A file of llama.cpp's mixes (make-model --type q4_k_m, q5_k_m, q6_k) for the tiny model
+// with 8 blocks: every tensor has the type llama.cpp would give it (worked out by hand: the
+// _M mixes keep attn_v and ffn_down of blocks 0, 3, 6 and 7 at Q6_K, and the output), the
+// norms stay F32, and the model loads with its matrices of several types and matches the
+// double-precision reference within the quantised types' tolerance.
+TEST(Forward, LlamaCppMixesHaveLlamaCppsTypesAndMatchDoublePrecision) {
+  struct MixCase {
+    WeightMix mix;
+    DType base;
+    uint32_t file_type;
+  };
+  for (const MixCase& c : {MixCase{WeightMix::kQ4_K_M, DType::Q4_K, 15}, MixCase{WeightMix::kQ5_K_M, DType::Q5_K, 17},
+                           MixCase{WeightMix::kQ6_K, DType::Q6_K, 18}}) {
+    SCOPED_TRACE(weight_mix_name(c.mix));
+    RandomModelSpec s = small_spec(Architecture::kLlama, DType::F32);
+    s.mix = c.mix;
+    s.n_layer = 8;
+    const std::string path = testing::random_model_path(s);
+    GgufFile file(path);
+    EXPECT_EQ(file.find("general.file_type")->as_u64("general.file_type"), c.file_type);
+    const std::set<std::string> promoted = {"blk.0.attn_v.weight", "blk.3.attn_v.weight", "blk.6.attn_v.weight",
+                                            "blk.7.attn_v.weight", "blk.0.ffn_down.weight", "blk.3.ffn_down.weight",
+                                            "blk.6.ffn_down.weight", "blk.7.ffn_down.weight", "output.weight"};
+    int64_t matrices = 0;
+    for (const GgufTensorInfo& t : file.tensors()) {
+      DType expected = c.base;
+      if (t.n_dims == 1) {
+        expected = DType::F32;  // norms
+      } else {
+        ++matrices;
+        if (promoted.count(t.name)) expected = DType::Q6_K;
+      }
+      EXPECT_EQ(ggml_type_name(t.ggml_type), dtype_name(expected)) << t.name;
+    }
+    EXPECT_EQ(matrices, 2 + 8 * 7);
+    check_against_reference(path, tolerance(c.base), 9, 4, 2, reference_logits(path, kTokens));
+  }
+}
 
 TEST(Forward, Llama3RopeFactorsAndTiedOutput) {
   RandomModelSpec s = small_spec(Architecture::kLlama, DType::F32);

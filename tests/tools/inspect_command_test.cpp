@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "tensor/gguf_file.h"
 #include "tensor/gguf_test_util.h"
@@ -132,6 +133,52 @@ TEST(InspectCommand, OddValuesStayValidJson) {
   std::string text = run_inspect("-m '" + dir.file("odd.gguf") + "'");
   EXPECT_NE(text.find("\"a\\xffb\""), std::string::npos) << text;
   EXPECT_NE(text.find("[[-3]]"), std::string::npos) << text;
+}
+
+// `make-model --type q4_k_m` through the CLI, then its mix as inspect shows it: 8 blocks,
+// so llama.cpp's Q4_K_M keeps attn_v and ffn_down of blocks 0, 3, 6 and 7 at Q6_K (worked
+// out by hand in weight_mix_test.cpp), the output at Q6_K, the norms at F32.
+TEST(InspectCommand, ShowsTheMixOfALlamaCppQ4KMFile) {
+  gguf_test::TempDir dir;
+  const std::string path = dir.file("q4_k_m.gguf");
+  CliResult made = run_cli("make-model --type q4_k_m --n-embd 256 --n-head 4 --n-head-kv 2 --n-ff 512 --n-layer 8 -o '" +
+                           path + "' 2>&1");
+  ASSERT_EQ(made.status, 0) << made.output;
+  auto json = Json::parse(run_inspect("--json '" + path + "'"));
+  const Json& mix = json["mix"];
+  EXPECT_EQ(mix["file_type"], 15);
+  EXPECT_EQ(mix["file_type_name"], "Q4_K_M");
+  auto role = [&](const std::string& name) {
+    for (const Json& r : mix["tensors"]) {
+      if (r["name"] == name) return r["types"];
+    }
+    ADD_FAILURE() << "no " << name;
+    return Json();
+  };
+  const Json promoted = {{"Q6_K", {{"tensors", 4}, {"blocks", {0, 3, 6, 7}}}},
+                         {"Q4_K", {{"tensors", 4}, {"blocks", {1, 2, 4, 5}}}}};
+  EXPECT_EQ(role("blk.*.attn_v.weight"), promoted);
+  EXPECT_EQ(role("blk.*.ffn_down.weight"), promoted);
+  const std::vector<int64_t> all_blocks = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(role("blk.*.attn_q.weight"), Json({{"Q4_K", {{"tensors", 8}, {"blocks", all_blocks}}}}));
+  EXPECT_EQ(role("blk.*.attn_norm.weight"), Json({{"F32", {{"tensors", 8}, {"blocks", all_blocks}}}}));
+  EXPECT_EQ(role("output.weight"), Json({{"Q6_K", {{"tensors", 1}, {"blocks", Json::array()}}}}));
+  EXPECT_EQ(role("token_embd.weight"), Json({{"Q4_K", {{"tensors", 1}, {"blocks", Json::array()}}}}));
+  EXPECT_EQ(mix["tensors"].size(), 12u);  // token_embd, output_norm, output and 9 per block
+  EXPECT_EQ(json["totals"]["by_type"]["Q6_K"]["tensors"], 9);
+  EXPECT_EQ(json["totals"]["by_type"]["Q4_K"]["tensors"], 1 + 8 * 7 - 8);
+
+  std::string text = run_inspect("'" + path + "'");
+  EXPECT_NE(text.find("mix (general.file_type 15: Q4_K_M):"), std::string::npos) << text;
+  EXPECT_NE(text.find("Q6_K in blocks 0, 3, 6, 7; Q4_K in blocks 1, 2, 4, 5"), std::string::npos) << text;
+}
+
+TEST(InspectCommand, MakeModelRefusesAnUnknownTypeByName) {
+  gguf_test::TempDir dir;
+  CliResult result = run_cli("make-model --type q4_k_l -o '" + dir.file("x.gguf") + "' 2>&1");
+  EXPECT_EQ(result.status, 1);
+  EXPECT_NE(result.output.find("unknown weight type 'q4_k_l'"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("Q4_K_M, Q5_K_M, Q6_K"), std::string::npos) << result.output;
 }
 
 TEST(InspectCommand, DefaultsToTheEmbeddedModel) {

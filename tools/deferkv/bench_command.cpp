@@ -17,6 +17,7 @@
 #include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
+#include "kernels/simd_target.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::cli {
@@ -140,7 +141,8 @@ void run_bench(const BenchArgs& args) {
       out.push_back({{"model", name}, {"arch", c.arch_name}, {"model_size", model->gguf().file_size()},
                      {"n_threads", r.threads}, {"type_k", r.cache_types.keys}, {"type_v", r.cache_types.values},
                      {"kv_bytes_per_entry", r.kv_bytes_per_entry}, {"test", r.test}, {"depth", r.depth},
-                     {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second}});
+                     {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second},
+                     {"simd_target", simd_target_name()}});
     }
     write_report(args.output, out.dump(2) + "\n");
     return;

@@ -1,6 +1,8 @@
 // `deferkv inspect`: a GGUF file's header, metadata and tensor table, as text (in the
-// manner of gguf-dump) or as one JSON object.
+// manner of gguf-dump) or as one JSON object, and its mix: which types each kind of tensor
+// has in which blocks (llama.cpp's Q4_K_M keeps some at Q6_K), with the totals per type.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <iostream>
@@ -8,11 +10,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/utf8.h"
 #include "commands.h"
 #include "deferkv/error.h"
 #include "common_options.h"
+#include "model/weight_mix.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::cli {
@@ -156,6 +160,74 @@ std::map<std::string, TypeTotal> totals_by_type(const GgufFile& file) {
   return totals;
 }
 
+// The mix of a file: for each tensor name with its block number taken out
+// ("blk.*.attn_v.weight"), the types its tensors have and in which blocks, in file order,
+// so that llama.cpp's mixes (which blocks got Q6_K) read at a glance.
+struct RoleTypes {
+  std::string type;
+  int64_t tensors = 0;
+  std::vector<int64_t> blocks;  // empty for a tensor outside the blocks
+};
+
+struct Role {
+  std::string name;
+  std::vector<RoleTypes> types;  // by first appearance
+};
+
+std::vector<Role> mix_of(const GgufFile& file) {
+  std::vector<Role> roles;
+  for (const auto& t : file.tensors()) {
+    std::string name = t.name;
+    int64_t block = -1;
+    if (name.rfind("blk.", 0) == 0) {
+      const size_t dot = name.find('.', 4);
+      const std::string digits = name.substr(4, dot == std::string::npos ? std::string::npos : dot - 4);
+      if (dot != std::string::npos && !digits.empty() && digits.size() < 10 &&
+          digits.find_first_not_of("0123456789") == std::string::npos) {
+        block = std::stoll(digits);
+        name = "blk.*" + name.substr(dot);
+      }
+    }
+    auto role = std::find_if(roles.begin(), roles.end(), [&](const Role& r) { return r.name == name; });
+    if (role == roles.end()) role = roles.insert(roles.end(), Role{name, {}});
+    const std::string type = ggml_type_name(t.ggml_type);
+    auto types = std::find_if(role->types.begin(), role->types.end(), [&](const RoleTypes& r) { return r.type == type; });
+    if (types == role->types.end()) types = role->types.insert(role->types.end(), RoleTypes{type, 0, {}});
+    types->tensors += 1;
+    if (block >= 0) types->blocks.push_back(block);
+  }
+  return roles;
+}
+
+// "Q4_K_M" for general.file_type 15; "" when the file has none or llama.h has no name for it.
+std::string file_type_name(const GgufFile& file, uint64_t* file_type) {
+  const GgufValue* value = file.find("general.file_type");
+  if (value == nullptr || value->type == GgufType::ARRAY || value->type == GgufType::STRING) return "";
+  try {
+    *file_type = value->as_u64("general.file_type");
+  } catch (const Error&) {
+    return "";
+  }
+  auto name = *file_type <= UINT32_MAX ? llama_file_type_name(static_cast<uint32_t>(*file_type)) : std::nullopt;
+  return name ? *name : "";
+}
+
+Json mix_json(const GgufFile& file) {
+  Json roles = Json::array();
+  for (const Role& role : mix_of(file)) {
+    Json types = Json::object();
+    for (const RoleTypes& t : role.types) types[t.type] = {{"tensors", t.tensors}, {"blocks", t.blocks}};
+    roles.push_back({{"name", role.name}, {"types", std::move(types)}});
+  }
+  uint64_t file_type = 0;
+  const std::string name = file_type_name(file, &file_type);
+  Json mix = Json::object();
+  mix["file_type"] = file.find("general.file_type") ? Json(file_type) : Json(nullptr);
+  mix["file_type_name"] = name.empty() ? Json(nullptr) : Json(name);
+  mix["tensors"] = std::move(roles);
+  return mix;
+}
+
 Json inspect_json(const GgufFile& file, bool all_values) {
   Json metadata = Json::array();
   for (const auto& [key, value] : file.metadata()) {
@@ -194,6 +266,7 @@ Json inspect_json(const GgufFile& file, bool all_values) {
           {"data_offset", file.data_offset()},
           {"metadata", std::move(metadata)},
           {"tensors", std::move(tensors)},
+          {"mix", mix_json(file)},
           {"totals",
            {{"tensors", all.tensors},
             {"params", all.params},
@@ -233,6 +306,24 @@ void print_text(const GgufFile& file, bool all_values, std::ostream& out) {
     out << fmt::format("{:>5}  {:<{}}  {:<7}  {:<{}}  {:>12}  {:>12}\n", i, t.name, name_width,
                        ggml_type_name(t.ggml_type), t.shape_string(), shape_width, t.offset,
                        t.nbytes);
+  }
+
+  uint64_t file_type = 0;
+  const std::string type_name = file_type_name(file, &file_type);
+  const std::vector<Role> roles = mix_of(file);
+  size_t role_width = 4;
+  for (const Role& role : roles) role_width = std::max(role_width, role.name.size());
+  out << (type_name.empty() ? std::string("\nmix:\n")
+                            : fmt::format("\nmix (general.file_type {}: {}):\n", file_type, type_name));
+  for (const Role& role : roles) {
+    std::string types;
+    for (const RoleTypes& t : role.types) {
+      if (!types.empty()) types += "; ";
+      types += t.type;
+      // Which blocks, when the blocks' tensors of this name are not all of one type.
+      if (role.types.size() > 1 && !t.blocks.empty()) types += fmt::format(" in blocks {}", fmt::join(t.blocks, ", "));
+    }
+    out << fmt::format("  {:<{}}  {}\n", role.name, role_width, types);
   }
 
   TypeTotal all;

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
+#include "kernels/simd_target.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"deferkv: long-context LLM inference with KV-cache compression"};
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[i], "-np") == 0) argv[i] = const_cast<char*>("--parallel");
   }
   try {
+    // DEFERKV_MAX_SIMD=avx2 runs the kernels a CPU without AVX-512 gets (kernels/simd_target.h).
+    deferkv::cap_simd_target_from_environment();
     std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
     std::vector<char*> pointers;
     for (std::string& a : args) pointers.push_back(a.data());

@@ -1,5 +1,6 @@
 // `deferkv make-model`: write a random-weight GGUF of a chosen architecture, size and
-// weight type, with the vocabulary of another GGUF (for tests and benchmarks).
+// weight type (or llama.cpp mix of types), with the vocabulary of another GGUF (for tests
+// and benchmarks).
 #include <fmt/format.h>
 
 #include "commands.h"
@@ -41,9 +42,16 @@ void run_make_model(MakeModelArgs& args) {
   } else {
     fail("unknown architecture '{}' (known: llama, qwen2, qwen3)", args.arch);
   }
-  auto type = dtype_from_name(args.type);
-  if (!type) fail("unknown weight type '{}' (known: {})", args.type, dtype_names());
-  s.weight_type = *type;
+  // llama.cpp's mixes first: "q6_k" is one of them, which is every matrix Q6_K but for
+  // llama.cpp's fallback on rows that do not fit its 256-value blocks.
+  if (auto mix = weight_mix_from_name(args.type)) {
+    s.mix = *mix;
+  } else if (auto type = dtype_from_name(args.type)) {
+    s.weight_type = *type;
+  } else {
+    fail("unknown weight type '{}' (known: {}; llama.cpp's mixes: {})", args.type, dtype_names(),
+         weight_mix_names());
+  }
   apply_preset(args.preset, s);
   if (args.vocab.empty()) args.vocab = default_model_path();
   write_random_model(s, args.vocab, args.output);
@@ -58,7 +66,10 @@ void add_make_model_command(CLI::App& app) {
   RandomModelSpec& s = args->spec;
   cmd->add_option("-o,--output", args->output, "Output GGUF path")->required();
   cmd->add_option("--arch", args->arch, "Architecture: llama, qwen2, qwen3")->capture_default_str();
-  cmd->add_option("--type", args->type, "Weight type: " + dtype_names())->capture_default_str();
+  cmd->add_option("--type", args->type,
+                  "Weight type of every matrix: " + dtype_names() + "; or one of llama.cpp's mixes: " +
+                      weight_mix_names())
+      ->capture_default_str();
   cmd->add_option("--vocab", args->vocab, "GGUF whose tokenizer to copy (default: the embedded model)");
   cmd->add_option("--preset", args->preset, "Size preset: 100m or 500m (overrides the sizes)");
   cmd->add_option("--n-embd", s.n_embd, "Embedding size")->capture_default_str();

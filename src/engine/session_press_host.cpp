@@ -42,7 +42,7 @@ std::vector<PromptFrame> Session::Host::prompt_frames() {
     }
     if (chat) {
       // One user turn around a marker, split where the marker is.
-      const std::string marker = "\x01deferkv-text\x01";
+      const std::string marker = "\x01" "deferkv-text" "\x01";  // apart: \x01de... would read as one hex escape
       const std::string turn = chat->apply({{"user", marker}}, true);
       const size_t at = turn.find(marker);
       if (at != std::string::npos) {

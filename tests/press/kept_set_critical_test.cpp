@@ -39,25 +39,11 @@ using testing::Scores;
 // heads, 160 distinct tokens, 72 entries kept per head.
 constexpr int64_t kPrompt = 160, kBudget = 72, kLayers = 4, kEmbd = 64;
 constexpr int64_t kWindow = 32, kKernel = 7;
-const AttentionShape kShape{4, 2, 16};
+const AttentionShape kShape = testing::kKeptSetShape;
 
-std::string model_path() {
-  RandomModelSpec spec;
-  spec.n_embd = kEmbd;
-  spec.n_layer = kLayers;
-  spec.n_head = kShape.n_head;
-  spec.n_head_kv = kShape.n_head_kv;
-  spec.n_ff = 128;
-  spec.seed = 29;
-  return testing::random_model_path(spec);
-}
+std::string model_path() { return testing::kept_set_model_path(); }
 
-std::vector<int32_t> distinct_prompt() {
-  std::vector<int32_t> tokens(498);
-  std::iota(tokens.begin(), tokens.end(), 3);
-  std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
-  return std::vector<int32_t>(tokens.begin(), tokens.begin() + kPrompt);
-}
+std::vector<int32_t> distinct_prompt() { return testing::distinct_prompt(kPrompt); }
 
 const testing::ReferenceTrace& trace() {
   static const testing::ReferenceTrace t = testing::reference_trace(model_path(), distinct_prompt(), testing::KeyVisibility{});

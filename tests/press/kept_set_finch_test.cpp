@@ -34,25 +34,11 @@ using testing::Scores;
 
 // The model and prompt of kept_set_reference_test.cpp, its last 20 tokens the question.
 constexpr int64_t kPrompt = 160, kQuestion = 20, kBudget = 72, kLayers = 4;
-const AttentionShape kShape{4, 2, 16};
+const AttentionShape kShape = testing::kKeptSetShape;
 
-std::string model_path() {
-  RandomModelSpec spec;
-  spec.n_embd = 64;
-  spec.n_layer = kLayers;
-  spec.n_head = kShape.n_head;
-  spec.n_head_kv = kShape.n_head_kv;
-  spec.n_ff = 128;
-  spec.seed = 29;
-  return testing::random_model_path(spec);
-}
+std::string model_path() { return testing::kept_set_model_path(); }
 
-std::vector<int32_t> distinct_prompt() {
-  std::vector<int32_t> tokens(498);
-  std::iota(tokens.begin(), tokens.end(), 3);
-  std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
-  return std::vector<int32_t>(tokens.begin(), tokens.begin() + kPrompt);
-}
+std::vector<int32_t> distinct_prompt() { return testing::distinct_prompt(kPrompt); }
 
 testing::PressRun run(const std::string& spec) {
   const std::vector<int32_t> prompt = distinct_prompt();

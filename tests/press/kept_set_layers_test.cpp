@@ -50,23 +50,11 @@ const AttentionShape kShape{4, 2, kDim};
 
 using Kept = std::vector<std::vector<Positions>>;  // [layer][KV head]
 
-std::string model_path() {
-  RandomModelSpec spec;
-  spec.n_embd = 64;
-  spec.n_layer = kLayers;
-  spec.n_head = kShape.n_head;
-  spec.n_head_kv = kShape.n_head_kv;
-  spec.n_ff = 128;
-  spec.seed = 29;
-  return testing::random_model_path(spec);
-}
+std::string model_path() { return testing::kept_set_model_path(); }
 
 const std::vector<int32_t>& prompt() {
   static const std::vector<int32_t> p = [] {
-    std::vector<int32_t> tokens(498);
-    std::iota(tokens.begin(), tokens.end(), 3);
-    std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
-    return std::vector<int32_t>(tokens.begin(), tokens.begin() + kPrompt);
+    return testing::distinct_prompt(kPrompt);
   }();
   return p;
 }

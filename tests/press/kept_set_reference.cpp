@@ -1,11 +1,32 @@
 #include "press/kept_set_reference.h"
 
+#include "model/test_models.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <random>
 #include <utility>
 
 namespace deferkv::testing {
+
+std::string kept_set_model_path() {
+  RandomModelSpec spec;
+  spec.n_embd = 64;
+  spec.n_layer = kKeptSetLayers;
+  spec.n_head = kKeptSetShape.n_head;
+  spec.n_head_kv = kKeptSetShape.n_head_kv;
+  spec.n_ff = 128;
+  spec.seed = 29;
+  return random_model_path(spec);
+}
+
+std::vector<int32_t> distinct_prompt(int64_t n) {
+  std::vector<int32_t> tokens(498);
+  std::iota(tokens.begin(), tokens.end(), 3);
+  std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
+  return std::vector<int32_t>(tokens.begin(), tokens.begin() + n);
+}
 
 Scores attention_row(const ReferenceTrace& trace, const AttentionShape& shape, int64_t layer, int64_t head,
                      int64_t t, const Positions& keys) {

@@ -11,6 +11,7 @@
 // exercised; ties between different attention values are left to chance, which the
 // random inputs make negligible.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/reference_forward.h"
@@ -21,6 +22,17 @@ struct AttentionShape {
   int64_t n_head, n_head_kv, head_dim;
   int64_t group() const { return n_head / n_head_kv; }
 };
+
+// The kept-set tests' model, shared so that their reference traces agree: a random 4-layer
+// GQA model (n_embd 64, 4 query heads, 2 KV heads, head_dim 16, n_ff 128, seed 29); four
+// layers so that PyramidKV's step (max - min) / (L - 1) is not an integer and its rounding shows.
+inline constexpr AttentionShape kKeptSetShape{4, 2, 16};
+inline constexpr int64_t kKeptSetLayers = 4;
+std::string kept_set_model_path();
+// The first n of 498 distinct token ids in a fixed shuffle: a token seen twice would give
+// layer 0 two keys of the same norm (RoPE is a rotation), a KNorm tie that rounding, not
+// position, would break.
+std::vector<int32_t> distinct_prompt(int64_t n);
 
 using Scores = std::vector<double>;       // one per entry, by position
 using Positions = std::vector<int32_t>;   // ascending

@@ -65,31 +65,17 @@ using testing::united;
 constexpr int64_t kPrompt = 160, kBudget = 72, kLayers = 4;
 constexpr int64_t kWindow = 32, kKernel = 7;  // the window-scored methods' defaults
 constexpr double kEta = 0.7;
-const AttentionShape kShape{4, 2, 16};
+const AttentionShape kShape = testing::kKeptSetShape;
 
 using Kept = std::vector<std::vector<Positions>>;  // [layer][KV head]: positions, ascending
 
-std::string model_path() {
-  RandomModelSpec spec;
-  spec.n_embd = 64;
-  spec.n_layer = kLayers;
-  spec.n_head = kShape.n_head;
-  spec.n_head_kv = kShape.n_head_kv;
-  spec.n_ff = 128;
-  spec.seed = 29;
-  return testing::random_model_path(spec);
-}
+std::string model_path() { return testing::kept_set_model_path(); }
 
 // Distinct random token ids: a token seen twice would give layer 0 two keys of the same
 // norm (RoPE is a rotation), a KNorm tie that rounding, not position, would break. With
 // this seed the closest cut between different scores (SnapKV, DeferKV, H2O, TOVA, KNorm)
 // is 7e-4 apart relatively, far above the engine's single-precision error.
-std::vector<int32_t> distinct_prompt() {
-  std::vector<int32_t> tokens(498);
-  std::iota(tokens.begin(), tokens.end(), 3);
-  std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
-  return std::vector<int32_t>(tokens.begin(), tokens.begin() + kPrompt);
-}
+std::vector<int32_t> distinct_prompt() { return testing::distinct_prompt(kPrompt); }
 
 // The prompt, the full-cache greedy tokens y_1, y_2, and the trace of prompt + y_1 + y_2.
 struct FullCache {

@@ -33,13 +33,7 @@ std::string leaderboard_svg(const Leaderboard& board) {
 
   Svg svg(kWidth, height);
   svg.text(kLeft + plot_w / 2, 24, "Score vs compression ratio (" + board.title + ")", 15, "middle", 0, "bold");
-  for (int tick = 0; tick <= 4; ++tick) {
-    const double value = y_max * tick / 4, y = y_of(value);
-    svg.line(kLeft, y, kLeft + plot_w, y, "#DDDDDD");
-    svg.text(kLeft - 8, y + 4, fmt::format("{:g}", value), 11, "end");
-  }
-  svg.line(kLeft, kTop, kLeft, kTop + plot_h, "black");
-  svg.line(kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h, "black");
+  draw_score_axes(svg, {kLeft, kTop, plot_w, plot_h}, y_max);
   for (double ratio : {0.0, 1.0}) svg.text(x_of(ratio), kTop + plot_h + 18, fmt::format("{:g}", ratio), 11);
   for (double ratio : board.ratios) svg.text(x_of(ratio), kTop + plot_h + 18, fmt::format("{:g}", ratio), 11);
   svg.text(kLeft + plot_w / 2, kTop + plot_h + 44, "compression ratio (share of the prompt's KV entries evicted)", 12);

@@ -50,13 +50,7 @@ std::optional<std::string> score_budget_svg(const Summary& summary) {
 
   Svg svg(kWidth, kHeight);
   svg.text(kLeft + plot_w / 2, 24, "Score vs KV budget (" + table.title + ", Avg.)", 15, "middle", 0, "bold");
-  for (int tick = 0; tick <= 4; ++tick) {
-    const double value = y_max * tick / 4, y = y_of(value);
-    svg.line(kLeft, y, kLeft + plot_w, y, "#DDDDDD");
-    svg.text(kLeft - 8, y + 4, fmt::format("{:g}", value), 11, "end");
-  }
-  svg.line(kLeft, kTop, kLeft, kTop + plot_h, "black");
-  svg.line(kLeft, kTop + plot_h, kLeft + plot_w, kTop + plot_h, "black");
+  draw_score_axes(svg, {kLeft, kTop, plot_w, plot_h}, y_max);
   for (size_t b = 0; b < budgets.size(); ++b) svg.text(x_of(b), kTop + plot_h + 18, budgets[b], 11);
   const bool ratios = budgets.front().starts_with('r');
   svg.text(kLeft + plot_w / 2, kHeight - 14, ratios ? "compression ratio" : "KV budget (prompt entries per KV head)", 12);

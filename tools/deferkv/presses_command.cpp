@@ -37,12 +37,14 @@ void print_groups() {
       "lists a method's parameters; docs/methods/NAME.md explains it.\n");
   std::map<PressReads, std::vector<const PressInfo*>> groups;
   for (const PressInfo& info : press_catalogue()) groups[info.reads].push_back(&info);
+  size_t width = 0;  // the longest name and its star, so that the summaries line up
+  for (const PressInfo& info : press_catalogue()) width = std::max(width, info.name.size() + 2);
   for (const auto& [reads, members] : groups) {
     std::string heading = press_reads_heading(reads);
     heading[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(heading[0])));
     fmt::print("\n{}\n", heading);
     for (const PressInfo* info : members) {
-      fmt::print("  {:<20} {}\n", info->name + (is_scorer(*info) ? " *" : ""), info->summary);
+      fmt::print("  {:<{}} {}\n", info->name + (is_scorer(*info) ? " *" : ""), width, info->summary);
     }
   }
   fmt::print(

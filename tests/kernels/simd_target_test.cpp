@@ -25,9 +25,11 @@ void restore_cap() {
 
 // The best of `targets` that the CPU has (`uncapped`) and the kernels are built for, by
 // Highway's order (the lowest bit is the best); the static target when there is none (on
-// aarch64 the fallback is NEON itself).
+// aarch64 the fallback is NEON itself). The kernels' targets, not this file's HWY_TARGETS:
+// the sanitizer builds compile the kernels for the static target only
+// (HWY_COMPILE_ONLY_STATIC, cmake/layers.cmake), where no cap can go below it.
 std::string best_of(int64_t uncapped, int64_t targets) {
-  const int64_t t = uncapped & HWY_TARGETS & targets;
+  const int64_t t = uncapped & built_simd_targets() & targets;
   return hwy::TargetName(t == 0 ? HWY_STATIC_TARGET : t & -t);  // none: dispatch's fallback
 }
 

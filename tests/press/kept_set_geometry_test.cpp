@@ -54,18 +54,11 @@ using Kept = std::vector<std::vector<Positions>>;  // [layer][KV head]
 using LayerScores = std::vector<Scores>;           // [KV head]: a score per scored entry
 
 std::string model_path() { return testing::kept_set_model_path(); }
-
 const std::vector<int32_t>& prompt() {
-  static const std::vector<int32_t> p = [] {
-    return testing::distinct_prompt(kPrompt);
-  }();
+  static const std::vector<int32_t> p = testing::distinct_prompt(kPrompt);
   return p;
 }
-
-const ReferenceTrace& trace() {
-  static const ReferenceTrace t = testing::reference_trace(model_path(), prompt(), testing::KeyVisibility{});
-  return t;
-}
+const ReferenceTrace& trace() { return testing::kept_set_trace(kPrompt); }
 
 // Key (or value) row of KV head g at position t, as the trace holds it (keys after RoPE).
 std::vector<double> row(bool key, int64_t l, int64_t g, int64_t t) {
@@ -73,17 +66,9 @@ std::vector<double> row(bool key, int64_t l, int64_t g, int64_t t) {
   return {r.begin() + g * kDim, r.begin() + (g + 1) * kDim};
 }
 
-// The key before RoPE: the random Llama model rotates interleaved pairs (2i, 2i + 1) by
-// t * 10000^(-2i / d); the inverse rotation is by -t.
+// The key before RoPE: the rotation undone.
 std::vector<double> pre_rope_key(int64_t l, int64_t g, int64_t t) {
-  std::vector<double> k = row(true, l, g, t);
-  for (int64_t i = 0; i < kDim / 2; ++i) {
-    const double theta = -static_cast<double>(t) * std::pow(10000.0, -2.0 * static_cast<double>(i) / kDim);
-    const double a = k[2 * i], b = k[2 * i + 1];
-    k[2 * i] = a * std::cos(theta) - b * std::sin(theta);
-    k[2 * i + 1] = a * std::sin(theta) + b * std::cos(theta);
-  }
-  return k;
+  return testing::rope_rotated(row(true, l, g, t), -static_cast<double>(t));
 }
 
 double squared_norm(const std::vector<double>& x) {

@@ -51,38 +51,20 @@ const AttentionShape kShape{4, 2, kDim};
 using Kept = std::vector<std::vector<Positions>>;  // [layer][KV head]
 
 std::string model_path() { return testing::kept_set_model_path(); }
-
 const std::vector<int32_t>& prompt() {
-  static const std::vector<int32_t> p = [] {
-    return testing::distinct_prompt(kPrompt);
-  }();
+  static const std::vector<int32_t> p = testing::distinct_prompt(kPrompt);
   return p;
 }
-
-const ReferenceTrace& trace() {
-  static const ReferenceTrace t = testing::reference_trace(model_path(), prompt(), testing::KeyVisibility{});
-  return t;
-}
-
-// The random Llama model rotates interleaved pairs (2i, 2i + 1) by t * 10000^(-2i / d).
-std::vector<double> rotated(std::vector<double> x, double t) {
-  for (int64_t i = 0; i < kDim / 2; ++i) {
-    const double theta = t * std::pow(10000.0, -2.0 * static_cast<double>(i) / kDim);
-    const double a = x[2 * i], b = x[2 * i + 1];
-    x[2 * i] = a * std::cos(theta) - b * std::sin(theta);
-    x[2 * i + 1] = a * std::sin(theta) + b * std::cos(theta);
-  }
-  return x;
-}
+const ReferenceTrace& trace() { return testing::kept_set_trace(kPrompt); }
 
 // Key of KV head g (or query of head h) at position t before RoPE.
 std::vector<double> pre_rope_key(int64_t l, int64_t g, int64_t t) {
   const auto& r = trace().keys[l][t];
-  return rotated({r.begin() + g * kDim, r.begin() + (g + 1) * kDim}, -static_cast<double>(t));
+  return testing::rope_rotated({r.begin() + g * kDim, r.begin() + (g + 1) * kDim}, -static_cast<double>(t));
 }
 std::vector<double> pre_rope_query(int64_t l, int64_t h, int64_t t) {
   const auto& r = trace().queries[l][t];
-  return rotated({r.begin() + h * kDim, r.begin() + (h + 1) * kDim}, -static_cast<double>(t));
+  return testing::rope_rotated({r.begin() + h * kDim, r.begin() + (h + 1) * kDim}, -static_cast<double>(t));
 }
 
 double key_norm(int64_t l, int64_t g, int64_t t) {
@@ -232,10 +214,10 @@ double duo_score(int64_t l, int64_t g, int64_t q_len) {
       const auto qt = pre_rope_query(l, h, t);
       for (int64_t i = 0; i < kDim; ++i) q[i] += qt[i] / kPrompt;
     }
-    const auto q_last = rotated(q, static_cast<double>(q_len - 1));
+    const auto q_last = testing::rope_rotated(q, static_cast<double>(q_len - 1));
     Scores logits;
     for (int64_t j = 0; j < q_len; ++j) {
-      const auto kj = rotated(k, static_cast<double>(j));
+      const auto kj = testing::rope_rotated(k, static_cast<double>(j));
       double dot = 0;
       for (int64_t i = 0; i < kDim; ++i) dot += q_last[i] * kj[i];
       logits.push_back(dot / std::sqrt(double(kDim)));

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <numeric>
 #include <random>
 #include <utility>
@@ -26,6 +27,24 @@ std::vector<int32_t> distinct_prompt(int64_t n) {
   std::iota(tokens.begin(), tokens.end(), 3);
   std::shuffle(tokens.begin(), tokens.end(), std::mt19937(11));
   return std::vector<int32_t>(tokens.begin(), tokens.begin() + n);
+}
+
+const ReferenceTrace& kept_set_trace(int64_t n) {
+  static std::map<int64_t, ReferenceTrace> traces;  // tests run on one thread
+  auto it = traces.find(n);
+  if (it == traces.end()) it = traces.emplace(n, reference_trace(kept_set_model_path(), distinct_prompt(n), KeyVisibility{})).first;
+  return it->second;
+}
+
+std::vector<double> rope_rotated(std::vector<double> x, double t) {
+  const auto d = static_cast<double>(x.size());
+  for (size_t i = 0; i < x.size() / 2; ++i) {
+    const double theta = t * std::pow(10000.0, -2.0 * static_cast<double>(i) / d);
+    const double a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * std::cos(theta) - b * std::sin(theta);
+    x[2 * i + 1] = a * std::sin(theta) + b * std::cos(theta);
+  }
+  return x;
 }
 
 Scores attention_row(const ReferenceTrace& trace, const AttentionShape& shape, int64_t layer, int64_t head,

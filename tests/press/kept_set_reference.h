@@ -33,6 +33,11 @@ std::string kept_set_model_path();
 // layer 0 two keys of the same norm (RoPE is a rotation), a KNorm tie that rounding, not
 // position, would break.
 std::vector<int32_t> distinct_prompt(int64_t n);
+// The reference forward of the kept-set model over distinct_prompt(n), computed once per n.
+const ReferenceTrace& kept_set_trace(int64_t n);
+// x (one head's row) rotated by RoPE at position t as the random Llama models rotate it:
+// interleaved pairs (2i, 2i + 1) by t * 10000^(-2i / d). t < 0 undoes a rotation.
+std::vector<double> rope_rotated(std::vector<double> x, double t);
 
 using Scores = std::vector<double>;       // one per entry, by position
 using Positions = std::vector<int32_t>;   // ascending

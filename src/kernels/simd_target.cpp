@@ -89,4 +89,6 @@ std::string simd_target_name() {
 
 int64_t built_simd_targets() { return HWY_TARGETS; }
 
+int64_t static_simd_target() { return HWY_STATIC_TARGET; }
+
 }  // namespace deferkv

@@ -30,5 +30,8 @@ std::string simd_target_name();
 // The Highway targets the kernels are built for (hwy_targets.h's HWY_TARGETS; gemm_int16.cpp
 // adds AVX3_DL of its own), for tests that force each one in turn.
 int64_t built_simd_targets();
+// The kernels' static target (what their compile flags allow everywhere, e.g. AVX3 under the
+// sanitizer builds' -march=native). Highway never disables it, so no cap goes below it.
+int64_t static_simd_target();
 
 }  // namespace deferkv

@@ -25,12 +25,14 @@ void restore_cap() {
 
 // The best of `targets` that the CPU has (`uncapped`) and the kernels are built for, by
 // Highway's order (the lowest bit is the best); the static target when there is none (on
-// aarch64 the fallback is NEON itself). The kernels' targets, not this file's HWY_TARGETS:
-// the sanitizer builds compile the kernels for the static target only
-// (HWY_COMPILE_ONLY_STATIC, cmake/layers.cmake), where no cap can go below it.
+// aarch64 the fallback is NEON itself). Highway never disables the kernels' static target
+// (their compiler may use its instructions anywhere), so a cap below it keeps it: that
+// matters in the sanitizer builds, which compile the kernels for the static target only
+// under -march=native (cmake/layers.cmake), hence the kernels' own targets, not this file's
+// HWY_TARGETS and HWY_STATIC_TARGET.
 std::string best_of(int64_t uncapped, int64_t targets) {
-  const int64_t t = uncapped & built_simd_targets() & targets;
-  return hwy::TargetName(t == 0 ? HWY_STATIC_TARGET : t & -t);  // none: dispatch's fallback
+  const int64_t t = uncapped & built_simd_targets() & (targets | static_simd_target());
+  return hwy::TargetName(t == 0 ? static_simd_target() : t & -t);  // none: dispatch's fallback
 }
 
 TEST(SimdTarget, CapKeepsDispatchAtOrBelowTheNamedSet) {

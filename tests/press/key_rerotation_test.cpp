@@ -68,15 +68,6 @@ void rotate(std::vector<double>& x, const ModelConfig& c, int64_t delta) {
   }
 }
 
-double relative_error(const float* got, const std::vector<double>& want) {
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff += (got[i] - want[i]) * (got[i] - want[i]);
-    norm += want[i] * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
 TEST(KeyRerotation, RerotatedKeys) {
   const std::string path = testing::press_test_model_path();  // 3 layers
   const std::vector<int32_t> prompt = testing::random_prompt(kPrompt);
@@ -100,11 +91,11 @@ TEST(KeyRerotation, RerotatedKeys) {
       for (int64_t j = 0; j < kBudget; ++j) {
         std::vector<double> want(full.keys[l][kept[j]].begin() + g * d, full.keys[l][kept[j]].begin() + (g + 1) * d);
         rotate(want, c, j - kept[j]);
-        EXPECT_LT(relative_error(keys(j), want), 1e-5) << "layer " << l << " KV head " << g << " entry " << j;
+        EXPECT_LT(testing::relative_l2(keys(j), want), 1e-5) << "layer " << l << " KV head " << g << " entry " << j;
         if (l == 0) {
           const std::vector<double> prefilled(prefill_of_kept.keys[0][j].begin() + g * d,
                                               prefill_of_kept.keys[0][j].begin() + (g + 1) * d);
-          EXPECT_LT(relative_error(keys(j), prefilled), 1e-5) << "KV head " << g << " entry " << j;
+          EXPECT_LT(testing::relative_l2(keys(j), prefilled), 1e-5) << "KV head " << g << " entry " << j;
         }
       }
     }
@@ -122,11 +113,11 @@ TEST(KeyRerotation, DecodeLogits) {
   const auto reference = testing::reference_logits(path, tokens);
   // logits[1]: after y_1 fed at position b; logits[2]: after y_2 at b + 1.
   for (int64_t step = 1; step <= 2; ++step) {
-    EXPECT_LT(relative_error(run.logits[step].data(), reference[kBudget + step - 1]), 1e-4) << "decode step " << step;
+    EXPECT_LT(testing::relative_l2(run.logits[step].data(), reference[kBudget + step - 1]), 1e-4) << "decode step " << step;
   }
   // Without re-rotation the same kept set decodes at T: other logits.
   const auto plain = testing::run_press_on_model(path, "streaming_llm", KvBudget::per_head(kBudget), prompt, 1);
-  EXPECT_GT(relative_error(plain.logits[1].data(), reference[kBudget]), 1e-3);
+  EXPECT_GT(testing::relative_l2(plain.logits[1].data(), reference[kBudget]), 1e-3);
 }
 
 TEST(KeyRerotation, QuestionAgnosticQuestionFollowsAtN) {
@@ -147,8 +138,8 @@ TEST(KeyRerotation, QuestionAgnosticQuestionFollowsAtN) {
   tokens.insert(tokens.end(), question.begin(), question.end());
   tokens.push_back(run.generated[0]);
   const auto reference = testing::reference_logits(path, tokens);
-  EXPECT_LT(relative_error(run.logits[0].data(), reference[kBudget + kQuestion - 1]), 1e-4) << "after the question";
-  EXPECT_LT(relative_error(run.logits[1].data(), reference[kBudget + kQuestion]), 1e-4) << "decode step 1";
+  EXPECT_LT(testing::relative_l2(run.logits[0].data(), reference[kBudget + kQuestion - 1]), 1e-4) << "after the question";
+  EXPECT_LT(testing::relative_l2(run.logits[1].data(), reference[kBudget + kQuestion]), 1e-4) << "decode step 1";
 }
 
 TEST(KeyRerotation, RefusedWhereItCannotApply) {

@@ -263,8 +263,11 @@ void CompressedContext::save(const std::string& path) const {
   }
 }
 
-std::shared_ptr<const CompressedContext> CompressedContext::read(const std::string& path) {
-  const MappedFile file(path);
+namespace {
+
+// The payload after a header that names this format and version, whose size and SHA-256
+// match the file: everything read from it after this is at least what was written.
+std::string_view checked_payload(const MappedFile& file, const std::string& path) {
   if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
     fail("'{}' is not a compressed context (no DKVCTX header)", path);
   }
@@ -278,22 +281,13 @@ std::shared_ptr<const CompressedContext> CompressedContext::read(const std::stri
          "holds {}", path, payload_bytes, file.size() - kHeaderBytes);
   }
   const std::string stored(reinterpret_cast<const char*>(file.data()) + kHeaderBytes - kDigestChars, kDigestChars);
-  const uint8_t* payload = file.data() + kHeaderBytes;
-  if (sha256_hex(std::string_view(reinterpret_cast<const char*>(payload), payload_bytes)) != stored) {
-    fail("compressed context '{}' is corrupt: its payload does not match its SHA-256", path);
-  }
+  const std::string_view payload(reinterpret_cast<const char*>(file.data()) + kHeaderBytes, payload_bytes);
+  if (sha256_hex(payload) != stored) fail("compressed context '{}' is corrupt: its payload does not match its SHA-256", path);
+  return payload;
+}
 
-  Reader r(path, payload, payload_bytes);
-  std::shared_ptr<CompressedContext> c(new CompressedContext());
-  c->model_sha256_ = r.get_string("model sha256", kDigestChars);
-  if (c->model_sha256_.size() != kDigestChars) r.corrupt("the model's sha256 is not 64 hex digits");
-  c->press_ = r.get_string("press", kMaxPressChars);
-  c->cache_type_k_ = r.get_string("cache type of keys", kMaxTypeChars);
-  c->cache_type_v_ = r.get_string("cache type of values", kMaxTypeChars);
-  const auto mode = r.get<uint8_t>("mode");
-  if (mode > 1) r.corrupt(fmt::format("mode {} is neither 0 (question-agnostic) nor 1 (question-aware)", mode));
-  c->mode_ = static_cast<ContextMode>(mode);
-  State& s = *c->state_;
+// The cache's shape and types, each bounded before any head is read.
+void read_shape(Reader& r, const std::string& type_k, const std::string& type_v, CompressedContext::State& s) {
   const auto n_layer = r.get<uint32_t>("layer count");
   const auto n_head_kv = r.get<uint32_t>("KV head count");
   const auto head_dim = r.get<uint32_t>("head_dim");
@@ -305,12 +299,67 @@ std::shared_ptr<const CompressedContext> CompressedContext::read(const std::stri
   s.n_head_kv = n_head_kv;
   s.kv.head_dim = head_dim;
   try {
-    s.kv.types = {kv_cache_type_from_name(c->cache_type_k_), kv_cache_type_from_name(c->cache_type_v_)};
+    s.kv.types = {kv_cache_type_from_name(type_k), kv_cache_type_from_name(type_v)};
     check_kv_cache_type(s.kv.types.keys, head_dim, "keys");
     check_kv_cache_type(s.kv.types.values, head_dim, "values");
   } catch (const Error& e) {
     r.corrupt(e.what());
   }
+}
+
+// Every layer's and KV head's kept rows: at most `n_past` entries a head, at increasing
+// positions before `n_past`, each count bounded by the bytes left before it is allocated.
+void read_heads(Reader& r, const std::string& path, int64_t n_past, CompressedContext::State& s) {
+  KvCache::Snapshot& kv = s.kv;
+  const int64_t key_row = dtype_row_bytes(kv.types.keys, kv.head_dim);
+  const int64_t value_row = dtype_row_bytes(kv.types.values, kv.head_dim);
+  const uint64_t heads = static_cast<uint64_t>(s.n_layer) * static_cast<uint64_t>(s.n_head_kv);
+  constexpr uint64_t kLeastHeadBytes = sizeof(uint64_t) + sizeof(uint32_t);
+  if (heads > r.left() / kLeastHeadBytes) {
+    fail("compressed context '{}' is truncated or corrupt: {} heads cannot fit in the {} bytes left", path, heads, r.left());
+  }
+  for (uint64_t i = 0; i < heads; ++i) {
+    const uint64_t length = r.get_count("a head's entry count", sizeof(int32_t) + key_row + value_row);
+    if (length > static_cast<uint64_t>(n_past)) {
+      r.corrupt(fmt::format("head {} holds {} entries, more than its position {}", i, length, n_past));
+    }
+    const auto shift = r.get<uint32_t>("a head's key shift count");
+    if (shift != 0 && shift != static_cast<uint64_t>(kv.head_dim)) {
+      r.corrupt(fmt::format("head {}'s key shift has {} values, not 0 or {}", i, shift, kv.head_dim));
+    }
+    r.get_array(kv.key_shifts.emplace_back(), shift, "a head's key shift");
+    std::vector<int32_t>& positions = kv.positions.emplace_back();
+    r.get_array(positions, length, "a head's positions");
+    for (size_t j = 0; j < positions.size(); ++j) {
+      if (positions[j] < 0 || positions[j] >= n_past || (j > 0 && positions[j] <= positions[j - 1])) {
+        r.corrupt(fmt::format("head {}'s positions are not increasing within 0..{}", i, n_past - 1));
+      }
+    }
+    r.get_array(kv.keys.emplace_back(), length * static_cast<uint64_t>(key_row), "a head's keys");
+    r.get_array(kv.values.emplace_back(), length * static_cast<uint64_t>(value_row), "a head's values");
+    kv.lengths.push_back(static_cast<int64_t>(length));
+  }
+  if (r.left() != 0) r.corrupt(fmt::format("{} bytes follow the last head", r.left()));
+}
+
+}  // namespace
+
+// In the order save() writes: the description, the shape, the tokens and logits, the heads.
+std::shared_ptr<const CompressedContext> CompressedContext::read(const std::string& path) {
+  const MappedFile file(path);
+  const std::string_view payload = checked_payload(file, path);
+  Reader r(path, reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
+  std::shared_ptr<CompressedContext> c(new CompressedContext());
+  c->model_sha256_ = r.get_string("model sha256", kDigestChars);
+  if (c->model_sha256_.size() != kDigestChars) r.corrupt("the model's sha256 is not 64 hex digits");
+  c->press_ = r.get_string("press", kMaxPressChars);
+  c->cache_type_k_ = r.get_string("cache type of keys", kMaxTypeChars);
+  c->cache_type_v_ = r.get_string("cache type of values", kMaxTypeChars);
+  const auto mode = r.get<uint8_t>("mode");
+  if (mode > 1) r.corrupt(fmt::format("mode {} is neither 0 (question-agnostic) nor 1 (question-aware)", mode));
+  c->mode_ = static_cast<ContextMode>(mode);
+  read_shape(r, c->cache_type_k_, c->cache_type_v_, *c->state_);
+
   c->n_past_ = r.get<int64_t>("position");
   const uint64_t n_tokens = r.get_count("token count", sizeof(int32_t));
   if (n_tokens == 0) r.corrupt("it holds no tokens");
@@ -320,39 +369,8 @@ std::shared_ptr<const CompressedContext> CompressedContext::read(const std::stri
   r.get_array(c->tokens_, n_tokens, "tokens");
   const uint64_t n_logits = r.get_count("logit count", sizeof(float));
   if (n_logits == 0) r.corrupt("it holds no logits");
-  r.get_array(s.logits, n_logits, "logits");
-
-  const int64_t key_row = dtype_row_bytes(s.kv.types.keys, head_dim);
-  const int64_t value_row = dtype_row_bytes(s.kv.types.values, head_dim);
-  const uint64_t heads = uint64_t{n_layer} * n_head_kv;
-  constexpr uint64_t kLeastHeadBytes = sizeof(uint64_t) + sizeof(uint32_t);
-  if (heads > r.left() / kLeastHeadBytes) {
-    fail("compressed context '{}' is truncated or corrupt: {} heads cannot fit in the {} bytes left", path, heads, r.left());
-  }
-  for (uint64_t i = 0; i < heads; ++i) {
-    const uint64_t length = r.get_count("a head's entry count", sizeof(int32_t) + key_row + value_row);
-    if (length > static_cast<uint64_t>(c->n_past_)) {
-      r.corrupt(fmt::format("head {} holds {} entries, more than its position {}", i, length, c->n_past_));
-    }
-    const auto shift = r.get<uint32_t>("a head's key shift count");
-    if (shift != 0 && shift != head_dim) r.corrupt(fmt::format("head {}'s key shift has {} values, not 0 or {}", i, shift, head_dim));
-    s.kv.key_shifts.emplace_back();
-    r.get_array(s.kv.key_shifts.back(), shift, "a head's key shift");
-    s.kv.positions.emplace_back();
-    std::vector<int32_t>& positions = s.kv.positions.back();
-    r.get_array(positions, length, "a head's positions");
-    for (size_t j = 0; j < positions.size(); ++j) {
-      if (positions[j] < 0 || positions[j] >= c->n_past_ || (j > 0 && positions[j] <= positions[j - 1])) {
-        r.corrupt(fmt::format("head {}'s positions are not increasing within 0..{}", i, c->n_past_ - 1));
-      }
-    }
-    s.kv.keys.emplace_back();
-    r.get_array(s.kv.keys.back(), length * static_cast<uint64_t>(key_row), "a head's keys");
-    s.kv.values.emplace_back();
-    r.get_array(s.kv.values.back(), length * static_cast<uint64_t>(value_row), "a head's values");
-    s.kv.lengths.push_back(static_cast<int64_t>(length));
-  }
-  if (r.left() != 0) r.corrupt(fmt::format("{} bytes follow the last head", r.left()));
+  r.get_array(c->state_->logits, n_logits, "logits");
+  read_heads(r, path, c->n_past_, *c->state_);
   return c;
 }
 

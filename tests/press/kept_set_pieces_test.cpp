@@ -7,9 +7,10 @@
 //
 // Mutants applied to the engine, run, seen failing, reverted (the tests that failed):
 //   prompt_pieces.cpp scores each block alone, without the entries
-//      kept so far (piece = the new block only)                      -> KeyDiffInBlocks
+//      kept so far (piece = the new block only)                      -> KeyDiffInBlocks, SinksStayOutsideThePieces
 //   prompt_pieces.cpp scores each segment with every candidate
 //      before it (piece = [sinks, end))                              -> KeyDiffInSegments
+//   prompt_pieces.cpp's segment share without max(1, .)               -> KeyDiffInSegments
 //   scored_press.cpp's budget_at counts the prompt's tokens at a
 //      decode step too (seen = prompt_end())                         -> KNormToARatioOfEveryTokenSeen
 #include <gtest/gtest.h>
@@ -110,8 +111,9 @@ TEST(KeptSetPieces, KeyDiffInBlocks) {
 
 TEST(KeptSetPieces, KeyDiffInSegments) {
   // kvpress's ChunkPress at ratio r: each segment of S keeps max(1, int(n (1 - r))) of its
-  // n entries by the scores of the segment alone (64, 64, 32 -> 32, 32, 16 at r = 0.5).
-  for (const auto& [segment, ratio] : {std::pair<int64_t, double>{64, 0.5}, {48, 0.7}}) {
+  // n entries by the scores of the segment alone (64, 64, 32 -> 32, 32, 16 at r = 0.5; the
+  // last of 53, 53, 53, 1 at r = 0.7 keeps its one entry).
+  for (const auto& [segment, ratio] : {std::pair<int64_t, double>{64, 0.5}, {48, 0.7}, {53, 0.7}}) {
     SCOPED_TRACE(segment);
     Kept want(kLayers);
     for (int64_t l = 0; l < kLayers; ++l) {

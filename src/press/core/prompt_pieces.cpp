@@ -52,7 +52,8 @@ void hold_piece(const KvCache& from, int64_t layer, const std::vector<int64_t>& 
       s.key_shifts.emplace_back();
       if (l != layer) continue;
       const KvHeadView v = from.view(l, g);
-      if (v.keys.coding.shift != nullptr) s.key_shifts.back().assign(v.keys.coding.shift, v.keys.coding.shift + s.head_dim);
+      const float* shift = v.keys.coding.shift;  // the rows are encoded with it
+      if (shift != nullptr) s.key_shifts.back().assign(shift, shift + s.head_dim);
       const auto add = [&](int64_t j) {
         s.keys.back().insert(s.keys.back().end(), v.keys.row(j), v.keys.row(j) + v.keys.row_bytes());
         s.values.back().insert(s.values.back().end(), v.values.row(j), v.values.row(j) + v.values.row_bytes());

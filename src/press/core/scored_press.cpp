@@ -47,7 +47,8 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
     if (!o.weights.empty() && static_cast<int64_t>(o.weights.size()) != o.count) {
       fail("internal: {} window weights for a window of {}", o.weights.size(), o.count);
     }
-  }  if (parts_.pieces.kind == PromptPieces::Kind::kSegments && !budget.is_ratio()) {
+  }
+  if (parts_.pieces.kind == PromptPieces::Kind::kSegments && !budget.is_ratio()) {
     fail("press '{}': segment= keeps each segment's share of a compression ratio; give --kv-ratio, not a per-head "
          "budget",
          description());
@@ -314,10 +315,12 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   const LayerEviction view{l, n_layer, prompt_end(), decode_origin() + step, b, window, candidate_counts(cache, l, window),
                            prompt.values, decode, cache};
   std::vector<std::vector<int32_t>> dropped;
-  if (parts_.pieces.kind == PromptPieces::Kind::kWhole || step > 0) {
+  if (parts_.pieces.kind == PromptPieces::Kind::kWhole) {
     std::vector<std::vector<float>> scores = score(view);
     dropped = choose(view, scores, *selector_);
-  } else if (l >= parts_.allocation.skip_layers) {  // a skipped layer keeps every candidate
+  } else if (l >= parts_.allocation.skip_layers) {
+    // The prompt in pieces (its one eviction, at the prefill's end): the sinks and the
+    // window stay, the pieces share the rest of b per head. A skipped layer keeps all.
     const int64_t room = std::max<int64_t>(0, b - window);
     const int64_t sinks = std::min(parts_.selection.sinks, room);
     std::vector<int64_t> head_sinks;

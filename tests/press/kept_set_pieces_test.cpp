@@ -143,6 +143,19 @@ TEST(KeptSetPieces, SinksStayOutsideThePieces) {
   }
 }
 
+TEST(KeptSetPieces, SinksCountInTheFirstSegment) {
+  // StreamingLLM in segments of 40 at r = 0.5: each keeps its 20 newest, the first segment
+  // its 4 sinks and its 16 newest.
+  const auto segments = testing::run_press_on_model(model_path(), "streaming_llm:segment=40", KvBudget::ratio(0.5),
+                                                    prompt(), 1);
+  Positions want = span(0, 4);
+  for (int64_t end : {40, 80, 120, 160}) want = united(want, span(end - (end == 40 ? 16 : 20), end));
+  want = united(want, span(kPrompt, kPrompt + 1));
+  for (int64_t l = 0; l < kLayers; ++l) {
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) EXPECT_EQ(segments.positions[l][g], want);
+  }
+}
+
 TEST(KeptSetPieces, KNormToARatioOfEveryTokenSeen) {
   // every=2 at r = 0.25: the prefill keeps int(160 * 0.75) = 120 smallest key norms per
   // head; after step 2 every token seen is 162, so each head keeps int(162 * 0.75) = 121

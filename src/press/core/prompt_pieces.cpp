@@ -103,16 +103,19 @@ std::vector<std::vector<int32_t>> dropped_by_pieces(const PromptPieces& pieces, 
   const size_t heads = eviction.candidates.size();
   const bool blocks = pieces.kind == PromptPieces::Kind::kBlocks;
   if (pieces.kind == PromptPieces::Kind::kWhole) fail("internal: an eviction by pieces with no pieces");
-  // Per head: the candidates kept so far, and where the next piece starts.
+  // Per head: the candidates kept so far, and where the next piece starts. Segments run
+  // from the head's first candidate, so the first one holds the sinks and counts them in
+  // its share (kvpress's first chunk keeps its sinks within its share, its scorer scoring
+  // them high); blocks start after the first `room` candidates past the sinks, as kvpress
+  // starts from the first n_kept entries.
   std::vector<std::vector<int32_t>> kept(heads);
-  std::vector<int64_t> next(heads);
+  std::vector<int64_t> next(heads, 0);
   int64_t longest = 1;
   for (size_t g = 0; g < heads; ++g) {
-    next[g] = sinks[g];
-    if (blocks) {  // kvpress starts from the first `room` entries, then adds a block at a time
+    if (blocks) {
       const int64_t first = std::min(room, eviction.candidates[g] - sinks[g]);
       kept[g] = index_range(sinks[g], sinks[g] + first);
-      next[g] += first;
+      next[g] = sinks[g] + first;
     }
     longest = std::max(longest, sinks[g] + (blocks ? room : 0) + pieces.size);
   }
@@ -120,25 +123,31 @@ std::vector<std::vector<int32_t>> dropped_by_pieces(const PromptPieces& pieces, 
                   eviction.cache.types());
   for (;;) {
     std::vector<std::vector<int32_t>> piece(heads);
-    bool any = false;
+    std::vector<int64_t> keep(heads, 0);  // how many of its piece each head keeps
+    bool more = false;
     for (size_t g = 0; g < heads; ++g) {
-      const int64_t end = std::min(next[g] + pieces.size, eviction.candidates[g]);
-      if (next[g] >= end) continue;  // this head is done; its piece stays empty
-      any = true;
-      piece[g] = blocks ? merge_indices(kept[g], index_range(next[g], end)) : index_range(next[g], end);
+      const int64_t begin = next[g], end = std::min(next[g] + pieces.size, eviction.candidates[g]);
+      if (begin >= end) continue;  // this head is done; its piece stays empty
+      more = true;
       next[g] = end;
+      if (blocks) {
+        piece[g] = merge_indices(kept[g], index_range(begin, end));
+        keep[g] = room;
+      } else {
+        const int64_t n = end - begin, sinks_in = std::clamp<int64_t>(sinks[g] - begin, 0, n);
+        const auto n_kept = static_cast<int64_t>(static_cast<double>(n) * (1.0 - compression_ratio));
+        const int64_t share = std::max<int64_t>(1, n_kept);
+        piece[g] = index_range(begin + sinks_in, end);
+        keep[g] = std::max<int64_t>(0, share - sinks_in);
+      }
     }
-    if (!any) break;
+    if (!more) break;
+    if (std::all_of(piece.begin(), piece.end(), [](const auto& p) { return p.empty(); })) continue;  // sinks only
     const std::vector<std::vector<float>> scores = score_piece(eviction, sinks, piece, scratch, score);
     for (size_t g = 0; g < heads; ++g) {
       if (piece[g].empty()) continue;
-      if (blocks) {
-        kept[g] = pick(piece[g], top_k(scores[g], room));
-      } else {
-        const auto n = static_cast<double>(piece[g].size());
-        const int64_t share = std::max<int64_t>(1, static_cast<int64_t>(n * (1.0 - compression_ratio)));
-        kept[g] = merge_indices(kept[g], pick(piece[g], top_k(scores[g], share)));
-      }
+      const std::vector<int32_t> best = pick(piece[g], top_k(scores[g], keep[g]));
+      kept[g] = blocks ? best : merge_indices(kept[g], best);
     }
   }
   std::vector<std::vector<int32_t>> dropped(heads);

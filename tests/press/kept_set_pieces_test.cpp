@@ -9,8 +9,11 @@
 //   prompt_pieces.cpp scores each block alone, without the entries
 //      kept so far (piece = the new block only)                      -> KeyDiffInBlocks, SinksStayOutsideThePieces
 //   prompt_pieces.cpp scores each segment with every candidate
-//      before it (piece = [sinks, end))                              -> KeyDiffInSegments
+//      before it (piece = [sinks, end))                              -> KeyDiffInSegments,
+//                                                                       SinksCountInTheFirstSegment
 //   prompt_pieces.cpp's segment share without max(1, .)               -> KeyDiffInSegments
+//   prompt_pieces.cpp's first segment keeps its share besides the
+//      sinks (keep = share, not share - sinks)                       -> SinksCountInTheFirstSegment
 //   scored_press.cpp's budget_at counts the prompt's tokens at a
 //      decode step too (seen = prompt_end())                         -> KNormToARatioOfEveryTokenSeen
 #include <gtest/gtest.h>

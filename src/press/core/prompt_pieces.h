@@ -20,6 +20,10 @@
 // piece's hidden states, which deferkv does not keep). Such methods do not declare the
 // parameters (SharedDefaults::pieces), and PressParams names why when one is given.
 //
+// [OUR FORMULATION] The method's sinks are kept unscored and every piece is scored with
+// them in front (where LagKV and CUR expect them); the first segment counts them in its
+// share. kvpress's scorers score their sinks high within each piece instead.
+//
 // [OUR FORMULATION] kvpress computes the whole prompt in one forward pass and then
 // compresses block by block (its BlockPress says so: not a true chunked prefill); so does
 // this. The eviction runs at each layer's prompt end like every scorer's, so the peak is

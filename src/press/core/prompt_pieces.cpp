@@ -88,7 +88,7 @@ std::vector<std::vector<float>> score_piece(const LayerEviction& eviction, const
 }
 
 // The entries of `piece` at `indices` (ascending).
-std::vector<int32_t> pick(const std::vector<int32_t>& piece, const std::vector<int32_t>& indices) {
+std::vector<int32_t> piece_entries(const std::vector<int32_t>& piece, const std::vector<int32_t>& indices) {
   std::vector<int32_t> out;
   out.reserve(indices.size());
   for (int32_t i : indices) out.push_back(piece[static_cast<size_t>(i)]);
@@ -146,7 +146,7 @@ std::vector<std::vector<int32_t>> dropped_by_pieces(const PromptPieces& pieces, 
     const std::vector<std::vector<float>> scores = score_piece(eviction, sinks, piece, scratch, score);
     for (size_t g = 0; g < heads; ++g) {
       if (piece[g].empty()) continue;
-      const std::vector<int32_t> best = pick(piece[g], top_k(scores[g], keep[g]));
+      const std::vector<int32_t> best = piece_entries(piece[g], top_k(scores[g], keep[g]));
       kept[g] = blocks ? best : merge_indices(kept[g], best);
     }
   }

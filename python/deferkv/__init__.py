@@ -167,7 +167,7 @@ def _parameter_text(value: Any) -> str:
 
 class Press:
     """A Scorer with the shared parameters of every scorer method: allocation (alloc, rounding,
-    beta, alpha, profile), selection (chunk, reuse) and trigger (d, per_step, every), as
+    beta, alpha, profile), selection (chunk, reuse) and trigger (d, per_step, every, ratio_of), as
     `deferkv presses` lists them for snapkv, e.g. Press(MyScorer(), alloc="adakv", d=2).
 
     Wherever a press is taken (Model.generate, Model.compress, Session, Session.set_press,

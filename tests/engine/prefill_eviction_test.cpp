@@ -281,6 +281,8 @@ std::vector<Case> one_shot_cases() {
       "expected_attention:stats=" + query_stats_file(),
       "qfilter:filters=" + qfilters_file(),
       "streaming_llm",
+      "keydiff:block=16",  // the prompt in pieces, still each layer at its end
+      "lagkv:lag=8,block=24",
       "compresskv:profile=" + profile,
       "snapkv:alloc=calibrated,profile=" + profile,
       "tova",                         // per step: its prefill-end cut inside the prefill, then every step

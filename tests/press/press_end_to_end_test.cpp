@@ -74,6 +74,8 @@ const std::vector<PressCase>& all_cases() {
       {"behavior_preserving:window=8", 8, true, true},
       {"behavior_preserving:window=8,queries=4,top_k=64,flexible=true", 8, false, true},
       {"behavior_preserving:window=4,sinks=2,every=3,block=8", 0, true, false},
+      {"keydiff:block=16", 0, true, true},
+      {"lagkv:lag=8,block=24", 0, true, true},
   };
   return cases;
 }

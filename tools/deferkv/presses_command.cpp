@@ -33,8 +33,10 @@ void print_method(const PressInfo& info) {
 void print_groups() {
   fmt::print(
       "KV-cache compression methods, by what they read. A scorer (*) takes every allocation\n"
-      "(alloc=), selection (chunk=) and trigger (d=, per_step=, every=). `deferkv presses NAME`\n"
-      "lists a method's parameters; docs/methods/NAME.md explains it.\n");
+      "(alloc=), selection (chunk=) and trigger (d=, per_step=, every=; ratio_of=seen: kvpress's\n"
+      "CompressionRatioDecodingPress); a scorer of keys and values also takes the prompt in\n"
+      "pieces (block=: BlockPress, segment=: ChunkPress). `deferkv presses NAME` lists a method's\n"
+      "parameters; docs/methods/NAME.md explains it.\n");
   std::map<PressReads, std::vector<const PressInfo*>> groups;
   for (const PressInfo& info : press_catalogue()) groups[info.reads].push_back(&info);
   size_t width = 0;  // the longest name and its star, so that the summaries line up

@@ -28,6 +28,14 @@ PressParams::PressParams(const PressInfo& info, const std::string& text) : info_
       fail("press '{}': '{}' is not key=value", info.name, item);
     }
     const std::string key = item.substr(0, eq);
+    // A scorer that reads queries or attention cannot score a piece of the prompt alone
+    // (prompt_pieces.h): say so rather than only that the key is unknown.
+    if (values_.find(key) == values_.end() && (key == "block" || key == "segment") && values_.count("alloc") != 0) {
+      fail("press '{}' cannot take {}=: its score reads the prompt's queries or attention, not only the entries of a "
+           "piece; block= and segment= are for the scorers of keys and values (knorm, keydiff, lagkv, leverage, cur, "
+           "qfilter, random, streaming_llm)",
+           info.name, key);
+    }
     if (values_.find(key) == values_.end()) {
       fail("press '{}' has no parameter '{}' (known: {})", info.name, key, known_keys(info));
     }

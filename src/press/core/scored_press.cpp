@@ -48,6 +48,15 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
       fail("internal: {} window weights for a window of {}", o.weights.size(), o.count);
     }
   }
+  if (parts_.pieces.kind == PromptPieces::Kind::kSegments && !budget.is_ratio()) {
+    fail("press '{}': segment= keeps each segment's share of a compression ratio; give --kv-ratio, not a per-head "
+         "budget",
+         description());
+  }
+  if (parts_.ratio_of == RatioOf::kSeen && !budget.is_ratio()) {
+    fail("press '{}': ratio_of=seen keeps a share of every token seen; give --kv-ratio, not a per-head budget",
+         description());
+  }
 }
 
 void ScoredPress::on_attach(const PressModelShape& shape, PressHost& host) {
@@ -210,6 +219,13 @@ void ScoredPress::match_to_cache(CapturedAttention& captured, const KvCache& cac
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) captured.fit(static_cast<size_t>(g), cache.view(l, g));
 }
 
+int64_t ScoredPress::budget_at(int64_t step) const {
+  if (parts_.ratio_of == RatioOf::kPrompt) return budget_entries();
+  // kvpress counts the tokens seen as the newest position + 1: the prompt and every step.
+  const auto seen = static_cast<double>(step == 0 ? prompt_end() : decode_origin() + step);
+  return std::max<int64_t>(1, static_cast<int64_t>(seen * (1.0 - budget().compression_ratio())));
+}
+
 std::vector<int64_t> ScoredPress::candidate_counts(const KvCache& cache, int64_t l, int64_t window) const {
   std::vector<int64_t> out;
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
@@ -287,7 +303,7 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
     for (auto& s : decode_attention_) s.resize(static_cast<size_t>(n_layer));
     selector_.emplace(parts_.selection);
   }
-  const int64_t b = budget_entries();
+  const int64_t b = budget_at(step);
   const int64_t window = parts_.trigger.per_step() ? std::min(parts_.window, b) : parts_.window;
   CapturedAttention& prompt = prompt_attention_[l];
   if (parts_.capture.captures_anything()) match_to_cache(prompt, cache, l);
@@ -298,8 +314,22 @@ void ScoredPress::evict_layer(KvCache& cache, int64_t step, int64_t l) {
   }
   const LayerEviction view{l, n_layer, prompt_end(), decode_origin() + step, b, window, candidate_counts(cache, l, window),
                            prompt.values, decode, cache};
-  std::vector<std::vector<float>> scores = score(view);
-  const std::vector<std::vector<int32_t>> dropped = choose(view, scores, *selector_);
+  std::vector<std::vector<int32_t>> dropped;
+  if (parts_.pieces.kind == PromptPieces::Kind::kWhole) {
+    std::vector<std::vector<float>> scores = score(view);
+    dropped = choose(view, scores, *selector_);
+  } else if (l >= parts_.allocation.skip_layers) {
+    // The prompt in pieces (its one eviction, at the prefill's end): the sinks and the
+    // window stay, the pieces share the rest of b per head. A skipped layer keeps all.
+    const int64_t room = std::max<int64_t>(0, b - window);
+    const int64_t sinks = std::min(parts_.selection.sinks, room);
+    std::vector<int64_t> head_sinks;
+    for (int64_t c : view.candidates) head_sinks.push_back(std::min(sinks, c));
+    dropped = dropped_by_pieces(parts_.pieces, view, head_sinks, room - sinks, budget().compression_ratio(),
+                                [this](const LayerEviction& piece) { return score(piece); });
+  } else {
+    dropped.resize(static_cast<size_t>(cache.n_head_kv()));
+  }
   for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
     if (dropped[g].empty()) continue;
     // A decode step drops few entries of a long head: their rows wait as holes
@@ -341,9 +371,14 @@ std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> o
        {allocation_parameters(AllocationKey::kAlloc, defaults.alloc), selection_parameters(defaults.chunk)}) {
     own.insert(own.end(), group.begin(), group.end());
   }
-  if (!defaults.triggers) return own;
-  own.push_back(delay_parameter("0"));
-  for (const auto& p : per_step_parameters(defaults.per_step)) own.push_back(p);
+  if (defaults.triggers) {
+    own.push_back(delay_parameter("0"));
+    for (const auto& p : per_step_parameters(defaults.per_step)) own.push_back(p);
+    own.push_back(ratio_of_parameter());
+  }
+  if (defaults.pieces) {
+    for (const auto& p : piece_parameters()) own.push_back(p);
+  }
   return own;
 }
 
@@ -374,6 +409,21 @@ ScoredParts read_scored_parts(const PressParams& params) {
   parts.selection = read_selection(params);
   parts.trigger = read_trigger(params);
   parts.key_positions = read_key_positions(params, parts);
+  parts.ratio_of = read_ratio_of(params, parts.trigger);
+  parts.pieces = read_prompt_pieces(params);
+  if (parts.pieces.kind != PromptPieces::Kind::kWhole) {
+    // Each piece keeps a count per head of its own: no other allocation or selection unit.
+    if (!parts.trigger.fires_at_prefill_end() || parts.trigger.per_step()) {
+      fail("press '{}': block= and segment= compress the prompt once, at the end of the prefill; they cannot take d, "
+           "per_step or every",
+           params.name());
+    }
+    if (parts.allocation.kind != AllocationKind::kUniform || parts.selection.chunk > 0) {
+      fail("press '{}': block= and segment= keep the same count in every head, piece by piece; they cannot take "
+           "alloc other than uniform, nor chunk=",
+           params.name());
+    }
+  }
   // A method that declares the two stages' parameters selects in two stages (CriticalKV).
   if (params.has("first_stage_ratio")) {
     parts.two_stage = read_two_stage(params);

@@ -29,6 +29,7 @@
 #include "press/core/captured_attention.h"
 #include "press/core/allocation.h"
 #include "press/core/press_params.h"
+#include "press/core/prompt_pieces.h"
 #include "press/core/prompt_press.h"
 #include "press/core/selection.h"
 #include "press/core/trigger.h"
@@ -115,6 +116,10 @@ struct ScoredParts {
   AllocationRule allocation;
   Selection selection;
   Trigger trigger = Trigger::at_prefill_end();
+  RatioOf ratio_of = RatioOf::kPrompt;  // what a ratio budget is a share of per step (trigger.h)
+  // The prompt scored whole, or in blocks or segments (prompt_pieces.h; methods that
+  // declare them: SharedDefaults::pieces).
+  PromptPieces pieces;
   // CriticalKV's two stages on the scores once the allocation has counted each head's
   // entries (two_stage.h); none: the scores select as they are.
   std::optional<TwoStageSelection> two_stage;
@@ -171,6 +176,9 @@ class ScoredPress : public PromptPress {
   // After a re-rotating eviction of the prompt: the session's next position is n, after
   // the kept entries (PressHost::continue_at).
   void continue_after_kept(const KvCache& cache);
+  // b for the eviction after decode step `step` (0: the prompt's): the prompt's budget, or
+  // with ratio_of=seen the ratio of every position seen.
+  int64_t budget_at(int64_t step) const;
   // Per KV head of layer l: C, the entries older than the protected window.
   std::vector<int64_t> candidate_counts(const KvCache& cache, int64_t l, int64_t window) const;
   // Per KV head: the candidates dropped (ascending), from the scorer's scores, by the
@@ -210,6 +218,9 @@ struct SharedDefaults {
   int64_t chunk = 0;      // 0: each head its own top-k
   bool per_step = false;  // true: evict at the prefill's end and after every decode step
   bool triggers = true;  // false: the method evicts at the end of the prefill only
+  // true: block= and segment= (prompt_pieces.h), for a scorer whose score reads only the
+  // entries it is given, so that a piece scores as a whole head would.
+  bool pieces = false;
 };
 std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> own, const SharedDefaults& defaults = {});
 ScoredParts read_scored_parts(const PressParams& params);

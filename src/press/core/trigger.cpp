@@ -17,6 +17,22 @@ std::vector<PressParameter> per_step_parameters(bool per_step_default) {
   };
 }
 
+PressParameter ratio_of_parameter() {
+  return {"ratio_of", "prompt",
+          "trigger: a ratio budget (--kv-ratio) is a share of the prompt (prompt: a fixed count while decoding) or, "
+          "per step, of every token seen so far (seen: kvpress's CompressionRatioDecodingPress)"};
+}
+
+RatioOf read_ratio_of(const PressParams& params, const Trigger& trigger) {
+  if (!params.has("ratio_of") || params.get_choice("ratio_of", {"prompt", "seen"}) == "prompt") return RatioOf::kPrompt;
+  if (!trigger.per_step()) {
+    fail("press '{}': ratio_of=seen keeps a share of every token seen at each eviction while decoding; it needs "
+         "every=N or per_step=true",
+         params.name());
+  }
+  return RatioOf::kSeen;
+}
+
 Trigger read_trigger(const PressParams& params) {
   const int64_t delay = params.has("d") ? params.get_int("d", 0, 1 << 20) : 0;
   int64_t period = params.has("every") ? params.get_int("every", 0, 1 << 24) : 0;

@@ -39,6 +39,16 @@ PressParameter delay_parameter(const std::string& default_value);
 // The parameters per_step (with the method's default) and every.
 std::vector<PressParameter> per_step_parameters(bool per_step_default);
 
+// What a ratio budget is a share of at a per-step eviction [docs/methods/decoding_ratio.md]:
+// the prompt, resolved once when it is prefilled (a fixed count while decoding, kvpress's
+// DecodingPress), or every token seen so far, prompt and generated (kvpress's
+// CompressionRatioDecodingPress: max(1, int(seen (1 - r))) at each eviction).
+enum class RatioOf { kPrompt, kSeen };
+// The parameter ratio_of (default prompt); read where declared. ratio_of=seen needs a
+// per-step trigger (every=N or per_step=true); the ratio budget is checked by the press.
+PressParameter ratio_of_parameter();
+RatioOf read_ratio_of(const PressParams& params, const Trigger& trigger);
+
 // Reads d, per_step and every where the method declares them. every = n > 0 evicts per
 // step every n steps; else per_step=true every step; else once (at step d, or at the end
 // of the prefill). d and per-step eviction together are refused.

@@ -121,7 +121,7 @@ PressMethod cur_method() {
                 {"use_random_leverage", "false", "project keys and values on 20 seeded Gaussian columns first"},
                 {"use_local_approximation", "true", "normalise the energies within local windows"},
                 {"local_window_size", "16", "entries per local window"},
-                {"seed", "0", "seeds the projection of use_random_leverage"}})},
+                {"seed", "0", "seeds the projection of use_random_leverage"}}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
             parts.selection.sinks = p.get_int("num_sinks", 0, 1 << 20);

@@ -60,7 +60,7 @@ class KeyDiffPress final : public ScoredPress {
 
 PressMethod keydiff_method() {
   return {{"keydiff", "keep the keys least similar (cosine) to the head's mean key direction, per KV head, at prefill end",
-           "Park et al., arXiv 2504.15364", with_shared_parameters({})},
+           "Park et al., arXiv 2504.15364", with_shared_parameters({}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<KeyDiffPress>(p, b, read_scored_parts(p));
           },

@@ -36,7 +36,7 @@ class KnormPress final : public ScoredPress {
 PressMethod knorm_method() {
   return {{"knorm", "keep the keys with the smallest L2 norm, per KV head, at prefill end",
            "Devoto et al., arXiv 2406.11430",
-           with_shared_parameters({{"skip_layers", "0", "layers below this index are not compressed"}})},
+           with_shared_parameters({{"skip_layers", "0", "layers below this index are not compressed"}}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
             parts.allocation.skip_layers = p.get_int("skip_layers", 0, 1 << 20);

@@ -124,7 +124,7 @@ PressMethod lagkv_method() {
            with_shared_parameters({{"sinks", "4", "first entries always kept"},
                                    {"lag", "128", "partition size: the next partition is the reference of the one before"},
                                    {"cross_scoring", "false",
-                                    "compare the softmaxed scores across partitions, not each entry's rank within its own"}})},
+                                    "compare the softmaxed scores across partitions, not each entry's rank within its own"}}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
             LagParameters lag;

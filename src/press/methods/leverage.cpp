@@ -55,7 +55,7 @@ PressMethod leverage_method() {
   return {{"leverage", "keep the keys of largest approximate leverage (sketched, pre-RoPE), per KV head, at prefill end",
            "Chari & Van Durme (Compactor), arXiv 2507.08143; kvpress LeverageScorePress",
            with_shared_parameters({{"sketch_dimension", "48", "columns of the Gaussian sketch of the keys"},
-                                   {"seed", "0", "seeds the sketch; the same seed keeps the same entries"}})},
+                                   {"seed", "0", "seeds the sketch; the same seed keeps the same entries"}}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             return std::make_unique<LeveragePress>(p, b, read_scored_parts(p), p.get_int("sketch_dimension", 1, 4096),
                                                    p.get_int("seed", 0, 0xFFFFFFFFLL));

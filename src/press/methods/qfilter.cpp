@@ -95,7 +95,7 @@ PressMethod qfilter_method() {
            "Godey et al. (Q-Filters), arXiv 2503.02812; kvpress QFilterPress",
            with_shared_parameters(
                {{"filters", "", "the model's Q-Filters: a safetensors file (or its folder), tensor q_filters [layers, KV heads, head_dim]"},
-                {"dim_order", "hf", "hf: head dimensions as Hugging Face orders them (permuted for a GGUF llama) | model"}})},
+                {"dim_order", "hf", "hf: head dimensions as Hugging Face orders them (permuted for a GGUF llama) | model"}}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             const std::string path = p.get_string("filters");
             const HeadDimOrder order = parse_head_dim_order(p.get_choice("dim_order", {"hf", "model"}));

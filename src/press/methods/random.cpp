@@ -42,7 +42,7 @@ class RandomPress final : public ScoredPress {
 PressMethod random_method() {
   return {{"random", "keep b entries drawn at random (seeded), per KV head, at prefill end: the baseline",
            "kvpress RandomPress (NVIDIA/kvpress)",
-           with_shared_parameters({{"seed", "0", "seeds the draws; the same seed keeps the same entries"}})},
+           with_shared_parameters({{"seed", "0", "seeds the draws; the same seed keeps the same entries"}}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             const int64_t seed = p.get_int("seed", 0, 0xFFFFFFFFLL);
             return std::make_unique<RandomPress>(p, b, read_scored_parts(p), seed);

@@ -33,7 +33,7 @@ class StreamingLlmPress final : public ScoredPress {
 
 PressMethod streaming_llm_method() {
   return {{"streaming_llm", "attention sinks plus the most recent tokens", "StreamingLLM, arXiv 2309.17453",
-           with_shared_parameters({{"sinks", "4", "first tokens always kept"}, rerotation_parameter()})},
+           with_shared_parameters({{"sinks", "4", "first tokens always kept"}, rerotation_parameter()}, {.pieces = true})},
           [](const PressParams& p, const KvBudget& b) -> std::unique_ptr<Press> {
             ScoredParts parts = read_scored_parts(p);
             parts.selection.sinks = p.get_int("sinks", 0, 1 << 20);

@@ -46,6 +46,8 @@ struct BatchEngineOptions {
   int64_t max_sequences = 8;      // running at once (the server's -np)
   int64_t kv_capacity_bytes = 0;  // the KV memory cap (--kv-memory), over all running sequences
   SessionOptions session;         // every sequence's context, prefill batch and cache types
+  // Where kept compressed contexts are written and spilled (engine/context_store.h); "" none.
+  std::string context_dir;
 };
 
 // What a sequence does: generate after its prompt, or compress its prompt into a context
@@ -89,7 +91,7 @@ struct SequenceOutcome {
 // A compressed context the engine keeps (BatchEngine::contexts()).
 struct ResidentContext {
   std::string id;
-  std::shared_ptr<const CompressedContext> context;
+  std::shared_ptr<const CompressedContext> context;  // nullptr: spilled to the context directory
   int64_t running = 0;  // running sequences started from it
 };
 
@@ -118,7 +120,9 @@ struct BatchEngineStats {
   int64_t context_bytes = 0;      // their bytes, part of kv_bytes_reserved
   int64_t context_hits = 0;       // find_context() calls that found one
   int64_t context_misses = 0;     // and that did not
-  int64_t contexts_dropped = 0;   // idle ones dropped for memory
+  int64_t contexts_dropped = 0;   // idle ones dropped (or spilled, with a context directory) for memory
+  int64_t contexts_spilled = 0;   // on disk only (context directory)
+  int64_t context_loads = 0;      // spilled ones loaded back
 };
 
 using SequenceId = uint64_t;

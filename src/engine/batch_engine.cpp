@@ -62,7 +62,8 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, std::shared_ptr<Thr
   n_ctx_ = probe.n_ctx();
   forward_ = std::make_unique<ForwardPass>(model_->config(), model_->weights(), options.max_sequences, n_ctx_, *pool_);
   admission_ = std::make_unique<KvAdmission>(options.kv_capacity_bytes);
-  contexts_ = std::make_unique<ContextStore>(*admission_);
+  contexts_ = options.context_dir.empty() ? std::make_unique<ContextStore>(*admission_)
+                                          : std::make_unique<ContextStore>(*admission_, options.context_dir, model_);
 }
 
 BatchEngine::~BatchEngine() = default;
@@ -158,6 +159,8 @@ BatchEngineStats BatchEngine::stats() const {
   st.context_hits = contexts_->hits();
   st.context_misses = contexts_->misses();
   st.contexts_dropped = contexts_->dropped();
+  st.contexts_spilled = contexts_->spilled();
+  st.context_loads = contexts_->loads();
   st.kv_bytes_capacity = admission_->capacity();
   st.decode_steps = decode_steps_;
   st.decoded_rows = decoded_rows_;

@@ -199,9 +199,13 @@ std::string context_id() {
   return fmt::format("ctx-{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
-// A compressed context as the API shows it (OpenAI-like: id and object first).
-json context_json(const std::string& id, const CompressedContext& c, int64_t running, const std::string& model) {
+// A compressed context as the API shows it (OpenAI-like: id and object first); one spilled to
+// --context-dir shows its id only until a request loads it back.
+json context_json(const std::string& id, const CompressedContext* context, int64_t running, const std::string& model) {
+  if (context == nullptr) return {{"id", id}, {"object", "kv_context"}, {"model", model}, {"resident", false}};
+  const CompressedContext& c = *context;
   return {{"id", id},
+          {"resident", true},
           {"object", "kv_context"},
           {"model", model},
           {"prompt_tokens", c.tokens().size()},
@@ -411,6 +415,7 @@ std::unique_ptr<Scheduler> make_batch_scheduler(std::shared_ptr<const Model> mod
   o.max_sequences = options.n_slots;
   o.kv_capacity_bytes = options.kv_memory_bytes;
   o.session.n_ctx = options.n_ctx;
+  o.context_dir = options.context_dir;
   return std::make_unique<BatchScheduler>(std::move(model), std::make_shared<ThreadPool>(options.threads), o,
                                           queue_limit(options));
 }
@@ -522,7 +527,7 @@ void HttpServer::add_routes() {
     guarded(res, [&] {
       json data = json::array();
       for (const ResidentContext& c : scheduler_->contexts()) {
-        data.push_back(context_json(c.id, *c.context, c.running, model_name_));
+        data.push_back(context_json(c.id, c.context.get(), c.running, model_name_));
       }
       send_json(res, 200, {{"object", "list"}, {"data", data}});
     });
@@ -532,7 +537,7 @@ void HttpServer::add_routes() {
       const std::string id = req.matches[1];
       const std::optional<ResidentContext> c = scheduler_->describe_context(id);
       if (!c) context_not_found(id);
-      send_json(res, 200, context_json(c->id, *c->context, c->running, model_name_));
+      send_json(res, 200, context_json(c->id, c->context.get(), c->running, model_name_));
     });
   });
   s.Delete(R"(/v1/contexts/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
@@ -727,7 +732,7 @@ void HttpServer::handle_create_context(const httplib::Request& req, httplib::Res
   const GenerationOutcome outcome = *made->outcome;
   lock.unlock();
   if (outcome.end != GenerationEnd::kFinished || !outcome.context) return send_unfinished(res, outcome);
-  send_json(res, 200, context_json(made_id, *outcome.context, 0, model_name_));
+  send_json(res, 200, context_json(made_id, outcome.context.get(), 0, model_name_));
 }
 
 void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {

@@ -50,6 +50,8 @@ struct ServerOptions {
   // Requests waiting for a slot at most; one more is refused (429) rather than queued
   // without end. 0: kDefaultQueuePerSlot per slot, at least kMinDefaultQueue.
   int64_t max_queue = 0;
+  // Where compressed contexts are written, spilled and found again after a restart ("" none).
+  std::string context_dir;
 };
 
 inline constexpr int64_t kDefaultQueuePerSlot = 8;

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
 #include <thread>
+
+#include <unistd.h>
 
 #include "base/thread_pool.h"
 #include "deferkv/compressed_context.h"
@@ -307,6 +310,69 @@ TEST(ServerContexts, IdleContextsAreDroppedLeastRecentlyUsedForARequestsMemory) 
   EXPECT_EQ(metric_value(metrics, "deferkv_contexts_resident"), 2);
   expect_error(t.post("/v1/completions", {{"kv_context", b}, {"prompt", "x"}}), 404, "kv_context", "context_not_found");
   EXPECT_EQ(metric_value(t.get("/metrics")->body, "deferkv_context_misses_total"), 1);
+}
+
+// A fresh directory for one test's --context-dir, removed at its end.
+struct TempDir {
+  TempDir() : path((std::filesystem::temp_directory_path() /
+                    ("deferkv_ctxdir_" + std::to_string(::getpid()) + "_" +
+                     ::testing::UnitTest::GetInstance()->current_test_info()->name())).string()) {
+    std::filesystem::remove_all(path);
+  }
+  ~TempDir() { std::filesystem::remove_all(path); }
+  std::string path;
+};
+
+TEST(ServerContexts, AContextDirKeepsContextsAcrossARestartAndSpillsIdleOnes) {
+  TempDir dir;
+  server::ServerOptions o = test_server_options();
+  o.context_dir = dir.path;
+  const json body = {{"prompt", kDocument}, {"kv_press", "snapkv"}, {"kv_budget", kBudget}};
+  std::string id;
+  Answer before;
+  {
+    TestServer t(o);
+    id = make_context(t, body)["id"];
+    before = complete(t, id, kQuestions[2]);
+    ASSERT_EQ(before.status, 200);
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir.path + "/" + id + ".dkvctx"));
+  {
+    TestServer t(o);  // a restart on the same directory
+    const json listed = parse(t.get("/v1/contexts"));
+    ASSERT_EQ(listed["data"].size(), 1u);
+    EXPECT_EQ(listed["data"][0]["id"], id);
+    EXPECT_EQ(listed["data"][0]["resident"], false);
+    const Answer after = complete(t, id, kQuestions[2]);
+    ASSERT_EQ(after.status, 200) << after.body;
+    EXPECT_EQ(after.pieces, before.pieces);
+    EXPECT_EQ(metric_value(t.get("/metrics")->body, "deferkv_context_loads_total"), 1);
+    EXPECT_EQ(parse(t.get("/v1/contexts/" + id))["resident"], true);
+    ASSERT_EQ(t.client()->Delete(("/v1/contexts/" + id).c_str())->status, 200);
+    EXPECT_FALSE(std::filesystem::exists(dir.path + "/" + id + ".dkvctx"));
+  }
+  // Memory for two contexts beside the making of a third: the least recently used one is
+  // spilled, not lost, and answers as before once loaded back.
+  const json first = [&] {
+    TestServer probe;
+    return make_context(probe, body);
+  }();
+  const ModelConfig& cfg = model().config();
+  const int64_t per_token = cfg.n_layer * cfg.n_head_kv * (2 * 2 * cfg.head_dim + 4);
+  const int64_t compress_peak =
+      (first["prompt_tokens"].get<int64_t>() * per_token + cfg.n_layer - 1) / cfg.n_layer + kBudget * per_token;
+  o.kv_memory_bytes = 2 * first["kv_bytes"].get<int64_t>() + compress_peak - 1;
+  TestServer t(o);
+  const std::string a = make_context(t, body)["id"];
+  const std::string b = make_context(t, body)["id"];
+  const Answer b_before = complete(t, b, kQuestions[3]);
+  ASSERT_EQ(complete(t, a, kQuestions[0]).status, 200);  // b is now the least recently used
+  make_context(t, body);
+  EXPECT_EQ(parse(t.get("/v1/contexts/" + b))["resident"], false);
+  EXPECT_EQ(metric_value(t.get("/metrics")->body, "deferkv_contexts_spilled"), 1);
+  const Answer b_after = complete(t, b, kQuestions[3]);
+  ASSERT_EQ(b_after.status, 200) << b_after.body;
+  EXPECT_EQ(b_after.pieces, b_before.pieces);
 }
 
 TEST(ServerContexts, BadInputIsRefusedByNameAndTheServerGoesOn) {

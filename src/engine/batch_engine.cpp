@@ -401,7 +401,12 @@ bool BatchEngine::reap_finished() {
         // projection of a ragged allocation by a little).
         if (s.outcome.context) {
           contexts_->make_room(s.outcome.context->bytes());
-          contexts_->insert(s.request.context_id, s.outcome.context);
+          try {
+            contexts_->insert(s.request.context_id, s.outcome.context);
+          } catch (const std::exception& e) {  // its file could not be written (a full disk): this request fails
+            s.outcome.context.reset();
+            s.outcome.error = e.what();
+          }
         }
         finished.push_back(*it);
         it = running_.erase(it);

@@ -38,7 +38,8 @@ class ContextStore {
   ContextStore(KvAdmission& admission, std::string dir, std::shared_ptr<const Model> model);
 
   // Stores `context` under `id` (replacing nothing: ids are unique) and reserves its bytes;
-  // make_room() first when they must fit.
+  // make_room() first when they must fit. With a directory its file is written first; when
+  // that fails it throws and nothing is stored.
   void insert(const std::string& id, std::shared_ptr<const CompressedContext> context);
   // The context stored under `id`, or nullptr; counts a hit or a miss and marks it used. A
   // spilled one is loaded back and kept again when make_room() finds it room (else it serves

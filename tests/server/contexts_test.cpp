@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -355,6 +356,20 @@ TEST(ServerContexts, AContextDirKeepsContextsAcrossARestartAndSpillsIdleOnes) {
     EXPECT_EQ(parse(t.get("/v1/contexts/" + id))["resident"], true);
     ASSERT_EQ(t.client()->Delete(("/v1/contexts/" + id).c_str())->status, 200);
     EXPECT_FALSE(std::filesystem::exists(dir.path + "/" + id + ".dkvctx"));
+  }
+  {
+    // A file in the directory that is not a context: refused by name when a request names
+    // it, and the server goes on.
+    std::ofstream(dir.path + "/ctx-bad.dkvctx") << "not a context";
+    TestServer t(o);
+    const auto r = t.post("/v1/completions", {{"kv_context", "ctx-bad"}, {"prompt", "x"}});
+    expect_error(r, 400, "");
+    EXPECT_NE(r->body.find("ctx-bad.dkvctx"), std::string::npos) << r->body;
+    const std::string made = make_context(t, body)["id"];
+    EXPECT_EQ(complete(t, made, kQuestions[2]).pieces, before.pieces);
+    ASSERT_EQ(t.client()->Delete("/v1/contexts/ctx-bad")->status, 200);
+    ASSERT_EQ(t.client()->Delete(("/v1/contexts/" + made).c_str())->status, 200);
+    EXPECT_TRUE(std::filesystem::is_empty(dir.path));
   }
   // Memory for two contexts beside the making of a third: the least recently used one is
   // spilled, not lost, and answers as before once loaded back.

@@ -26,9 +26,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "deferkv/compressed_context.h"
 #include "deferkv/generate.h"
 #include "deferkv/model.h"
 #include "deferkv/press.h"
@@ -37,16 +39,32 @@
 
 namespace deferkv {
 
+class ContextStore;
 class KvAdmission;
 
 struct BatchEngineOptions {
   int64_t max_sequences = 8;      // running at once (the server's -np)
   int64_t kv_capacity_bytes = 0;  // the KV memory cap (--kv-memory), over all running sequences
   SessionOptions session;         // every sequence's context, prefill batch and cache types
+  // Where kept compressed contexts are written and spilled (engine/context_store.h); "" none.
+  std::string context_dir;
 };
 
+// What a sequence does: generate after its prompt, or compress its prompt into a context
+// that the engine keeps (question-agnostic, as CompressedContext::compress; nothing is
+// generated).
+enum class SequenceKind : uint8_t { kGenerate, kCompressContext };
+
 struct SequenceRequest {
+  SequenceKind kind = SequenceKind::kGenerate;
+  // kGenerate: the tokens after `context` when one is given (its question), else the prompt.
+  // kCompressContext: the context's tokens.
   std::vector<int32_t> prompt;
+  // kGenerate: a compressed context the sequence starts from (a copy of its rows; no press
+  // then), usually one the engine keeps under `context_id`, which a running sequence keeps
+  // from being dropped. kCompressContext: the id the new context is kept under.
+  std::shared_ptr<const CompressedContext> context;
+  std::string context_id;
   int64_t max_tokens = 16;
   bool stop_at_end_of_generation = true;
   SamplerParams sampling;
@@ -66,6 +84,15 @@ struct SequenceOutcome {
   int64_t kv_bytes = 0;         // held at the end
   int64_t kv_peak_bytes = 0;
   SessionTimings timings;  // decode_seconds counts each whole batched step
+  // kCompressContext: the context made, kept by the engine under its id (nullptr on failure).
+  std::shared_ptr<const CompressedContext> context;
+};
+
+// A compressed context the engine keeps (BatchEngine::contexts()).
+struct ResidentContext {
+  std::string id;
+  std::shared_ptr<const CompressedContext> context;  // nullptr: spilled to the context directory
+  int64_t running = 0;  // running sequences started from it
 };
 
 struct SequenceCallbacks {
@@ -89,6 +116,13 @@ struct BatchEngineStats {
   int64_t kv_bytes_capacity = 0;
   int64_t decode_steps = 0;       // batched decode passes so far
   int64_t decoded_rows = 0;       // tokens they decoded (their batch sizes' sum)
+  int64_t contexts_resident = 0;  // compressed contexts kept (removed ones still in use included)
+  int64_t context_bytes = 0;      // their bytes, part of kv_bytes_reserved
+  int64_t context_hits = 0;       // find_context() calls that found one
+  int64_t context_misses = 0;     // and that did not
+  int64_t contexts_dropped = 0;   // idle ones dropped (or spilled, with a context directory) for memory
+  int64_t contexts_spilled = 0;   // on disk only (context directory)
+  int64_t context_loads = 0;      // spilled ones loaded back
 };
 
 using SequenceId = uint64_t;
@@ -114,6 +148,17 @@ class BatchEngine {
   // Cancels everything and refuses new sequences (shutdown).
   void cancel_all();
   BatchEngineStats stats() const;
+
+  // The compressed contexts the engine keeps: made by kCompressContext sequences, counted
+  // against the KV capacity, dropped least recently used (idle ones only) when a waiting
+  // sequence needs their memory (engine/context_store.h).
+  // The context kept under `id`, or nullptr (counted as a hit or a miss).
+  std::shared_ptr<const CompressedContext> find_context(const std::string& id);
+  std::optional<ResidentContext> describe_context(const std::string& id) const;
+  std::vector<ResidentContext> contexts() const;  // oldest first
+  // Forgets `id`: its memory is freed now, or when the last running sequence using it ends.
+  // False when there is none.
+  bool remove_context(const std::string& id);
 
   // One step: finishes cancelled sequences, admits what fits, feeds one prefill batch and
   // decodes every sequence that has a token to feed, in one pass. False when there was
@@ -158,6 +203,7 @@ class BatchEngine {
   mutable std::mutex mutex_;
   std::condition_variable work_;
   std::unique_ptr<KvAdmission> admission_;
+  std::unique_ptr<ContextStore> contexts_;
   std::deque<std::shared_ptr<Sequence>> waiting_;
   std::vector<std::shared_ptr<Sequence>> running_;
   SequenceId next_id_ = 1;

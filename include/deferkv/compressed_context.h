@@ -43,6 +43,13 @@ class CompressedContext {
   static std::shared_ptr<const CompressedContext> compress(Session& session, const std::vector<int32_t>& tokens,
                                                            int64_t question_tokens = 0);
 
+  // compress() without the prefill: keeps the cache of `session`, which has just prefilled
+  // `tokens` from its start (with `question_tokens` as compress() has them) and nothing
+  // more. The batch engine prefills a context a batch a step beside other sequences, then
+  // captures it here. Refuses the same presses compress() refuses.
+  static std::shared_ptr<const CompressedContext> capture(const Session& session, const std::vector<int32_t>& tokens,
+                                                          int64_t question_tokens = 0);
+
   // Reads a file written by save(), checked on its own (magic, version, checksum, every
   // count against the file's size): errors name the file and what is wrong.
   static std::shared_ptr<const CompressedContext> read(const std::string& path);

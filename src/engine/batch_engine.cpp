@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "deferkv/error.h"
+#include "engine/context_store.h"
 #include "engine/generation_step.h"
 #include "engine/kv_admission.h"
 #include "engine/session_driver.h"
@@ -33,6 +34,7 @@ struct BatchEngine::Sequence {
   std::atomic<int64_t> kv_bytes{0};  // its cache's bytes now, for stats()
 
   // The rest belongs to the thread that steps.
+  bool pinned = false;  // guarded by mutex_: it holds its context in the store (ContextStore::pin)
   bool has_press = false;
   bool evicted = false;
   std::unique_ptr<Session> session;
@@ -60,6 +62,8 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, std::shared_ptr<Thr
   n_ctx_ = probe.n_ctx();
   forward_ = std::make_unique<ForwardPass>(model_->config(), model_->weights(), options.max_sequences, n_ctx_, *pool_);
   admission_ = std::make_unique<KvAdmission>(options.kv_capacity_bytes);
+  contexts_ = options.context_dir.empty() ? std::make_unique<ContextStore>(*admission_)
+                                          : std::make_unique<ContextStore>(*admission_, options.context_dir, model_);
 }
 
 BatchEngine::~BatchEngine() = default;
@@ -67,22 +71,43 @@ BatchEngine::~BatchEngine() = default;
 SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
   auto s = std::make_shared<Sequence>();
   const int64_t prompt = static_cast<int64_t>(request.prompt.size());
-  int64_t new_tokens = std::max<int64_t>(0, request.max_tokens < 0 ? n_ctx_ - prompt : request.max_tokens);
+  // A sequence from a context holds a copy of its rows beside its question and tokens.
+  const int64_t context_past = request.context ? request.context->n_past() : 0;
+  const int64_t context_bytes = request.context ? request.context->bytes() : 0;
+  if (request.kind == SequenceKind::kCompressContext) {
+    if (request.context_id.empty()) fail("a context is compressed under an id: none was given");
+    if (request.context) fail("a context is compressed from its tokens, not from another context");
+    request.max_tokens = 0;
+  } else if (request.context && request.press) {
+    fail("a sequence starts from a compressed context without a press: the context's ('{}') has done its work",
+         request.context->press());
+  }
+  int64_t new_tokens =
+      std::max<int64_t>(0, request.max_tokens < 0 ? n_ctx_ - context_past - prompt : request.max_tokens);
+  // The context it starts from stays resident (pinned) beside its copy while it runs.
+  int64_t pinned = 0;
+  if (request.context && request.kind == SequenceKind::kGenerate) {
+    std::lock_guard lock(mutex_);
+    pinned = contexts_->bytes_of(request.context_id);
+  }
   const int64_t kept = request.press == nullptr  ? -1
                        : request.budget.is_set() ? request.budget.resolve(prompt)
                                                  : prompt;
   const bool evicts_each_layer =
       request.press != nullptr && request.press->points().evicts_each_prompt_layer();
   auto project = [&] {
-    return project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
+    KvProjection p = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
+    p.peak_bytes += context_bytes;
+    p.after_eviction += context_bytes;
+    return p;
   };
   s->projection = project();
   // No limit asked: admission still reserves the worst case (up to the context's end, as the
   // cache may grow so far), but no more than the capacity could ever hold: the tokens past
   // that are given up rather than the request refused. Each generated token adds
   // bytes_per_token_ to the projection, whatever the press.
-  if (request.max_tokens < 0 && s->projection.peak_bytes > admission_->capacity()) {
-    const int64_t over = s->projection.peak_bytes - admission_->capacity();
+  if (request.max_tokens < 0 && s->projection.peak_bytes + pinned > admission_->capacity()) {
+    const int64_t over = s->projection.peak_bytes + pinned - admission_->capacity();
     new_tokens = std::max<int64_t>(1, new_tokens - (over + bytes_per_token_ - 1) / bytes_per_token_);
     s->projection = project();
     request.max_tokens = new_tokens;
@@ -91,9 +116,11 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
   s->callbacks = std::move(callbacks);
   std::lock_guard lock(mutex_);
   if (stopping_) fail("the engine is shutting down");
-  if (!admission_->can_ever_fit(s->projection.peak_bytes)) {
-    fail("the request needs {} bytes of KV cache ({} prompt + {} new tokens) but the KV memory (--kv-memory) is "
-         "{} bytes", s->projection.peak_bytes, prompt, new_tokens, admission_->capacity());
+  if (!admission_->can_ever_fit(s->projection.peak_bytes + pinned)) {
+    fail("the request needs {} bytes of KV cache ({} prompt + {} new tokens{}) but the KV memory (--kv-memory) is "
+         "{} bytes", s->projection.peak_bytes + pinned, prompt, new_tokens,
+         context_bytes > 0 ? fmt::format(", its context's {} bytes twice: kept and copied", context_bytes) : "",
+         admission_->capacity());
   }
   s->id = next_id_++;
   waiting_.push_back(s);
@@ -127,10 +154,39 @@ BatchEngineStats BatchEngine::stats() const {
   st.waiting = static_cast<int64_t>(waiting_.size());
   for (const auto& s : running_) st.kv_bytes_used += s->kv_bytes;
   st.kv_bytes_reserved = admission_->reserved();
+  st.contexts_resident = contexts_->resident();
+  st.context_bytes = contexts_->bytes();
+  st.context_hits = contexts_->hits();
+  st.context_misses = contexts_->misses();
+  st.contexts_dropped = contexts_->dropped();
+  st.contexts_spilled = contexts_->spilled();
+  st.context_loads = contexts_->loads();
   st.kv_bytes_capacity = admission_->capacity();
   st.decode_steps = decode_steps_;
   st.decoded_rows = decoded_rows_;
   return st;
+}
+
+std::shared_ptr<const CompressedContext> BatchEngine::find_context(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  return contexts_->find(id);
+}
+
+std::optional<ResidentContext> BatchEngine::describe_context(const std::string& id) const {
+  std::lock_guard lock(mutex_);
+  return contexts_->describe(id);
+}
+
+std::vector<ResidentContext> BatchEngine::contexts() const {
+  std::lock_guard lock(mutex_);
+  return contexts_->list();
+}
+
+bool BatchEngine::remove_context(const std::string& id) {
+  std::lock_guard lock(mutex_);
+  const bool removed = contexts_->remove(id);
+  work_.notify_all();  // its memory may admit a waiting sequence
+  return removed;
 }
 
 bool BatchEngine::wait_for_work() {
@@ -149,13 +205,17 @@ std::vector<std::shared_ptr<BatchEngine::Sequence>> BatchEngine::admit(std::vect
       ++it;
     }
   }
-  // First come, first served: one that does not fit at the front holds back the rest.
+  // First come, first served: one that does not fit at the front holds back the rest. Idle
+  // contexts are dropped for it, least recently used first.
   while (!waiting_.empty() && static_cast<int64_t>(running_.size()) < options_.max_sequences &&
-         admission_->fits(waiting_.front()->projection.peak_bytes)) {
+         contexts_->make_room(waiting_.front()->projection.peak_bytes)) {
     std::shared_ptr<Sequence> s = waiting_.front();
     waiting_.pop_front();
     s->reserved = s->projection.peak_bytes;
     admission_->reserve(s->reserved);
+    if (s->request.context && s->request.kind == SequenceKind::kGenerate) {
+      s->pinned = contexts_->pin(s->request.context_id, s->request.context.get());
+    }
     running_.push_back(s);
     admitted.push_back(s);
   }
@@ -194,7 +254,21 @@ void BatchEngine::start(Sequence& s) {
     s.sampler = std::make_unique<Sampler>(s.request.sampling);
     s.generate.n_predict = s.request.max_tokens;
     s.generate.stop_at_end_of_generation = s.request.stop_at_end_of_generation;
-    SessionDriver(*s.session).begin_prefill(s.request.prompt);
+    if (!s.request.context) {
+      SessionDriver(*s.session).begin_prefill(s.request.prompt);
+      return;
+    }
+    // From a context: its rows copied in and the question read at once, in this step, as
+    // generate(session, context, question) reads it (a question is short beside a document;
+    // the other sequences wait for it).
+    const CompressedContext& context = *s.request.context;
+    start_session(*s.session, context);
+    if (!s.request.prompt.empty()) s.session->prefill_question(s.request.prompt);
+    for (int32_t t : context.tokens()) s.sampler->accept(t);
+    for (int32_t t : s.request.prompt) s.sampler->accept(t);
+    s.prefilled = true;
+    after_forward(s);
+    advance(s);
   } catch (const std::exception& e) {
     finish(s, e.what());
   }
@@ -213,6 +287,11 @@ bool BatchEngine::prefill_step() {
       if (s->prefilled) {
         driver.end_prefill(prompt);
         after_forward(*s);
+        if (s->request.kind == SequenceKind::kCompressContext) {
+          s->outcome.context = CompressedContext::capture(*s->session, prompt);
+          finish(*s);
+          return true;
+        }
         for (int32_t t : prompt) s->sampler->accept(t);
         advance(*s);
       } else {
@@ -314,7 +393,21 @@ bool BatchEngine::reap_finished() {
     std::lock_guard lock(mutex_);
     for (auto it = running_.begin(); it != running_.end();) {
       if ((*it)->done) {
-        admission_->release((*it)->reserved);
+        Sequence& s = **it;
+        admission_->release(s.reserved);
+        if (s.pinned) contexts_->unpin(s.request.context_id, s.request.context.get());
+        // A new context takes over part of the memory its sequence held; idle ones make room
+        // for it when that was not enough (its rows, with their positions, can exceed the
+        // projection of a ragged allocation by a little).
+        if (s.outcome.context) {
+          contexts_->make_room(s.outcome.context->bytes());
+          try {
+            contexts_->insert(s.request.context_id, s.outcome.context);
+          } catch (const std::exception& e) {  // its file could not be written (a full disk): this request fails
+            s.outcome.context.reset();
+            s.outcome.error = e.what();
+          }
+        }
         finished.push_back(*it);
         it = running_.erase(it);
       } else {

@@ -168,6 +168,20 @@ std::shared_ptr<const CompressedContext> CompressedContext::compress(Session& se
          "prefill's end only; use a press that evicts once at the prefill's end", press);
   }
   session.prefill(tokens, question_tokens);
+  return capture(session, tokens, question_tokens);
+}
+
+std::shared_ptr<const CompressedContext> CompressedContext::capture(const Session& session,
+                                                                    const std::vector<int32_t>& tokens,
+                                                                    int64_t question_tokens) {
+  const std::string press = session.press() ? session.press()->describe() : "full";
+  if (session.press() && press_evicts_after_prefill(press)) {
+    fail("press '{}' evicts after the prefill, so a compressed context cannot be made with it", press);
+  }
+  if (session.n_past() == 0 || session.timings().prefill_tokens != static_cast<int64_t>(tokens.size())) {
+    fail("a context is captured from a session that has prefilled exactly its {} tokens from the start",
+         tokens.size());
+  }
   std::shared_ptr<CompressedContext> c(new CompressedContext());
   const KvCache& cache = kv_cache_of(session);
   c->tokens_ = tokens;

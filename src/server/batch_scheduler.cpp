@@ -8,7 +8,8 @@ namespace {
 
 // The engine's outcome as the HTTP layer reads it: a cancelled sequence ended by shutdown
 // (cancel_all) or by its client (cancel), a failure logged.
-GenerationOutcome outcome_of(const SequenceOutcome& s, int64_t prompt_tokens, bool shutting_down) {
+GenerationOutcome outcome_of(const SequenceOutcome& s, int64_t prompt_tokens, int64_t cached_tokens,
+                             bool shutting_down) {
   GenerationOutcome o;
   o.stop = s.result.stop;
   o.started = s.started;
@@ -20,7 +21,9 @@ GenerationOutcome outcome_of(const SequenceOutcome& s, int64_t prompt_tokens, bo
     o.end = shutting_down ? GenerationEnd::kShutdown : GenerationEnd::kCancelled;
   }
   GenerationUsage& u = o.usage;
-  u.prompt_tokens = prompt_tokens;
+  u.prompt_tokens = prompt_tokens + cached_tokens;
+  u.cached_tokens = cached_tokens;
+  o.context = s.context;
   u.completion_tokens = static_cast<int64_t>(s.result.tokens.size());
   u.kv_entries_kept = s.kv_entries_kept;
   u.kv_bytes = s.kv_bytes;
@@ -56,12 +59,14 @@ RequestId BatchScheduler::submit(GenerationRequest request, GenerationCallbacks 
                                   waiting));
   }
   const auto prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  const auto cached_tokens = request.context ? static_cast<int64_t>(request.context->tokens().size()) : 0;
   SequenceCallbacks cb;
   cb.on_start = std::move(callbacks.on_start);
   cb.on_token = std::move(callbacks.on_token);
   cb.on_logprobs = std::move(callbacks.on_logprobs);
-  cb.on_finish = [this, on_finish = std::move(callbacks.on_finish), prompt_tokens](const SequenceOutcome& s) {
-    on_finish(outcome_of(s, prompt_tokens, shutting_down_));
+  cb.on_finish = [this, on_finish = std::move(callbacks.on_finish), prompt_tokens,
+                 cached_tokens](const SequenceOutcome& s) {
+    on_finish(outcome_of(s, prompt_tokens, cached_tokens, shutting_down_));
   };
   try {
     return engine_.submit(std::move(request), std::move(cb));

@@ -32,6 +32,15 @@ class BatchScheduler : public Scheduler {
   int64_t n_ctx() const override { return engine_.n_ctx(); }
   int64_t kv_bytes_per_token() const { return engine_.kv_bytes_per_token(); }
 
+  std::shared_ptr<const CompressedContext> find_context(const std::string& id) override {
+    return engine_.find_context(id);
+  }
+  std::optional<ResidentContext> describe_context(const std::string& id) const override {
+    return engine_.describe_context(id);
+  }
+  std::vector<ResidentContext> contexts() const override { return engine_.contexts(); }
+  bool remove_context(const std::string& id) override { return engine_.remove_context(id); }
+
  private:
   const int64_t max_waiting_;
   // The queue's length is checked and the request queued under it, so that submits at once

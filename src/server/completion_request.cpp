@@ -211,6 +211,20 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
     r.press = defaults.press;
     r.kv_budget = defaults.kv_budget;
     r.kv_ratio = defaults.kv_ratio;
+    if (const json* v = field(body, "kv_context")) {
+      r.kv_context = read_string(*v, "kv_context");
+      if (r.kv_context.empty()) bad_request("kv_context", "'kv_context' must be a context id (ctx-...), not empty");
+      for (const char* name : {"kv_press", "kv_budget", "kv_ratio"}) {
+        if (field(body, name) != nullptr) {
+          bad_request(name, fmt::format("'{}' cannot be given with 'kv_context': the context was compressed when it "
+                                        "was made, and its press has done its work", name));
+        }
+      }
+      r.press = "full";
+      r.kv_budget = 0;
+      r.kv_ratio = -1;
+      return r;
+    }
     if (const json* v = field(body, "kv_press")) r.press = read_string(*v, "kv_press");
     const json* budget = field(body, "kv_budget");
     const json* ratio = field(body, "kv_ratio");

@@ -49,6 +49,9 @@ struct CompletionRequest {
   std::string press;
   int64_t kv_budget = 0;
   double kv_ratio = -1;
+  // The id of a compressed context (POST /v1/contexts) to continue after: the prompt or the
+  // messages are then the question; no press of its own ("" : none).
+  std::string kv_context;
 };
 
 // Throws ApiError (400) for a body that is not a JSON object, a field of the wrong type or

@@ -10,7 +10,9 @@
 #include <spdlog/spdlog.h>
 
 #include "base/thread_pool.h"
+#include "deferkv/compressed_context.h"
 #include "deferkv/error.h"
+#include "deferkv/press.h"
 #include "deferkv/tokenizer.h"
 #include "server/api_error.h"
 #include "server/batch_scheduler.h"
@@ -84,6 +86,7 @@ json press_json(const CompletionRequest& r) {
 
 json usage_json(const GenerationUsage& u, const json& press) {
   json usage = {{"prompt_tokens", u.prompt_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"kv_entries_kept", u.kv_entries_kept},
@@ -122,6 +125,7 @@ void send_unfinished(httplib::Response& res, const GenerationOutcome& o) {
 // Several prompts' usage, summed into one response's.
 void add_usage(GenerationUsage& total, const GenerationUsage& u) {
   total.prompt_tokens += u.prompt_tokens;
+  total.cached_tokens += u.cached_tokens;
   total.completion_tokens += u.completion_tokens;
   total.kv_entries_kept += u.kv_entries_kept;
   total.kv_bytes += u.kv_bytes;
@@ -187,6 +191,38 @@ json choice_json(bool chat, bool chunk, size_t index, const std::string& text, c
     c["message"] = {{"role", "assistant"}, {"content", text}};
   }
   return c;
+}
+
+// A compressed context's id: "ctx-" and 96 random bits, as completion ids.
+std::string context_id() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("ctx-{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
+}
+
+// A compressed context as the API shows it (OpenAI-like: id and object first); one spilled to
+// --context-dir shows its id only until a request loads it back.
+json context_json(const std::string& id, const CompressedContext* context, int64_t running, const std::string& model) {
+  if (context == nullptr) return {{"id", id}, {"object", "kv_context"}, {"model", model}, {"resident", false}};
+  const CompressedContext& c = *context;
+  return {{"id", id},
+          {"resident", true},
+          {"object", "kv_context"},
+          {"model", model},
+          {"prompt_tokens", c.tokens().size()},
+          {"n_past", c.n_past()},
+          {"kv_entries_kept", c.kept_entries()},
+          {"kv_bytes", c.bytes()},
+          {"kv_press", c.press()},
+          {"cache_type_k", c.cache_type_k()},
+          {"cache_type_v", c.cache_type_v()},
+          {"mode", context_mode_name(c.mode())},
+          {"requests_running", running}};
+}
+
+[[noreturn]] void context_not_found(const std::string& id) {
+  throw ApiError(404, "invalid_request_error", "kv_context", "context_not_found",
+                 fmt::format("the context '{}' does not exist: it was never made, was deleted, or was dropped to make "
+                             "room in the KV memory (POST /v1/contexts makes it again)", id));
 }
 
 json model_json(const std::string& name, const ModelConfig& c) {
@@ -379,6 +415,7 @@ std::unique_ptr<Scheduler> make_batch_scheduler(std::shared_ptr<const Model> mod
   o.max_sequences = options.n_slots;
   o.kv_capacity_bytes = options.kv_memory_bytes;
   o.session.n_ctx = options.n_ctx;
+  o.context_dir = options.context_dir;
   return std::make_unique<BatchScheduler>(std::move(model), std::make_shared<ThreadPool>(options.threads), o,
                                           queue_limit(options));
 }
@@ -437,7 +474,7 @@ void HttpServer::add_connection_handling() {
     if (req.method != "OPTIONS") return httplib::Server::HandlerResponse::Unhandled;
     res.status = 200;
     res.set_header("Access-Control-Allow-Credentials", "true");
-    res.set_header("Access-Control-Allow-Methods", "GET, POST");
+    res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE");
     res.set_header("Access-Control-Allow-Headers", "*");
     return httplib::Server::HandlerResponse::Handled;
   });
@@ -482,6 +519,33 @@ void HttpServer::add_routes() {
   });
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_detokenize(req, res); });
+  });
+  s.Post("/v1/contexts", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_create_context(req, res); });
+  });
+  s.Get("/v1/contexts", [this](const httplib::Request&, httplib::Response& res) {
+    guarded(res, [&] {
+      json data = json::array();
+      for (const ResidentContext& c : scheduler_->contexts()) {
+        data.push_back(context_json(c.id, c.context.get(), c.running, model_name_));
+      }
+      send_json(res, 200, {{"object", "list"}, {"data", data}});
+    });
+  });
+  s.Get(R"(/v1/contexts/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const std::string id = req.matches[1];
+      const std::optional<ResidentContext> c = scheduler_->describe_context(id);
+      if (!c) context_not_found(id);
+      send_json(res, 200, context_json(c->id, c->context.get(), c->running, model_name_));
+    });
+  });
+  s.Delete(R"(/v1/contexts/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] {
+      const std::string id = req.matches[1];
+      if (!scheduler_->remove_context(id)) context_not_found(id);
+      send_json(res, 200, {{"id", id}, {"object", "kv_context.deleted"}, {"deleted", true}});
+    });
   });
   s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_completion(req, res, false); });
@@ -603,9 +667,82 @@ void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Respons
   send_json(res, 200, {{"content", tok.decode(ids)}});
 }
 
+void HttpServer::handle_create_context(const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_body(req.body);
+  // The body is a completion's prompt or messages with the press and budget fields, read by
+  // the same parser; a chat context is the messages without the assistant's turn opened.
+  const bool chat = body.is_object() && body.contains("messages");
+  if (chat && body.contains("prompt")) bad_request("prompt", "give 'prompt' or 'messages', not both");
+  if (body.is_object() && body.contains("kv_context")) {
+    bad_request("kv_context", "a context is made from a prompt or messages, not from another context");
+  }
+  const CompletionRequest r = parse_completion_request(body, chat, options_.defaults);
+  GenerationRequest g;
+  g.kind = SequenceKind::kCompressContext;
+  g.prompt = context_tokens(r, model_->tokenizer(), *chat_template_, n_ctx_);
+  g.context_id = context_id();
+  const std::string made_id = g.context_id;
+  g.max_tokens = 0;
+  if (r.press != "full") {
+    g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
+               : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
+                                 : KvBudget();
+    try {
+      g.press = make_press(r.press, g.budget);
+    } catch (const Error& e) {
+      bad_request("kv_press", e.what());
+    }
+    if (press_evicts_after_prefill(g.press->describe())) {
+      bad_request("kv_press", fmt::format("press '{}' evicts after the prefill (at a decode step or while decoding), "
+                                          "so what it keeps depends on the question: a context shared by many "
+                                          "questions needs a press that evicts once at the prompt's end",
+                                          g.press->describe()));
+    }
+  }
+  // The outcome, handed from the scheduler's thread to this one.
+  struct Made {
+    std::mutex mutex;
+    std::condition_variable done;
+    std::optional<GenerationOutcome> outcome;
+  };
+  auto made = std::make_shared<Made>();
+  GenerationCallbacks callbacks;
+  callbacks.on_finish = [made](const GenerationOutcome& o) {
+    std::lock_guard lock(made->mutex);
+    made->outcome = o;
+    made->done.notify_all();
+  };
+  std::shared_ptr<void> answering = track_completion();  // stop() waits for its answer
+  RequestId id = 0;
+  try {
+    id = scheduler_->submit(std::move(g), std::move(callbacks));
+  } catch (const SubmitError& e) {
+    if (e.refusal == SubmitRefusal::kKvMemoryExceeded) bad_request(chat ? "messages" : "prompt", e.what(), "kv_memory_exceeded");
+    refuse(e);
+  }
+  ClientConnection client(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+  std::unique_lock lock(made->mutex);
+  bool cancelled = false;
+  while (!made->done.wait_for(lock, kClientCheckPeriod, [&] { return made->outcome.has_value(); })) {
+    if (!cancelled && client.closed()) {
+      scheduler_->cancel(id);  // its context, if made meanwhile, stays: the client can list it
+      cancelled = true;
+    }
+  }
+  const GenerationOutcome outcome = *made->outcome;
+  lock.unlock();
+  if (outcome.end != GenerationEnd::kFinished || !outcome.context) return send_unfinished(res, outcome);
+  send_json(res, 200, context_json(made_id, outcome.context.get(), 0, model_name_));
+}
+
 void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
   const CompletionRequest r = parse_completion_request(parse_json_body(req.body), chat, options_.defaults);
-  CompletionPlan plan = plan_completion(r, model_->tokenizer(), *chat_template_, n_ctx_);
+  std::shared_ptr<const CompressedContext> context;
+  if (!r.kv_context.empty()) {
+    context = scheduler_->find_context(r.kv_context);
+    if (!context) context_not_found(r.kv_context);
+  }
+  CompletionPlan plan = plan_completion(r, model_->tokenizer(), *chat_template_, n_ctx_, context);
   auto reply = std::make_shared<CompletionReply>(CompletionReply{
       .scheduler = scheduler_.get(),
       .tok = &model_->tokenizer(),
@@ -615,7 +752,9 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                {"object", chat ? (r.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                {"created", unix_time()},
                {"model", model_name_}},
-      .press = press_json(r),
+      .press = context ? json{{"kv_press", context->press()}, {"kv_budget", nullptr}, {"kv_ratio", nullptr},
+                              {"kv_context", r.kv_context}}
+                       : press_json(r),
       .client = ClientConnection(req.local_addr, req.local_port, req.remote_addr, req.remote_port),
   });
   std::shared_ptr<void> answering = track_completion();  // until the answer is written

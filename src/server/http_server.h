@@ -3,6 +3,7 @@
 // loads the model after (GET /health answers 503 until the model is ready), routes
 //   POST /v1/completions, /v1/chat/completions   (stream: true → server-sent events)
 //   GET /v1/models, /v1/models/{id}, /health, /props, /metrics   POST /tokenize, /detokenize
+//   POST, GET /v1/contexts   GET, DELETE /v1/contexts/{id}   (compressed contexts)
 //   OPTIONS on any path (CORS preflight)
 // and turns every deferkv::Error into OpenAI's JSON error shape with a 4xx status; a
 // failure inside one generation fails that request only. stop() (shutdown) answers every
@@ -49,6 +50,8 @@ struct ServerOptions {
   // Requests waiting for a slot at most; one more is refused (429) rather than queued
   // without end. 0: kDefaultQueuePerSlot per slot, at least kMinDefaultQueue.
   int64_t max_queue = 0;
+  // Where compressed contexts are written, spilled and found again after a restart ("" none).
+  std::string context_dir;
 };
 
 inline constexpr int64_t kDefaultQueuePerSlot = 8;
@@ -96,6 +99,7 @@ class HttpServer {
   std::shared_ptr<void> track_completion();
   void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_create_context(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   nlohmann::json props() const;
   // Runs a handler, turning its errors into JSON error responses.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,7 +19,8 @@ using GenerationRequest = SequenceRequest;
 
 // What one request cost, for the response's `usage` object.
 struct GenerationUsage {
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;  // a context's tokens included
+  int64_t cached_tokens = 0;  // of them, those of the compressed context it started from
   int64_t completion_tokens = 0;
   int64_t kv_entries_kept = 0;  // after the last eviction, summed over layers and heads
   int64_t kv_bytes = 0;         // held at the end
@@ -44,6 +46,8 @@ struct GenerationOutcome {
   bool started = false;  // it was admitted and began its prefill (else it ended in the queue)
   std::string error;     // for kFailed
   GenerationUsage usage;
+  // SequenceKind::kCompressContext, finished: the context made (the scheduler keeps it).
+  std::shared_ptr<const CompressedContext> context;
 };
 
 struct GenerationCallbacks {
@@ -91,6 +95,13 @@ class Scheduler {
   virtual SchedulerStats stats() const = 0;
   // The context each request runs in (tokens): a prompt must leave room in it.
   virtual int64_t n_ctx() const = 0;
+
+  // The compressed contexts the scheduler keeps (made by kCompressContext requests; their
+  // bytes count against its KV memory): BatchEngine's. A scheduler without them keeps none.
+  virtual std::shared_ptr<const CompressedContext> find_context(const std::string&) { return nullptr; }
+  virtual std::optional<ResidentContext> describe_context(const std::string&) const { return std::nullopt; }
+  virtual std::vector<ResidentContext> contexts() const { return {}; }
+  virtual bool remove_context(const std::string&) { return false; }
 };
 
 }  // namespace deferkv::server

@@ -46,6 +46,14 @@ std::string ServerMetrics::render(const SchedulerStats& stats) const {
          gauge("deferkv_kv_bytes_reserved", "KV-cache bytes admission has set aside", stats.kv_bytes_reserved) +
          gauge("deferkv_kv_bytes_capacity", "KV-cache memory cap (--kv-memory)", stats.kv_bytes_capacity) +
          counter("deferkv_decode_steps_total", "Batched decode passes", stats.decode_steps) +
+         gauge("deferkv_contexts_resident", "Compressed contexts kept (POST /v1/contexts)", stats.contexts_resident) +
+         gauge("deferkv_context_bytes", "Their KV bytes, part of deferkv_kv_bytes_reserved", stats.context_bytes) +
+         counter("deferkv_context_hits_total", "Requests naming a kv_context that was resident", stats.context_hits) +
+         counter("deferkv_context_misses_total", "Requests naming a kv_context that was not", stats.context_misses) +
+         counter("deferkv_contexts_dropped_total", "Idle contexts dropped (spilled with --context-dir) for memory",
+                 stats.contexts_dropped) +
+         gauge("deferkv_contexts_spilled", "Contexts on disk only (--context-dir)", stats.contexts_spilled) +
+         counter("deferkv_context_loads_total", "Spilled contexts loaded back", stats.context_loads) +
          counter("deferkv_decoded_rows_total", "Tokens decoded by them (mean batch size: rows / steps)",
                  stats.decoded_rows) +
          first_token_.render("deferkv_time_to_first_token_seconds", "Time from request to first token") +

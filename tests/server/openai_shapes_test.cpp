@@ -224,7 +224,7 @@ TEST(OpenAiShapes, CorsPreflightAndAllowOrigin) {
   ASSERT_TRUE(preflight);
   EXPECT_EQ(preflight->status, 200);
   EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");
-  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Methods"), "GET, POST");
+  EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Methods"), "GET, POST, DELETE");
   EXPECT_EQ(preflight->get_header_value("Access-Control-Allow-Headers"), "*");
   auto get = client->Get("/v1/models", {{"Origin", "http://localhost:3000"}});
   EXPECT_EQ(get->get_header_value("Access-Control-Allow-Origin"), "http://localhost:3000");

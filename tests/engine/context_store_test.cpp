@@ -1,0 +1,79 @@
+// The batch engine's kept contexts (engine/context_store.h): their bytes reserved against the
+// KV capacity, idle ones dropped least recently used for room, never one in use, and one
+// removed while in use freed when its last user ends. Expected bytes are the contexts' own
+// (CompressedContext::bytes), summed by hand.
+#include <gtest/gtest.h>
+
+#include "base/thread_pool.h"
+#include "deferkv/compressed_context.h"
+#include "deferkv/press.h"
+#include "deferkv/tokenizer.h"
+#include "engine/context_store.h"
+#include "model/test_models.h"
+
+namespace deferkv {
+namespace {
+
+std::shared_ptr<const CompressedContext> make(int64_t budget) {
+  static const std::shared_ptr<const Model> model = Model::load(testing::stories_model_path());
+  Session s(model, std::make_shared<ThreadPool>(1));
+  s.set_press(make_press("knorm", KvBudget::per_head(budget)));
+  return CompressedContext::compress(
+      s, model->tokenizer().encode("Once upon a time, there was a little girl named Lily. She loved to play.", true, false));
+}
+
+TEST(ContextStore, DropsIdleContextsLeastRecentlyUsedNeverOneInUse) {
+  const auto a = make(4), b = make(6), c = make(8);
+  ASSERT_LT(a->bytes(), b->bytes());
+  const int64_t capacity = a->bytes() + b->bytes() + c->bytes();
+  KvAdmission admission(capacity);
+  ContextStore store(admission);
+  store.insert("a", a);
+  store.insert("b", b);
+  store.insert("c", c);
+  EXPECT_EQ(admission.reserved(), capacity);
+  EXPECT_EQ(store.bytes(), capacity);
+  EXPECT_EQ(store.find("a"), a);  // a is now the most recently used: b, then c, go first
+  EXPECT_EQ(store.find("zz"), nullptr);
+  EXPECT_EQ(store.hits(), 1);
+  EXPECT_EQ(store.misses(), 1);
+
+  ASSERT_TRUE(store.make_room(1));  // b is the least recently used
+  EXPECT_FALSE(store.describe("b").has_value());
+  EXPECT_TRUE(store.describe("a").has_value());
+  EXPECT_EQ(admission.reserved(), a->bytes() + c->bytes());
+  EXPECT_EQ(store.dropped(), 1);
+
+  // a in use: room for more than c's bytes beside a cannot be made, and a stays.
+  ASSERT_TRUE(store.pin("a", a.get()));
+  EXPECT_FALSE(store.make_room(capacity - a->bytes() + 1));
+  EXPECT_TRUE(store.describe("a").has_value());
+  EXPECT_FALSE(store.describe("c").has_value());  // dropped trying
+  EXPECT_EQ(admission.reserved(), a->bytes());
+  EXPECT_EQ(store.describe("a")->running, 1);
+
+  // Removed while in use: gone from the names, its bytes held until it is unpinned.
+  EXPECT_TRUE(store.remove("a"));
+  EXPECT_FALSE(store.remove("a"));
+  EXPECT_TRUE(store.list().empty());
+  EXPECT_EQ(admission.reserved(), a->bytes());
+  EXPECT_EQ(store.resident(), 1);
+  store.unpin("a", a.get());
+  EXPECT_EQ(admission.reserved(), 0);
+  EXPECT_EQ(store.bytes(), 0);
+  EXPECT_EQ(store.resident(), 0);
+}
+
+TEST(ContextStore, PinRefusesANameThatHoldsAnotherContext) {
+  const auto a = make(4), b = make(4);
+  KvAdmission admission(a->bytes() * 4);
+  ContextStore store(admission);
+  store.insert("x", a);
+  EXPECT_FALSE(store.pin("x", b.get()));  // "x" is not b: b was dropped and "x" reused, say
+  EXPECT_FALSE(store.pin("y", a.get()));
+  EXPECT_TRUE(store.remove("x"));  // not in use: freed at once
+  EXPECT_EQ(admission.reserved(), 0);
+}
+
+}  // namespace
+}  // namespace deferkv

@@ -114,6 +114,10 @@ struct BatchEngineStats {
   int64_t kv_bytes_used = 0;      // held by the running sequences' caches now
   int64_t kv_bytes_reserved = 0;  // what admission has set aside for them
   int64_t kv_bytes_capacity = 0;
+  // Running sequences whose press holds a candidate pool (DeferKV's pool=P: cut at the
+  // prompt, the budget chosen at step d), and the KV bytes their caches hold now.
+  int64_t pooled = 0;
+  int64_t kv_bytes_pooled = 0;
   int64_t decode_steps = 0;       // batched decode passes so far
   int64_t decoded_rows = 0;       // tokens they decoded (their batch sizes' sum)
   int64_t contexts_resident = 0;  // compressed contexts kept (removed ones still in use included)

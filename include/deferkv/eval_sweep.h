@@ -83,6 +83,9 @@ struct SampleRun {
   double eviction_seconds = 0;
   std::optional<int64_t> kv_bytes_after_eviction;  // unset when nothing was evicted
   int64_t peak_kv_bytes = 0;
+  // A press's candidate pool (Press::candidate_pool: DeferKV's pool=P), entries per KV head;
+  // unset without one.
+  std::optional<int64_t> candidate_pool;
   // The process's peak resident memory when the sample ended (model and every sample so far
   // included; 0 when not known, as for a server's samples).
   int64_t peak_rss_bytes = 0;

@@ -158,7 +158,7 @@ enum class PressPoint : uint8_t {
   // holds the whole prompt in every layer. No host capability may be used here. A press
   // that acts here and not at kPromptEnd is taken to evict each layer to its budget here
   // (PressPoints::evicts_each_prompt_layer; tests/engine/prefill_eviction_test.cpp checks
-  // every such press).
+  // every such press), or to its candidate pool when it has one (Press::candidate_pool).
   kPromptLayerEnd,
   // After the whole prefill forward; the press may use the host's capabilities.
   kPromptEnd,
@@ -230,6 +230,13 @@ class Press {
   // session reads it once, at set_press, and calls act() at exactly these points; the batch
   // engine reserves a request's KV by it (evicts_each_prompt_layer()).
   virtual PressPoints points() const = 0;
+  // A press that cuts each layer of a prompt, as the prompt passes it, to a candidate pool
+  // larger than its budget and chooses the budget from it later (DeferKV's pool=P: a
+  // deferred eviction): the pool's entries per KV head for a prompt of `prompt_tokens`, which
+  // the batch engine reserves beside one layer's whole prompt (engine/kv_admission.h) and
+  // the reports show. -1: no pool (the press holds the whole prompt until it evicts, or cuts
+  // each layer to its budget).
+  virtual int64_t candidate_pool(int64_t prompt_tokens) const { return -1; }
   // After each layer's attention, in prefill and decode (and capabilities' passes that
   // name no observer of their own).
   virtual void on_attention(const AttentionEvent& event) {}

@@ -36,7 +36,11 @@ struct BatchEngine::Sequence {
   // The rest belongs to the thread that steps.
   bool pinned = false;  // guarded by mutex_: it holds its context in the store (ContextStore::pin)
   bool has_press = false;
-  bool evicted = false;
+  // Where its reservation stands: the peak, then (a press with a candidate pool, cut at the
+  // prompt) the pool, then the budget once the press has evicted.
+  enum class Reservation { kPeak, kPool, kEvicted };
+  Reservation stage = Reservation::kPeak;  // written by the stepping thread under mutex_
+  bool has_pool = false;  // the press cuts the prompt to a candidate pool first
   std::unique_ptr<Session> session;
   std::unique_ptr<Sampler> sampler;
   GenerateOptions generate;
@@ -95,9 +99,12 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
                                                  : prompt;
   const bool evicts_each_layer =
       request.press != nullptr && request.press->points().evicts_each_prompt_layer();
+  const int64_t pool = request.press != nullptr ? request.press->candidate_pool(prompt) : -1;
+  s->has_pool = evicts_each_layer && pool >= 0;
   auto project = [&] {
-    KvProjection p = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer);
+    KvProjection p = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer, pool);
     p.peak_bytes += context_bytes;
+    p.after_pool += context_bytes;
     p.after_eviction += context_bytes;
     return p;
   };
@@ -152,7 +159,13 @@ BatchEngineStats BatchEngine::stats() const {
   BatchEngineStats st;
   st.running = static_cast<int64_t>(running_.size());
   st.waiting = static_cast<int64_t>(waiting_.size());
-  for (const auto& s : running_) st.kv_bytes_used += s->kv_bytes;
+  for (const auto& s : running_) {
+    st.kv_bytes_used += s->kv_bytes;
+    if (s->stage == Sequence::Reservation::kPool) {
+      ++st.pooled;
+      st.kv_bytes_pooled += s->kv_bytes;
+    }
+  }
   st.kv_bytes_reserved = admission_->reserved();
   st.contexts_resident = contexts_->resident();
   st.context_bytes = contexts_->bytes();
@@ -360,12 +373,19 @@ void BatchEngine::advance(Sequence& s) {
 
 void BatchEngine::after_forward(Sequence& s) {
   s.kv_bytes = kv_cache_of(*s.session).bytes_held();
-  if (!s.has_press || s.evicted || !s.session->last_eviction().has_value()) return;
-  s.evicted = true;
+  using Reservation = Sequence::Reservation;
+  const auto& eviction = s.session->last_eviction();
+  if (!s.has_press || s.stage == Reservation::kEvicted || !eviction.has_value()) return;
+  // A pooled press's cut at the prompt leaves its pool; its eviction after a decode step
+  // leaves its budget.
+  const bool to_pool = s.has_pool && eviction->decode_step == 0;
+  if (to_pool && s.stage == Reservation::kPool) return;
+  const int64_t keep = to_pool ? s.projection.after_pool : s.projection.after_eviction;
   std::lock_guard lock(mutex_);
-  if (s.projection.after_eviction < s.reserved) {
-    admission_->release(s.reserved - s.projection.after_eviction);
-    s.reserved = s.projection.after_eviction;
+  s.stage = to_pool ? Reservation::kPool : Reservation::kEvicted;  // read by stats()
+  if (keep < s.reserved) {
+    admission_->release(s.reserved - keep);
+    s.reserved = keep;
   }
 }
 

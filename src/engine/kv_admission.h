@@ -15,20 +15,27 @@
 // [OUR FORMULATION] A press whose trigger is decode step d (DeferKV) holds the prompt plus
 // d tokens until then; the projection counts the prompt only (d is a few tokens and the
 // Press interface does not expose it).
+//
+// A deferred press with a candidate pool (Press::candidate_pool: DeferKV's pool=P) cuts each
+// layer to its pool as the prompt passes it: its prefill holds one layer's whole prompt
+// beside every layer's pool (counted as for the budgets, n_layer x pool), then the pool
+// (plus the d tokens, not counted, as above) until step d, then its budget.
 #include <cstdint>
 
 namespace deferkv {
 
 struct KvProjection {
   int64_t peak_bytes = 0;        // reserved at admission
-  int64_t after_eviction = 0;    // reserved once the press has evicted
+  int64_t after_pool = 0;        // reserved once a pooled press has cut the prompt to its pool
+  int64_t after_eviction = 0;    // reserved once the press has evicted (to its budget)
 };
 
 // bytes_per_token: one token's KV over all n_layer layers and every KV head. kept_per_head:
 // the entries a press keeps per KV head (< 0: no press, the full cache). evicts_each_layer:
-// the press evicts each layer at the prompt's end in it (PressPoints::evicts_each_prompt_layer).
+// the press evicts each layer at the prompt's end in it (PressPoints::evicts_each_prompt_layer),
+// to its budget, or to pool_per_head entries when it has a pool (>= 0; -1: none).
 KvProjection project_kv(int64_t bytes_per_token, int64_t n_layer, int64_t prompt_tokens, int64_t max_tokens,
-                        int64_t kept_per_head, bool evicts_each_layer);
+                        int64_t kept_per_head, bool evicts_each_layer, int64_t pool_per_head = -1);
 
 // The reservations of admitted requests against the capacity. Not thread-safe: the
 // scheduler holds its lock around it.

@@ -45,6 +45,9 @@ std::string ServerMetrics::render(const SchedulerStats& stats) const {
          gauge("deferkv_kv_bytes_used", "KV-cache bytes held by running requests", stats.kv_bytes_used) +
          gauge("deferkv_kv_bytes_reserved", "KV-cache bytes admission has set aside", stats.kv_bytes_reserved) +
          gauge("deferkv_kv_bytes_capacity", "KV-cache memory cap (--kv-memory)", stats.kv_bytes_capacity) +
+         gauge("deferkv_requests_pooled", "Running requests holding a candidate pool until step d (deferkv:pool=P)",
+               stats.pooled) +
+         gauge("deferkv_kv_bytes_pooled", "KV-cache bytes held by those requests", stats.kv_bytes_pooled) +
          counter("deferkv_decode_steps_total", "Batched decode passes", stats.decode_steps) +
          gauge("deferkv_contexts_resident", "Compressed contexts kept (POST /v1/contexts)", stats.contexts_resident) +
          gauge("deferkv_context_bytes", "Their KV bytes, part of deferkv_kv_bytes_reserved", stats.context_bytes) +

@@ -11,6 +11,7 @@
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/kv_admission.h"
 #include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/test_models.h"
@@ -169,6 +170,36 @@ TEST_P(BatchEngineTest, UnderACapCompressedSequencesRunTogetherWhileFullOnesQueu
   EXPECT_GE(most_running, 8);
   EXPECT_GT(most_waiting, 0);
   for (const auto& [key, o] : outcomes) EXPECT_EQ(o.result.tokens.size(), static_cast<size_t>(kFew)) << key;
+}
+
+// DeferKV with a candidate pool (d = 3, pool 16, budget 8): admission reserves one layer's
+// prompt beside every layer's pool, then, once the prefill has cut the layers to the pool,
+// the pool until step 3 evicts, then the budget (kv_admission.h's stages, hand-checked there).
+TEST_P(BatchEngineTest, APooledPressHoldsItsPoolUntilStepDThenItsBudget) {
+  constexpr int64_t kLong = 200, kNew = 6;
+  BatchEngine engine(model, pool, options(1, int64_t{1} << 30));
+  const int64_t per_token = engine.kv_bytes_per_token();
+  SequenceRequest r = request_for(*model, 0, kNew, kLong);
+  r.budget = KvBudget::per_head(8);
+  r.press = make_press("deferkv:d=3,window=4,pool=16", r.budget);
+  const KvProjection p = project_kv(per_token, model->config().n_layer, kLong, kNew, 8, true, 16);
+  ASSERT_LT(p.after_eviction, p.after_pool);
+  std::vector<BatchEngineStats> at_token;
+  SequenceCallbacks cb;
+  cb.on_token = [&](int32_t) {
+    at_token.push_back(engine.stats());
+    return true;
+  };
+  engine.submit(std::move(r), std::move(cb));
+  step_until_idle(engine);
+  ASSERT_EQ(at_token.size(), static_cast<size_t>(kNew));
+  for (size_t k = 0; k < at_token.size(); ++k) {
+    // y_1 .. y_3 come from the prefill and steps 1, 2 (the pool); y_4 after step 3's eviction.
+    const bool in_pool = k < 3;
+    EXPECT_EQ(at_token[k].kv_bytes_reserved, in_pool ? p.after_pool : p.after_eviction) << "token " << k + 1;
+    EXPECT_EQ(at_token[k].pooled, in_pool ? 1 : 0) << "token " << k + 1;
+    EXPECT_EQ(at_token[k].kv_bytes_pooled, in_pool ? at_token[k].kv_bytes_used : 0) << "token " << k + 1;
+  }
 }
 
 // A long prompt is prefilled one n_batch a step: the sequence already decoding gets a token

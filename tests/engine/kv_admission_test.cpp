@@ -34,6 +34,26 @@ TEST(KvProjection, APressEvictingLayerByLayerHoldsOneLayersPromptBesideTheBudget
   EXPECT_EQ(project_kv(100, 10, 50, 1, -1, true).peak_bytes, 5100);  // no press: the full cache
 }
 
+// A candidate pool of 20 entries per head (DeferKV's pool=P), budget 8: the prefill holds
+// one layer's prompt (50 x 10 bytes) beside every layer's pool (20 x 100 bytes); then the
+// pool (2000) until step d; then 8 kept + 1 new (900).
+TEST(KvProjection, APooledPressHoldsOneLayersPromptBesideThePoolsThenThePool) {
+  const KvProjection p = project_kv(100, 10, 50, 1, 8, true, 20);
+  EXPECT_EQ(p.peak_bytes, 500 + 2000);
+  EXPECT_EQ(p.after_pool, 2000);
+  EXPECT_EQ(p.after_eviction, 900);
+  // Many new tokens: the budget and the output outgrow the pool.
+  const KvProjection long_output = project_kv(100, 10, 50, 30, 8, true, 20);
+  EXPECT_EQ(long_output.peak_bytes, 3800);
+  EXPECT_EQ(long_output.after_pool, 3800);
+  // A pool holding the whole prompt cuts nothing: the whole prompt, not more.
+  EXPECT_EQ(project_kv(100, 10, 50, 1, 8, true, 80).peak_bytes, 5000);
+  EXPECT_EQ(project_kv(100, 10, 50, 1, 8, true, 80).after_pool, 5000);
+  // Without a pool the stages are one: after_pool is after_eviction.
+  EXPECT_EQ(project_kv(100, 10, 50, 1, 8, true).after_pool, 900);
+  EXPECT_EQ(project_kv(100, 10, 50, 1, 8, false, 20).peak_bytes, 5000);  // not layer by layer: the whole prompt
+}
+
 TEST(KvAdmission, AdmitsWhatFitsBesideTheReserved) {
   KvAdmission a(1000);
   EXPECT_TRUE(a.fits(1000));

@@ -60,6 +60,7 @@ SampleRun answer(const SweepMethod& m, const TaskSample& s) {
   run.decode_tokens = 10;
   run.peak_kv_bytes = m.budget ? 1000 : 2000;
   if (m.budget) run.kv_bytes_after_eviction = 400;
+  if (m.budget) run.candidate_pool = 256;  // as a pooled deferred press reports it
   return run;
 }
 
@@ -99,6 +100,8 @@ TEST(Sweep, ScoresEverySampleAndResumesWhereItStopped) {
   EXPECT_TRUE(first["kv_bytes_after_eviction"].is_null());
   EXPECT_EQ(records[1]["label"], "snapkv@64");
   EXPECT_EQ(records[1]["kv_bytes_after_eviction"], 400);
+  EXPECT_EQ(records[1]["candidate_pool"], 256);
+  EXPECT_FALSE(first.contains("candidate_pool"));  // a press without a pool records none
 }
 
 TEST(Sweep, ReportsPutMethodsInRowsAndTasksInColumns) {
@@ -129,6 +132,9 @@ TEST(Sweep, ReportsPutMethodsInRowsAndTasksInColumns) {
   EXPECT_EQ(row["scores"]["fwe"], 33.33);
   EXPECT_EQ(row["cost"]["peak_kv_bytes"], 1000);
   EXPECT_EQ(row["cost"]["kv_bytes_after_eviction"], 400.0);
+  EXPECT_EQ(row["cost"]["candidate_pool"], 256);
+  EXPECT_TRUE(summary["tables"][0]["rows"][0]["cost"]["candidate_pool"].is_null());
+  EXPECT_NE(md.find(" | 256 | "), std::string::npos) << md;  // the cost table's pool per head
   EXPECT_EQ(row["kv_budget"], 64);
   EXPECT_TRUE(row["kv_ratio"].is_null());
   // One length: no "Average by length" table repeating it.

@@ -224,6 +224,8 @@ TEST(HttpServer, ModelsPropsAndMetrics) {
   EXPECT_EQ(metric_value(text, "deferkv_requests_waiting"), 0);
   EXPECT_EQ(metric_value(text, "deferkv_kv_bytes_used"), 0);
   EXPECT_EQ(metric_value(text, "deferkv_kv_bytes_capacity"), 5 << 20);
+  EXPECT_EQ(metric_value(text, "deferkv_requests_pooled"), 0);
+  EXPECT_EQ(metric_value(text, "deferkv_kv_bytes_pooled"), 0);
   EXPECT_EQ(metric_value(text, "deferkv_time_to_first_token_seconds_count"), 2);
   EXPECT_EQ(metric_value(text, "deferkv_request_latency_seconds_count"), 2);
   EXPECT_NE(text.find("deferkv_request_latency_seconds_bucket{le=\"+Inf\"} 2\n"), std::string::npos) << text;

@@ -55,6 +55,35 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
   EXPECT_LT(peak_rss, int64_t{4} << 30);
 }
 
+// DeferKV with a candidate pool of 2 x 24 entries per head: --stats-json reports the pool, and
+// the peak is the last layer's whole prompt beside the other layers' pools.
+TEST(PressOptions, StatsJsonReportsTheCandidatePool) {
+  const gguf_test::TempDir dir;
+  const std::string path = dir.file("stats.json");
+  const auto result = run_cli("generate --temp 0 -n 4 -p '" + kPrompt +
+                              "' --press deferkv:window=8,pool=2x --kv-budget 24 --stats-json '" + path + "' 2>/dev/null");
+  ASSERT_EQ(result.status, 0);
+  std::ifstream in(path);
+  const auto stats = nlohmann::json::parse(in);
+  const int64_t prompt = stats["prompt_tokens"];
+  ASSERT_GT(prompt, 48);
+  const int64_t heads = stats["kv"]["n_head_kv"], per_entry = stats["kv"]["bytes_per_entry"];
+  const int64_t layers = stats["kv"]["n_layer"];
+  EXPECT_EQ(stats["candidate_pool"]["entries_per_head"], 48);
+  EXPECT_EQ(stats["candidate_pool"]["bytes"], 48 * heads * layers * per_entry);
+  EXPECT_EQ(stats["kv"]["peak_bytes"].get<int64_t>(), (prompt + (layers - 1) * 48) * heads * per_entry);
+  EXPECT_NE(stats["press"].get<std::string>().find(",pool=2x,"), std::string::npos);
+}
+
+TEST(PressOptions, StatsJsonHasNoPoolWithoutOne) {
+  const gguf_test::TempDir dir;
+  const std::string path = dir.file("stats.json");
+  ASSERT_EQ(run_cli("generate --temp 0 -n 2 -p 'Once upon a time' --press snapkv:window=2 --kv-budget 3 "
+                    "--stats-json '" + path + "' 2>/dev/null").status, 0);
+  std::ifstream in(path);
+  EXPECT_TRUE(nlohmann::json::parse(in)["candidate_pool"].is_null());
+}
+
 TEST(PressOptions, SummaryLineShowsPeakKvAndPeakRss) {
   const auto result = run_cli("generate --temp 0 -n 4 -p 'Once upon a time' 2>&1 >/dev/null");
   ASSERT_EQ(result.status, 0) << result.output;

@@ -1,5 +1,6 @@
 #include "run_stats.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -23,8 +24,16 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
     }
     eviction = {{"decode_step", e->decode_step}, {"n_past", e->n_past}, {"bytes", e->bytes}, {"layers", per_layer}};
   }
+  // A deferred press's candidate pool (DeferKV's pool=P): entries per KV head, and their
+  // bytes over every layer, held from the prompt's layer ends until step d.
+  nlohmann::json pool = nullptr;
+  if (const int64_t p = session.press() != nullptr ? session.press()->candidate_pool(prompt_tokens) : -1; p >= 0) {
+    pool = {{"entries_per_head", p},
+            {"bytes", std::min(p, prompt_tokens) * kv.n_head_kv * kv.n_layer * kv.bytes_per_entry}};
+  }
   return {
       {"press", session.press() != nullptr ? session.press()->describe() : "full"},
+      {"candidate_pool", pool},
       {"prompt_tokens", prompt_tokens},
       {"generated_tokens", generated_tokens},
       {"kv", {{"n_layer", kv.n_layer},

@@ -10,7 +10,8 @@
 namespace deferkv::cli {
 
 // Prompt tokens, the KV cache's storage types, KV entries and bytes per layer after eviction, peak and current KV
-// bytes, the process's peak resident memory, and the prefill / capture / eviction / decode times.
+// bytes, a deferred press's candidate pool (entries per head and bytes; null without one), the process's peak
+// resident memory, and the prefill / capture / eviction / decode times.
 nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int64_t generated_tokens);
 
 // Writes JSON to a file (atomically: a temporary file, then a rename).

@@ -59,13 +59,16 @@ std::string tables_markdown(const Summary& summary) {
       if (failed > 0) md << fmt::format("\n{}: {} failed row(s): {}\n", row.label, failed, row.error);
     }
     md << "\n| method | samples | prompt tokens | prefill s | decode tok/s | capture s | eviction s | "
-          "KV after eviction MiB | peak KV MiB | peak RSS MiB |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
+          "KV after eviction MiB | peak KV MiB | pool per head | peak RSS MiB |\n"
+          "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n";
     for (const SummaryRow& row : table.rows) {
       const MethodCost& c = row.cost;
-      md << fmt::format("| {} | {} | {:.0f} | {:.3f} | {:.1f} | {:.4f} | {:.4f} | {} | {} | {} |\n", row.label, c.samples,
-                        c.prompt_tokens, c.prefill_seconds, c.decode_tokens_per_second, c.capture_seconds,
+      // pool per head: a deferred press's candidate pool (DeferKV's pool=P), held until step d.
+      md << fmt::format("| {} | {} | {:.0f} | {:.3f} | {:.1f} | {:.4f} | {:.4f} | {} | {} | {} | {} |\n", row.label,
+                        c.samples, c.prompt_tokens, c.prefill_seconds, c.decode_tokens_per_second, c.capture_seconds,
                         c.eviction_seconds, c.kv_bytes_after_eviction ? mib(*c.kv_bytes_after_eviction) : "—",
                         mib(static_cast<double>(c.peak_kv_bytes)),
+                        c.candidate_pool ? std::to_string(*c.candidate_pool) : "—",
                         c.peak_rss_bytes > 0 ? mib(static_cast<double>(c.peak_rss_bytes)) : "—");
     }
   }
@@ -196,6 +199,7 @@ ordered_json json_summary(const Summary& summary, const ordered_json& config, co
                         {"eviction_seconds", c.eviction_seconds},
                         {"kv_bytes_after_eviction", optional_number(c.kv_bytes_after_eviction)},
                         {"peak_kv_bytes", c.peak_kv_bytes},
+                        {"candidate_pool", c.candidate_pool ? ordered_json(*c.candidate_pool) : ordered_json(nullptr)},
                         {"peak_rss_bytes", c.peak_rss_bytes}}}});
     }
     tables.push_back({{"title", table.title},

@@ -44,6 +44,9 @@ MethodCost cost_of(const std::vector<const nlohmann::json*>& samples) {
     }
     c.peak_kv_bytes = std::max(c.peak_kv_bytes, (*s)["peak_kv_bytes"].get<int64_t>());
     c.peak_rss_bytes = std::max(c.peak_rss_bytes, s->value("peak_rss_bytes", int64_t{0}));  // older records lack it
+    if (s->contains("candidate_pool")) {
+      c.candidate_pool = std::max(c.candidate_pool.value_or(0), (*s)["candidate_pool"].get<int64_t>());
+    }
   }
   const auto n = static_cast<double>(samples.size());
   c.prompt_tokens /= n;

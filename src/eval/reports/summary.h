@@ -24,6 +24,7 @@ struct MethodCost {
   std::optional<double> kv_bytes_after_eviction;
   int64_t peak_kv_bytes = 0;
   int64_t peak_rss_bytes = 0;  // the max over the samples; 0: not recorded
+  std::optional<int64_t> candidate_pool;  // a press's pool, entries per KV head (the max); unset: none
 };
 
 struct SummaryRow {

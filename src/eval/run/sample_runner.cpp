@@ -86,6 +86,11 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   run.eviction_seconds = t.eviction_seconds;
   if (const auto& eviction = session.last_eviction()) run.kv_bytes_after_eviction = eviction->bytes;
   run.peak_kv_bytes = session.kv_stats().peak_bytes;
+  if (session.press() != nullptr) {
+    if (const int64_t pool = session.press()->candidate_pool(static_cast<int64_t>(sample.tokens.size())); pool >= 0) {
+      run.candidate_pool = pool;
+    }
+  }
   run.peak_rss_bytes = peak_rss_bytes();
   return run;
 }

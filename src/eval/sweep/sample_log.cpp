@@ -67,6 +67,7 @@ std::optional<std::string> record_problem(const nlohmann::json& r, RecordKind ki
   }
   if (!count("peak_kv_bytes")) return missing("peak_kv_bytes", "a whole number >= 0");
   if (r.contains("peak_rss_bytes") && !count("peak_rss_bytes")) return missing("peak_rss_bytes", "a whole number >= 0");
+  if (r.contains("candidate_pool") && !count("candidate_pool")) return missing("candidate_pool", "a whole number >= 0");
   if (!r.contains("kv_bytes_after_eviction") || (!r["kv_bytes_after_eviction"].is_null() && !finite("kv_bytes_after_eviction"))) {
     return missing("kv_bytes_after_eviction", "a number or null");
   }

@@ -85,6 +85,7 @@ nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& metho
       run.kv_bytes_after_eviction ? nlohmann::ordered_json(*run.kv_bytes_after_eviction) : nlohmann::ordered_json(nullptr);
   r["peak_kv_bytes"] = run.peak_kv_bytes;
   r["peak_rss_bytes"] = run.peak_rss_bytes;
+  if (run.candidate_pool) r["candidate_pool"] = *run.candidate_pool;  // only a press with a pool
   return r;
 }
 

@@ -1,5 +1,6 @@
 #include "press/core/composed_press.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "deferkv/error.h"
@@ -47,6 +48,12 @@ class ComposedPress final : public Press {
       case PressPoint::kDecodeLayerEnd: return layer_end(decode_, at, cache);
       case PressPoint::kDecodeStep: return end(decode_, at, cache);
     }
+  }
+  // The largest part's pool: what the composition holds per head at most until it evicts.
+  int64_t candidate_pool(int64_t prompt_tokens) const override {
+    int64_t pool = -1;
+    for (const auto& p : parts_) pool = std::max(pool, p->candidate_pool(prompt_tokens));
+    return pool;
   }
   std::string describe() const override {
     std::string out;

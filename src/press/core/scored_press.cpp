@@ -43,6 +43,9 @@ ScoredPress::ScoredPress(const PressParams& params, const KvBudget& budget, Scor
                  "prompt tokens and selects nothing from the rest of the prompt",
                  window, description(), window);
   }
+  // A pool count below a per-head budget is refused before anything runs (a ratio's budget
+  // is known per prompt: begin_prompt).
+  if (!budget.is_ratio() && budget.is_set()) parts_.pool.entries(budget.resolve(0), description());
   for (const Observation& o : parts_.capture.observations) {
     if (!o.weights.empty() && static_cast<int64_t>(o.weights.size()) != o.count) {
       fail("internal: {} window weights for a window of {}", o.weights.size(), o.count);
@@ -89,7 +92,10 @@ bool ScoredPress::will_evict() const {
 
 PressPoints ScoredPress::points() const {
   PressPoints points = PromptPress::points();
-  if (parts_.trigger.fires_at_prefill_end()) points = points.with(PressPoint::kPromptLayerEnd);
+  // A candidate pool is cut at the prompt's layer ends too, before the deferred eviction.
+  if (parts_.trigger.fires_at_prefill_end() || !parts_.pool.keeps_all()) {
+    points = points.with(PressPoint::kPromptLayerEnd);
+  }
   // Re-rotated keys: the session then continues after the kept entries, which it is told
   // at the prompt's end (a host capability; the layers were evicted at their ends).
   if (parts_.key_positions == KeyPositions::kRerotated) points = points.with(PressPoint::kPromptEnd);
@@ -101,7 +107,8 @@ void ScoredPress::act(const PressAt& at, KvCache& cache) {
   PromptPress::act(at, cache);
   switch (at.point) {
     case PressPoint::kPromptBegin: return begin_prompt(at.first_position);
-    case PressPoint::kPromptLayerEnd: return evict_at(cache, 0, at.layer);
+    case PressPoint::kPromptLayerEnd:
+      return parts_.trigger.fires_at_prefill_end() ? evict_at(cache, 0, at.layer) : pool_layer(cache, at.layer);
     case PressPoint::kPromptEnd:
       for (int64_t l = 0; l < cache.n_layer(); ++l) evict_at(cache, 0, l);  // none left when evicted at layer ends
       if (renumbered_) continue_after_kept(cache);
@@ -139,6 +146,46 @@ void ScoredPress::begin_prompt(int64_t first_position) {
   }
   decode_attention_.assign(static_cast<size_t>(parts_.capture.count_of(Observation::Queries::kDecodeSteps)), {});
   prompt_first_ = first_position;
+  pool_entries_ = parts_.pool.entries(budget_entries(), description());
+  pooled_layers_ = 0;
+  pool_selector_.reset();
+}
+
+int64_t ScoredPress::candidate_pool(int64_t prompt_tokens) const {
+  if (parts_.pool.keeps_all()) return -1;
+  return parts_.pool.entries(budget().resolve(prompt_tokens), description());
+}
+
+bool ScoredPress::pools_prompt() const {
+  return pool_entries_ > 0 && will_evict() && prompt_outgrows(prompt_end(), pool_entries_, parts_.window);
+}
+
+void ScoredPress::pool_layer(KvCache& cache, int64_t l) {
+  if (l != pooled_layers_) fail("internal: '{}' pools layer {} after {} layers", description(), l, pooled_layers_);
+  ++pooled_layers_;
+  if (!pools_prompt()) return;
+  const int64_t n_layer = cache.n_layer();
+  if (l == 0) {
+    prompt_attention_.resize(static_cast<size_t>(n_layer));
+    pool_selector_.emplace(parts_.selection);
+  }
+  // The pool is the method's own choice at the prompt's end with a budget of P: the same
+  // candidates (the window and the sinks are kept), allocation and selection.
+  CapturedAttention& prompt = prompt_attention_[static_cast<size_t>(l)];
+  if (parts_.capture.captures_anything()) match_to_cache(prompt, cache, l);
+  const std::vector<std::vector<std::vector<float>>> no_decode;
+  const LayerEviction view{l, n_layer, prompt_end(), decode_origin(), pool_entries_, parts_.window,
+                           candidate_counts(cache, l, parts_.window), prompt.values, no_decode, cache};
+  std::vector<std::vector<float>> scores = pool_score(view);
+  const std::vector<std::vector<int32_t>> dropped = choose(view, scores, *pool_selector_);
+  for (int64_t g = 0; g < cache.n_head_kv(); ++g) {
+    if (dropped[g].empty()) continue;
+    cache.erase(l, g, dropped[g]);
+    // The prompt window's capture follows the entries kept: step d's score reads it.
+    if (parts_.capture.captures_anything()) {
+      prompt.follow_erase(static_cast<size_t>(g), dropped[g], cache.version(l, g), true);
+    }
+  }
 }
 
 namespace {
@@ -373,6 +420,7 @@ std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> o
   }
   if (defaults.triggers) {
     own.push_back(delay_parameter("0"));
+    own.push_back(candidate_pool_parameter());
     for (const auto& p : per_step_parameters(defaults.per_step)) own.push_back(p);
     own.push_back(ratio_of_parameter());
   }
@@ -423,6 +471,14 @@ ScoredParts read_scored_parts(const PressParams& params) {
            "alloc other than uniform, nor chunk=",
            params.name());
     }
+  }
+  parts.pool = read_candidate_pool(params, parts.trigger.delay() > 0 && !parts.trigger.per_step());
+  // A ratio per layer keeps a share of the prompt whatever the budget: a pool at P would
+  // be that same share.
+  if (!parts.pool.keeps_all() && parts.allocation.kind == AllocationKind::kPerLayer) {
+    fail("press '{}': alloc=per_layer keeps a share of each layer's prompt whatever the budget, so it cannot take a "
+         "candidate pool (pool={})",
+         params.name(), params.get_string("pool"));
   }
   // A method that declares the two stages' parameters selects in two stages (CriticalKV).
   if (params.has("first_stage_ratio")) {

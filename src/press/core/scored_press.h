@@ -28,6 +28,7 @@
 #include "observe/attention_observation.h"
 #include "press/core/captured_attention.h"
 #include "press/core/allocation.h"
+#include "press/core/candidate_pool.h"
 #include "press/core/press_params.h"
 #include "press/core/prompt_pieces.h"
 #include "press/core/prompt_press.h"
@@ -124,6 +125,9 @@ struct ScoredParts {
   // entries (two_stage.h); none: the scores select as they are.
   std::optional<TwoStageSelection> two_stage;
   KeyPositions key_positions = KeyPositions::kOriginal;
+  // With a deferred trigger (d > 0): the candidate pool each layer is cut to inside the
+  // prefill (candidate_pool.h); all: none.
+  CandidatePool pool = CandidatePool::all();
 };
 // The parameter rerotate (default off) and its reading: refused, naming the reason, with
 // a trigger other than the prefill's end (a per-step or deferred eviction would renumber
@@ -147,10 +151,16 @@ class ScoredPress : public PromptPress {
   // At a layer end where the trigger fires, evicts the layer; at kPromptEnd (declared by a
   // method that scores there instead), every layer.
   void act(const PressAt& at, KvCache& cache) override;
+  // The pool's entries per KV head with a deferred trigger and pool != all; else -1.
+  int64_t candidate_pool(int64_t prompt_tokens) const override;
 
  protected:
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.
   virtual std::vector<std::vector<float>> score(const LayerEviction& layer) = 0;
+  // The scores that choose the candidate pool at a prompt layer's end (no decode step has
+  // run: decode_attention is empty): score() itself by default; a scorer that needs its
+  // decode observations (DeferKV) scores with the prompt's alone.
+  virtual std::vector<std::vector<float>> pool_score(const LayerEviction& layer) { return score(layer); }
   // A prefill ran whose eviction has not fired yet, and it will cut something.
   bool will_evict() const;
   // A window sized per prompt (Finch's question): the protected window and the captured
@@ -171,6 +181,11 @@ class ScoredPress : public PromptPress {
   void evict_at(KvCache& cache, int64_t step, int64_t l);
   // Evicts layer l (the next one: evicted_layers_) at this trigger.
   void evict_layer(KvCache& cache, int64_t step, int64_t l);
+  // Cuts layer l (the next one: pooled_layers_) to the candidate pool, at its prompt end,
+  // its capture following the entries kept for the eviction at step d.
+  void pool_layer(KvCache& cache, int64_t l);
+  // The pool cuts this prompt: a deferred eviction is pending and the prompt outgrows it.
+  bool pools_prompt() const;
   // The eviction at this trigger is over (every layer done, or nothing to cut).
   void end_eviction();
   // After a re-rotating eviction of the prompt: the session's next position is n, after
@@ -208,6 +223,10 @@ class ScoredPress : public PromptPress {
   // chunk choice from layer to layer.
   int64_t evicted_layers_ = 0;
   std::optional<LayerSelector> selector_;
+  // The pool's cut of this prompt: entries per KV head (-1: none), layers done, selector.
+  int64_t pool_entries_ = -1;
+  int64_t pooled_layers_ = 0;
+  std::optional<LayerSelector> pool_selector_;
 };
 
 // The shared parameters of a scorer method, appended to its own: allocation (alloc,

@@ -12,6 +12,10 @@
 // pool_order=fuse_then_pool [OUR FORMULATION]: the base's pooling runs once, on F;
 // pool_then_fuse pools each observation's scores before fusing (the same for avg-pool,
 // different for max-pool).
+// pool=P [OUR FORMULATION] (the paper keeps the whole prompt until step d): each layer is
+// cut inside the prefill to a candidate pool of P entries per KV head by the prompt
+// window's scores under the base's allocation (press/core/candidate_pool.h); the first d
+// steps decode on the pool and step d chooses the budget from it.
 #include "deferkv/error.h"
 #include "press/core/window_scoring.h"
 #include "press/methods/deferkv/temporal_fusion.h"
@@ -42,6 +46,12 @@ class DeferKvPress final : public ScoredPress {
     }
     return pool_first_ ? fused : pooled_candidate_scores(layer, fused, scoring_);
   }
+  // The candidate pool [OUR FORMULATION]: before any decode step, the prompt window's
+  // scores with the base's pooling (SnapKV's score, scaled by eta^d in block mode; the
+  // discounted window in per_query mode).
+  std::vector<std::vector<float>> pool_score(const LayerEviction& layer) override {
+    return pooled_candidate_scores(layer, layer.prompt_attention, scoring_);
+  }
 
  private:
   WindowScoring scoring_;
@@ -59,6 +69,7 @@ PressMethod deferkv_method() {
       {"no_decode_feedback", "false", "ablation: score with the prompt window only (still evict at step d)"},
       {"no_temporal_weighting", "false", "ablation: eta = 1"},
       {"pool_order", "fuse_then_pool", "fuse_then_pool | pool_then_fuse (each observation pooled before fusion)"},
+      candidate_pool_parameter(),
   };
   for (const auto& group : {window_scoring_parameters(32, 7, Pooling::kMax),
                             allocation_parameters(AllocationKey::kBase, AllocationKind::kUniform),

@@ -24,6 +24,12 @@ ContextStore::ContextStore(KvAdmission& admission, std::string dir, std::shared_
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
     const fs::path& p = e.path();
     if (e.is_regular_file() && p.extension() == kExtension) found.push_back({e.last_write_time(), p.stem().string()});
+    // A save() that a crash (SIGKILL) cut short left its temporary file, never renamed: it
+    // names no context, so it goes.
+    if (e.is_regular_file() && p.filename().string().find(std::string(kExtension) + ".tmp.") != std::string::npos) {
+      std::error_code ignored;
+      fs::remove(p, ignored);
+    }
   }
   std::sort(found.begin(), found.end());
   for (const auto& [time, id] : found) spilled_[id] = ++clock_;

@@ -14,7 +14,8 @@
 // is made (CompressedContext::save: atomic, checksummed), so an idle one dropped for memory is
 // spilled rather than lost: find() loads it back on demand (CompressedContext::load, checked
 // against the model), and a store opened on the same directory (a restarted server) knows
-// every context in it. Files are `<id>.dkvctx`; DELETE removes the file too.
+// every context in it. Files are `<id>.dkvctx`; DELETE removes the file too; the temporary
+// files of saves that a crash cut short are removed when a store opens the directory.
 //
 // Not thread-safe: the engine holds its lock around it, as around KvAdmission, except
 // write() and load(), the file I/O, which touch no state and run without the lock (a

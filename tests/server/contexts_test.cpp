@@ -264,6 +264,19 @@ TEST(ServerContexts, AMultiTurnChatExtendsItsContextEachTurn) {
   }
   // Contexts are immutable: the first still answers as it did, from the document alone.
   EXPECT_EQ(parse(t.get("/v1/contexts"))["data"].size(), 4u);
+  // A stream gives the extended context's id on its last chunk, beside usage.
+  const auto streamed = t.post("/v1/chat/completions",
+                               {{"kv_context", id}, {"kv_context_extend", true}, {"stream", true}, {"max_tokens", 4}, {"ignore_eos", true},
+                                {"messages", json::array({{{"role", "user"}, {"content", kQuestions[3]}}})}});
+  ASSERT_TRUE(streamed);
+  json last;
+  for (size_t at = streamed->body.find("data: {"); at != std::string::npos; at = streamed->body.find("data: {", at + 1)) {
+    last = json::parse(streamed->body.substr(at + 6, streamed->body.find("\n", at) - at - 6));
+  }
+  ASSERT_TRUE(last.contains("usage")) << streamed->body;
+  ASSERT_TRUE(last["kv_context"].is_string()) << last;
+  EXPECT_EQ(parse(t.get("/v1/contexts/" + last["kv_context"].get<std::string>()))["prompt_tokens"].get<size_t>(),
+            cached + tok.encode(chatml.apply({{"user", kQuestions[3]}}, true), false, true).size() + 4);
   const Answer again = complete(t, first, kQuestions[0], true);
   ASSERT_EQ(again.status, 200) << again.body;
   EXPECT_EQ(again.usage["prompt_tokens_details"]["cached_tokens"], context_tokens.size());

@@ -87,7 +87,8 @@ TEST(ContextStore, PinRefusesANameThatHoldsAnotherContext) {
 // A spilled context is read without the engine's lock (lookup, load, adopt): two requests
 // that load it at once get one context, kept once; one deleted while it was read serves
 // its request and is not kept again; a store opened on the directory removes the temporary
-// file of a save a crash cut short.
+// file of a save a crash cut short. Mutant: adopt() without its already-resident case keeps
+// the second load over the first (fails).
 TEST(ContextStore, LoadingOutsideTheLockKeepsOneContextPerId) {
   const gguf_test::TempDir dir;
   const auto a = make(4);

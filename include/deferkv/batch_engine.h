@@ -65,6 +65,10 @@ struct SequenceRequest {
   // from being dropped. kCompressContext: the id the new context is kept under.
   std::shared_ptr<const CompressedContext> context;
   std::string context_id;
+  // kGenerate from `context`, non-empty: a sequence that finishes (not cancelled nor failed)
+  // leaves a new context kept under this id, `context` extended by the question and the
+  // answer tokens its session read (CompressedContext::extend; SequenceOutcome::context).
+  std::string extend_context_id;
   int64_t max_tokens = 16;
   bool stop_at_end_of_generation = true;
   SamplerParams sampling;
@@ -84,7 +88,8 @@ struct SequenceOutcome {
   int64_t kv_bytes = 0;         // held at the end
   int64_t kv_peak_bytes = 0;
   SessionTimings timings;  // decode_seconds counts each whole batched step
-  // kCompressContext: the context made, kept by the engine under its id (nullptr on failure).
+  // kCompressContext, or kGenerate with extend_context_id: the context made, kept by the
+  // engine under its id (nullptr on failure).
   std::shared_ptr<const CompressedContext> context;
 };
 
@@ -159,6 +164,11 @@ class BatchEngine {
   // The context kept under `id`, or nullptr (counted as a hit or a miss).
   std::shared_ptr<const CompressedContext> find_context(const std::string& id);
   std::optional<ResidentContext> describe_context(const std::string& id) const;
+  // The longest kept context whose tokens begin `prompt`, made with `press` (describe(), or
+  // "full") and `budget`, question-agnostic; counted as a hit. Spilled ones, and ones loaded
+  // back from the context directory, are not searched.
+  std::optional<ResidentContext> find_context_prefix(const std::vector<int32_t>& prompt, const std::string& press,
+                                                     const KvBudget& budget);
   std::vector<ResidentContext> contexts() const;  // oldest first
   // Forgets `id`: its memory is freed now, or when the last running sequence using it ends.
   // False when there is none.

@@ -50,6 +50,16 @@ class CompressedContext {
   static std::shared_ptr<const CompressedContext> capture(const Session& session, const std::vector<int32_t>& tokens,
                                                           int64_t question_tokens = 0);
 
+  // A new context: `base` followed by `appended`, the tokens `session` has read since it
+  // started from base (start_session: a turn's question and the answer tokens it decoded),
+  // appended uncompressed; the press, cache types and mode are base's. A multi-turn chat
+  // extends its context each turn and so reads the document once (the server's
+  // kv_context_extend). [OUR FORMULATION] The grown context is never compressed again:
+  // docs/serving.md says why. Fails unless the session holds base's positions and exactly
+  // `appended` after them.
+  static std::shared_ptr<const CompressedContext> extend(const Session& session, const CompressedContext& base,
+                                                         const std::vector<int32_t>& appended);
+
   // Reads a file written by save(), checked on its own (magic, version, checksum, every
   // count against the file's size): errors name the file and what is wrong.
   static std::shared_ptr<const CompressedContext> read(const std::string& path);

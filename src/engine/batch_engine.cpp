@@ -82,6 +82,8 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
     if (request.context_id.empty()) fail("a context is compressed under an id: none was given");
     if (request.context) fail("a context is compressed from its tokens, not from another context");
     request.max_tokens = 0;
+  } else if (!request.extend_context_id.empty() && !request.context) {
+    fail("a sequence extends the compressed context it starts from: none was given");
   } else if (request.context && request.press) {
     fail("a sequence starts from a compressed context without a press: the context's ('{}') has done its work",
          request.context->press());
@@ -181,8 +183,24 @@ BatchEngineStats BatchEngine::stats() const {
 }
 
 std::shared_ptr<const CompressedContext> BatchEngine::find_context(const std::string& id) {
+  ContextStore::Found found;
+  {
+    std::lock_guard lock(mutex_);
+    found = contexts_->lookup(id);
+  }
+  if (found.context || found.spilled_file.empty()) return found.context;
+  // A spilled one is read on the caller's thread without the lock: the running sequences'
+  // steps and other submits do not wait for the disk.
+  std::shared_ptr<const CompressedContext> loaded = contexts_->load(found.spilled_file);
   std::lock_guard lock(mutex_);
-  return contexts_->find(id);
+  return contexts_->adopt(id, std::move(loaded));
+}
+
+std::optional<ResidentContext> BatchEngine::find_context_prefix(const std::vector<int32_t>& prompt,
+                                                               const std::string& press,
+                                                               const KvBudget& budget) {
+  std::lock_guard lock(mutex_);
+  return contexts_->longest_prefix(prompt, press, budget.describe());
 }
 
 std::optional<ResidentContext> BatchEngine::describe_context(const std::string& id) const {
@@ -396,6 +414,34 @@ void BatchEngine::finish(Sequence& s, const std::string& error) {
   o.result = std::move(s.result);
   o.cancelled = s.cancelled;
   o.error = error;
+  if (!s.request.extend_context_id.empty() && error.empty() && !s.cancelled && s.session) {
+    // The turn as the session read it: the question and the answer tokens decoded (all of
+    // them at max_tokens; not the end-of-generation token, nor a last one sampled but never
+    // fed, as when a stop string ends the answer).
+    const CompressedContext& base = *s.request.context;
+    const int64_t fed = s.session->n_past() - base.n_past() - static_cast<int64_t>(s.request.prompt.size());
+    std::vector<int32_t> turn = s.request.prompt;
+    const int64_t answered = std::clamp<int64_t>(fed, 0, static_cast<int64_t>(o.result.tokens.size()));
+    turn.insert(turn.end(), o.result.tokens.begin(), o.result.tokens.begin() + answered);
+    try {
+      o.context = CompressedContext::extend(*s.session, base, turn);
+    } catch (const std::exception& e) {
+      o.error = e.what();
+    }
+  }
+  if (o.context) {
+    // A new context's file (--context-dir) is written here, on the stepping thread without
+    // the engine's lock, before reap_finished() keeps it: a context whose file cannot be
+    // written (a full disk) fails its own request.
+    const std::string& id =
+        s.request.kind == SequenceKind::kCompressContext ? s.request.context_id : s.request.extend_context_id;
+    try {
+      contexts_->write(id, *o.context);
+    } catch (const std::exception& e) {
+      o.context.reset();
+      o.error = e.what();
+    }
+  }
   if (s.session) {
     const KvCache& kv = kv_cache_of(*s.session);
     o.kv_entries_kept = total_entries(kv);
@@ -419,14 +465,12 @@ bool BatchEngine::reap_finished() {
         // A new context takes over part of the memory its sequence held; idle ones make room
         // for it when that was not enough (its rows, with their positions, can exceed the
         // projection of a ragged allocation by a little).
-        if (s.outcome.context) {
+        if (s.outcome.context) {  // its file, with a context directory, is written (finish())
           contexts_->make_room(s.outcome.context->bytes());
-          try {
-            contexts_->insert(s.request.context_id, s.outcome.context);
-          } catch (const std::exception& e) {  // its file could not be written (a full disk): this request fails
-            s.outcome.context.reset();
-            s.outcome.error = e.what();
-          }
+          // The budget goes with it for --context-reuse: an extension's is its base's.
+          const bool made = s.request.kind == SequenceKind::kCompressContext;
+          contexts_->insert(made ? s.request.context_id : s.request.extend_context_id, s.outcome.context,
+                            made ? s.request.budget.describe() : contexts_->budget_of(s.request.context_id));
         }
         finished.push_back(*it);
         it = running_.erase(it);

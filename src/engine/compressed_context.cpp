@@ -199,6 +199,37 @@ std::shared_ptr<const CompressedContext> CompressedContext::capture(const Sessio
   return c;
 }
 
+std::shared_ptr<const CompressedContext> CompressedContext::extend(const Session& session, const CompressedContext& base,
+                                                                   const std::vector<int32_t>& appended) {
+  if (session.press()) fail("a context is extended from a session started from it, which has no press of its own");
+  const auto n_appended = static_cast<int64_t>(appended.size());
+  if (session.n_past() != base.n_past() + n_appended) {
+    fail("a context of {} positions extended by {} tokens needs a session at position {}, not {}", base.n_past(),
+         n_appended, base.n_past() + n_appended, session.n_past());
+  }
+  base.check_model(session.model());
+  const KvCache& cache = kv_cache_of(session);
+  std::shared_ptr<CompressedContext> c(new CompressedContext());
+  c->tokens_ = base.tokens_;
+  c->tokens_.insert(c->tokens_.end(), appended.begin(), appended.end());
+  c->model_sha256_ = base.model_sha256_;
+  c->press_ = base.press_;
+  c->cache_type_k_ = kv_cache_type_name(cache.types().keys);
+  c->cache_type_v_ = kv_cache_type_name(cache.types().values);
+  if (c->cache_type_k_ != base.cache_type_k_ || c->cache_type_v_ != base.cache_type_v_) {
+    fail("the session stores its cache as {}/{}, the context it extends as {}/{}", c->cache_type_k_, c->cache_type_v_,
+         base.cache_type_k_, base.cache_type_v_);
+  }
+  c->mode_ = base.mode_;
+  c->n_past_ = session.n_past();
+  c->state_->n_layer = cache.n_layer();
+  c->state_->n_head_kv = cache.n_head_kv();
+  c->state_->kv = cache.snapshot();
+  const float* last = session.last_logits();
+  c->state_->logits.assign(last, last + session.model().config().n_vocab);
+  return c;
+}
+
 void CompressedContext::check_made_with(const std::string& press, const std::string& cache_type_k,
                                         const std::string& cache_type_v) const {
   if (press != press_) fail("the compressed context was made with press '{}', not '{}'", press_, press);

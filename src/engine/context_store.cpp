@@ -24,6 +24,12 @@ ContextStore::ContextStore(KvAdmission& admission, std::string dir, std::shared_
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
     const fs::path& p = e.path();
     if (e.is_regular_file() && p.extension() == kExtension) found.push_back({e.last_write_time(), p.stem().string()});
+    // A save() that a crash (SIGKILL) cut short left its temporary file, never renamed: it
+    // names no context, so it goes.
+    if (e.is_regular_file() && p.filename().string().find(std::string(kExtension) + ".tmp.") != std::string::npos) {
+      std::error_code ignored;
+      fs::remove(p, ignored);
+    }
   }
   std::sort(found.begin(), found.end());
   for (const auto& [time, id] : found) spilled_[id] = ++clock_;
@@ -33,37 +39,82 @@ std::string ContextStore::path_of(const std::string& id) const {
   return (std::filesystem::path(dir_) / (id + kExtension)).string();
 }
 
-void ContextStore::insert(const std::string& id, std::shared_ptr<const CompressedContext> context) {
-  if (!dir_.empty() && !spilled_.count(id)) context->save(path_of(id));
+void ContextStore::write(const std::string& id, const CompressedContext& context) const {
+  if (!dir_.empty()) context.save(path_of(id));
+}
+
+void ContextStore::insert(const std::string& id, std::shared_ptr<const CompressedContext> context, std::string budget) {
   spilled_.erase(id);
   const int64_t b = context->bytes();
   admission_.reserve(b);
   bytes_ += b;
   ++clock_;
-  entries_[id] = Entry{.context = std::move(context), .running = 0, .created = clock_, .last_used = clock_};
+  entries_[id] = Entry{
+      .context = std::move(context), .running = 0, .created = clock_, .last_used = clock_, .budget = std::move(budget)};
 }
 
 std::shared_ptr<const CompressedContext> ContextStore::find(const std::string& id) {
+  Found found = lookup(id);
+  if (found.context || found.spilled_file.empty()) return found.context;
+  return adopt(id, load(found.spilled_file));
+}
+
+ContextStore::Found ContextStore::lookup(const std::string& id) {
   auto it = entries_.find(id);
   if (it != entries_.end()) {
     ++hits_;
     it->second.last_used = ++clock_;
-    return it->second.context;
+    return {.context = it->second.context, .spilled_file = {}};
   }
-  auto spilled = spilled_.find(id);
-  if (spilled == spilled_.end()) {
+  if (!spilled_.count(id)) {
     ++misses_;
-    return nullptr;
+    return {};
   }
-  std::shared_ptr<const CompressedContext> context = CompressedContext::load(path_of(id), *model_);
+  return {.context = nullptr, .spilled_file = path_of(id)};
+}
+
+std::shared_ptr<const CompressedContext> ContextStore::load(const std::string& file) const {
+  return CompressedContext::load(file, *model_);
+}
+
+std::shared_ptr<const CompressedContext> ContextStore::adopt(const std::string& id,
+                                                             std::shared_ptr<const CompressedContext> loaded) {
   ++hits_;
   ++loads_;
-  if (make_room(context->bytes())) {
+  if (auto it = entries_.find(id); it != entries_.end()) {
+    it->second.last_used = ++clock_;
+    return it->second.context;
+  }
+  // Deleted while it was read: it serves the request that asked, as one deleted in use does.
+  auto spilled = spilled_.find(id);
+  if (spilled == spilled_.end()) return loaded;
+  if (make_room(loaded->bytes())) {
     const uint64_t created = spilled->second;
-    insert(id, context);  // its file is there already
+    insert(id, loaded);  // its file is there already
     entries_[id].created = created;
   }
-  return context;
+  return loaded;
+}
+
+std::optional<ResidentContext> ContextStore::longest_prefix(const std::vector<int32_t>& prompt,
+                                                           const std::string& press, const std::string& budget) {
+  auto best = entries_.end();
+  size_t best_length = 0;
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    const CompressedContext& c = *it->second.context;
+    const std::vector<int32_t>& t = c.tokens();
+    if (c.mode() != ContextMode::kQuestionAgnostic || c.press() != press || it->second.budget.empty() ||
+        it->second.budget != budget || t.size() > prompt.size() ||
+        t.size() <= best_length || !std::equal(t.begin(), t.end(), prompt.begin())) {
+      continue;
+    }
+    best = it;
+    best_length = t.size();
+  }
+  if (best == entries_.end()) return std::nullopt;
+  ++hits_;
+  best->second.last_used = ++clock_;
+  return ResidentContext{.id = best->first, .context = best->second.context, .running = best->second.running};
 }
 
 std::optional<ResidentContext> ContextStore::describe(const std::string& id) const {
@@ -146,6 +197,11 @@ bool ContextStore::make_room(int64_t bytes) {
     ++dropped_;
   }
   return true;
+}
+
+std::string ContextStore::budget_of(const std::string& id) const {
+  auto it = entries_.find(id);
+  return it == entries_.end() ? std::string() : it->second.budget;
 }
 
 int64_t ContextStore::bytes_of(const std::string& id) const {

@@ -14,9 +14,12 @@
 // is made (CompressedContext::save: atomic, checksummed), so an idle one dropped for memory is
 // spilled rather than lost: find() loads it back on demand (CompressedContext::load, checked
 // against the model), and a store opened on the same directory (a restarted server) knows
-// every context in it. Files are `<id>.dkvctx`; DELETE removes the file too.
+// every context in it. Files are `<id>.dkvctx`; DELETE removes the file too; the temporary
+// files of saves that a crash cut short are removed when a store opens the directory.
 //
-// Not thread-safe: the engine holds its lock around it, as around KvAdmission.
+// Not thread-safe: the engine holds its lock around it, as around KvAdmission, except
+// write() and load(), the file I/O, which touch no state and run without the lock (a
+// context's file is megabytes; the lock is what every request's step and submit wait on).
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -37,16 +40,45 @@ class ContextStore {
   // what is loaded back.
   ContextStore(KvAdmission& admission, std::string dir, std::shared_ptr<const Model> model);
 
+  // With a directory, writes `context`'s file as `id` (CompressedContext::save: atomic);
+  // throws when it cannot. Without the lock, before insert().
+  void write(const std::string& id, const CompressedContext& context) const;
   // Stores `context` under `id` (replacing nothing: ids are unique) and reserves its bytes;
-  // make_room() first when they must fit. With a directory its file is written first; when
-  // that fails it throws and nothing is stored.
-  void insert(const std::string& id, std::shared_ptr<const CompressedContext> context);
+  // make_room() first when they must fit. With a directory its file must be written first
+  // (write()), so that it can be spilled. `budget`: the KvBudget::describe() its press had
+  // ("" unknown), which the context does not record (its press's describe() leaves it out)
+  // and longest_prefix() matches.
+  void insert(const std::string& id, std::shared_ptr<const CompressedContext> context, std::string budget = "");
   // The context stored under `id`, or nullptr; counts a hit or a miss and marks it used. A
   // spilled one is loaded back and kept again when make_room() finds it room (else it serves
   // the caller alone and stays on disk). A spilled file that fails its checks throws, naming it.
+  // find() is lookup(), load() and adopt() in one, for a caller that holds no lock.
   std::shared_ptr<const CompressedContext> find(const std::string& id);
+  // find() in three steps, so that the file is read without the lock:
+  //  - lookup(): a resident context (a hit, marked used), or the file of a spilled one to
+  //    load, or neither (a miss);
+  //  - load(): reads and checks that file (without the lock; no state);
+  //  - adopt(): counts the hit and keeps the loaded context again when the id is still
+  //    spilled and make_room() finds it room; one made resident meanwhile (another request
+  //    loaded it first) is returned instead, so one id holds one context.
+  struct Found {
+    std::shared_ptr<const CompressedContext> context;  // resident
+    std::string spilled_file;                          // else, when spilled: its file
+  };
+  Found lookup(const std::string& id);
+  std::shared_ptr<const CompressedContext> load(const std::string& file) const;
+  std::shared_ptr<const CompressedContext> adopt(const std::string& id, std::shared_ptr<const CompressedContext> loaded);
   // Its description without counting (GET /v1/contexts/{id}); nullopt when unknown.
   std::optional<ResidentContext> describe(const std::string& id) const;
+  // The longest resident context (question-agnostic, made with `press`, a describe() string or
+  // "full", under `budget`, a KvBudget::describe()) whose tokens begin `prompt`, counted as a
+  // hit and marked used; nullopt when none (not a miss: no id was asked for). Spilled
+  // contexts are not searched (their tokens are on disk), nor ones loaded back (their budget
+  // is not in their file). The server's --context-reuse.
+  std::optional<ResidentContext> longest_prefix(const std::vector<int32_t>& prompt, const std::string& press,
+                                                const std::string& budget);
+  // The budget `id` was inserted with ("" when unknown or none).
+  std::string budget_of(const std::string& id) const;
   std::vector<ResidentContext> list() const;  // oldest first
   // Takes `id` out of the names; its bytes go now when idle, else when its last user ends.
   // False when unknown.
@@ -75,6 +107,7 @@ class ContextStore {
     int64_t running = 0;     // running sequences started from it
     uint64_t created = 0;    // insertion order
     uint64_t last_used = 0;  // find() or pin() clock
+    std::string budget;      // insert()'s
   };
   void release(const Entry& e);
   std::string path_of(const std::string& id) const;

@@ -35,6 +35,10 @@ class BatchScheduler : public Scheduler {
   std::shared_ptr<const CompressedContext> find_context(const std::string& id) override {
     return engine_.find_context(id);
   }
+  std::optional<ResidentContext> find_context_prefix(const std::vector<int32_t>& prompt,
+                                                     const std::string& press, const KvBudget& budget) override {
+    return engine_.find_context_prefix(prompt, press, budget);
+  }
   std::optional<ResidentContext> describe_context(const std::string& id) const override {
     return engine_.describe_context(id);
   }

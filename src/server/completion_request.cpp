@@ -211,6 +211,13 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
     r.press = defaults.press;
     r.kv_budget = defaults.kv_budget;
     r.kv_ratio = defaults.kv_ratio;
+    if (const json* v = field(body, "kv_context_extend")) r.kv_context_extend = read_bool(*v, "kv_context_extend");
+    if (r.kv_context_extend && field(body, "kv_context") == nullptr) {
+      bad_request("kv_context_extend", "'kv_context_extend' extends the context named by 'kv_context': none was given");
+    }
+    if (r.kv_context_extend && r.prompts.size() > 1) {
+      bad_request("kv_context_extend", "'kv_context_extend' extends a context by one prompt, not a list of prompts");
+    }
     if (const json* v = field(body, "kv_context")) {
       r.kv_context = read_string(*v, "kv_context");
       if (r.kv_context.empty()) bad_request("kv_context", "'kv_context' must be a context id (ctx-...), not empty");

@@ -52,6 +52,9 @@ struct CompletionRequest {
   // The id of a compressed context (POST /v1/contexts) to continue after: the prompt or the
   // messages are then the question; no press of its own ("" : none).
   std::string kv_context;
+  // A new context is made of kv_context, this turn's question and the answer (the response's
+  // `kv_context`): a multi-turn chat sends it with the next turn (docs/serving.md).
+  bool kv_context_extend = false;
 };
 
 // Throws ApiError (400) for a body that is not a JSON object, a field of the wrong type or

@@ -249,6 +249,7 @@ struct CompletionReply {
   json head;         // id, object, created, model: the start of the response and of each chunk
   json press;        // what usage echoes
   ClientConnection client;
+  std::string extended_context;  // kv_context_extend: the id the new context gets, "" none
   std::vector<Choice> choices{};
   bool cancelled = false;  // its client left
 
@@ -335,6 +336,7 @@ void reply_blocking(CompletionReply& reply, httplib::Response& res) {
     add_usage(total, outcome.usage);
   }
   out["usage"] = usage_json(total, reply.press);
+  if (!reply.extended_context.empty()) out["kv_context"] = reply.extended_context;
   send_json(res, 200, out);
 }
 
@@ -349,6 +351,7 @@ void end_stream(const CompletionReply& reply, httplib::DataSink& sink, const jso
     case GenerationEnd::kFinished:
       last["choices"] = json::array({choice_json(reply.chat, true, 0, "", finish_reason(stream), chunk_logprobs)});
       last["usage"] = usage_json(outcome.usage, reply.press);
+      if (!reply.extended_context.empty()) last["kv_context"] = reply.extended_context;
       break;
     case GenerationEnd::kShutdown:
       last = error_body(shutdown_message(outcome), "unavailable_error", "", "server_shutting_down");
@@ -743,6 +746,22 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     if (!context) context_not_found(r.kv_context);
   }
   CompletionPlan plan = plan_completion(r, model_->tokenizer(), *chat_template_, n_ctx_, context);
+  if (!context && options_.context_reuse) {
+    // Each prompt that begins with a kept context's tokens, compressed by the press this
+    // request asks for, reads only the rest after that context. [OUR FORMULATION] The press
+    // then sees the document alone (question-agnostic, as the context was made), not the
+    // whole prompt: the answer is that of kv_context, which is why reuse is opt-in.
+    for (GenerationRequest& g : plan.generations) {
+      const std::optional<ResidentContext> found =
+          scheduler_->find_context_prefix(g.prompt, g.press ? g.press->describe() : "full", g.budget);
+      if (!found) continue;
+      g.prompt.erase(g.prompt.begin(), g.prompt.begin() + static_cast<int64_t>(found->context->tokens().size()));
+      g.press.reset();
+      g.budget = KvBudget();
+      g.context = found->context;
+      g.context_id = found->id;
+    }
+  }
   auto reply = std::make_shared<CompletionReply>(CompletionReply{
       .scheduler = scheduler_.get(),
       .tok = &model_->tokenizer(),
@@ -757,6 +776,10 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                        : press_json(r),
       .client = ClientConnection(req.local_addr, req.local_port, req.remote_addr, req.remote_port),
   });
+  if (r.kv_context_extend) {
+    reply->extended_context = context_id();
+    plan.generations.at(0).extend_context_id = reply->extended_context;
+  }
   std::shared_ptr<void> answering = track_completion();  // until the answer is written
   submit_choices(*reply, std::move(plan), r.stop, metrics_);
   if (r.stream) return reply_streamed(reply, std::move(answering), res);

@@ -52,6 +52,9 @@ struct ServerOptions {
   int64_t max_queue = 0;
   // Where compressed contexts are written, spilled and found again after a restart ("" none).
   std::string context_dir;
+  // --context-reuse: a completion without kv_context whose prompt tokens begin with a kept
+  // context's, under the same press, starts from the longest such context (docs/serving.md).
+  bool context_reuse = false;
 };
 
 inline constexpr int64_t kDefaultQueuePerSlot = 8;

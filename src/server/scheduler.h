@@ -100,6 +100,10 @@ class Scheduler {
   // bytes count against its KV memory): BatchEngine's. A scheduler without them keeps none.
   virtual std::shared_ptr<const CompressedContext> find_context(const std::string&) { return nullptr; }
   virtual std::optional<ResidentContext> describe_context(const std::string&) const { return std::nullopt; }
+  virtual std::optional<ResidentContext> find_context_prefix(const std::vector<int32_t>&, const std::string&,
+                                                             const KvBudget&) {
+    return std::nullopt;
+  }
   virtual std::vector<ResidentContext> contexts() const { return {}; }
   virtual bool remove_context(const std::string&) { return false; }
 };

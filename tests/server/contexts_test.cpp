@@ -5,6 +5,7 @@
 // tokens, computed here on a Session of its own.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -89,8 +90,10 @@ struct Answer {
   json usage;
   json body;
 };
-Answer complete(const TestServer& t, const std::string& id, const std::string& question, bool chat = false) {
+Answer complete(const TestServer& t, const std::string& id, const std::string& question, bool chat = false,
+                bool extend = false) {
   json body = {{"kv_context", id}, {"max_tokens", kAnswerTokens}, {"temperature", 0}, {"ignore_eos", true}};
+  if (extend) body["kv_context_extend"] = true;
   if (chat) {
     body["messages"] = json::array({{{"role", "user"}, {"content", question}}});
     body["logprobs"] = true;
@@ -207,6 +210,131 @@ TEST(ServerContexts, ChatJoinsContextAndMessagesByTheTemplate) {
   ASSERT_EQ(a.status, 200) << a.body;
   EXPECT_EQ(a.pieces, pieces(library_answer(context_tokens, "snapkv", question)));
   EXPECT_EQ(a.usage["prompt_tokens_details"]["cached_tokens"], context_tokens.size());
+}
+
+// A conversation of three turns, each sent with the context the turn before returned
+// (kv_context_extend): its greedy answers are those of one library Session that starts from
+// the compressed document and simply reads each turn's question after the last answer, and
+// each turn's cached_tokens counts the document and every earlier turn.
+TEST(ServerContexts, AMultiTurnChatExtendsItsContextEachTurn) {
+  TestServer t;  // ChatML
+  const Tokenizer& tok = model().tokenizer();
+  const ChatTemplate chatml = ChatTemplate::detect(tok, "chatml");
+  const std::vector<ChatMessage> doc = {{"system", "You answer questions about the story."}, {"user", kDocument}};
+  const json first_made = make_context(t, {{"messages", json::array({{{"role", "system"}, {"content", doc[0].content}},
+                                                                       {{"role", "user"}, {"content", doc[1].content}}})},
+                                             {"kv_press", "snapkv"},
+                                             {"kv_budget", kBudget}});
+  const std::string first = first_made["id"];
+  const std::vector<int32_t> context_tokens = tok.encode(chatml.apply(doc, false), true, true);
+
+  // The reference: the document compressed as the server does, then one session going on.
+  auto pool = std::make_shared<ThreadPool>(1);
+  Session compressor(model_ptr(), pool);
+  compressor.set_press(make_press("snapkv", KvBudget::per_head(kBudget)));
+  const auto compressed = CompressedContext::compress(compressor, context_tokens);
+  Session s(model_ptr(), pool);
+  start_session(s, *compressed);
+  const int64_t n_vocab = model().config().n_vocab;
+
+  std::string id = first;
+  size_t cached = context_tokens.size();
+  std::set<std::string> ids = {first};
+  for (int turn = 0; turn < 3; ++turn) {
+    const std::vector<int32_t> question = tok.encode(chatml.apply({{"user", kQuestions[turn]}}, true), false, true);
+    s.prefill_question(question);
+    std::vector<int32_t> expected;
+    for (int64_t i = 0; i < kAnswerTokens; ++i) {
+      const float* logits = s.last_logits();
+      expected.push_back(static_cast<int32_t>(std::max_element(logits, logits + n_vocab) - logits));
+      s.decode(expected.back());
+    }
+    const Answer a = complete(t, id, kQuestions[turn], true, true);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.pieces, pieces(expected)) << "turn " << turn + 1;
+    EXPECT_EQ(a.usage["prompt_tokens_details"]["cached_tokens"], cached) << "turn " << turn + 1;
+    EXPECT_EQ(a.usage["kv_context"], id);
+    ASSERT_TRUE(a.body["kv_context"].is_string()) << a.body;
+    id = a.body["kv_context"];
+    EXPECT_TRUE(ids.insert(id).second) << "each turn makes a new context";
+    cached += question.size() + kAnswerTokens;  // the turn's question and its answer, all fed
+    const json made = parse(t.get("/v1/contexts/" + id));
+    EXPECT_EQ(made["prompt_tokens"], cached);
+    EXPECT_EQ(made["kv_press"], first_made["kv_press"]);  // the document's press, which kept what it kept
+  }
+  // Contexts are immutable: the first still answers as it did, from the document alone.
+  EXPECT_EQ(parse(t.get("/v1/contexts"))["data"].size(), 4u);
+  // A stream gives the extended context's id on its last chunk, beside usage.
+  const auto streamed = t.post("/v1/chat/completions",
+                               {{"kv_context", id}, {"kv_context_extend", true}, {"stream", true}, {"max_tokens", 4}, {"ignore_eos", true},
+                                {"messages", json::array({{{"role", "user"}, {"content", kQuestions[3]}}})}});
+  ASSERT_TRUE(streamed);
+  json last;
+  for (size_t at = streamed->body.find("data: {"); at != std::string::npos; at = streamed->body.find("data: {", at + 1)) {
+    last = json::parse(streamed->body.substr(at + 6, streamed->body.find("\n", at) - at - 6));
+  }
+  ASSERT_TRUE(last.contains("usage")) << streamed->body;
+  ASSERT_TRUE(last["kv_context"].is_string()) << last;
+  EXPECT_EQ(parse(t.get("/v1/contexts/" + last["kv_context"].get<std::string>()))["prompt_tokens"].get<size_t>(),
+            cached + tok.encode(chatml.apply({{"user", kQuestions[3]}}, true), false, true).size() + 4);
+  const Answer again = complete(t, first, kQuestions[0], true);
+  ASSERT_EQ(again.status, 200) << again.body;
+  EXPECT_EQ(again.usage["prompt_tokens_details"]["cached_tokens"], context_tokens.size());
+  EXPECT_FALSE(again.body.contains("kv_context"));
+}
+
+// --context-reuse: a prompt that begins with kept contexts' tokens, under their press, starts
+// from the longest of them: its answer is the library's from that context with the rest as
+// the question, and cached_tokens counts that context's tokens. A context of another press,
+// or a server without the flag, reuses nothing.
+TEST(ServerContexts, ContextReuseStartsFromTheLongestMatchingContext) {
+  const Tokenizer& tok = model().tokenizer();
+  const std::string head_text = kDocument.substr(0, kDocument.find(" One day"));
+  const std::string prompt_text = kDocument + kQuestions[0];
+  const std::vector<int32_t> head = tok.encode(head_text, true, false);
+  const std::vector<int32_t> doc = tok.encode(kDocument, true, false);
+  const std::vector<int32_t> prompt = tok.encode(prompt_text, true, false);
+  // The tokenizer keeps these prefixes (each cut is before a space).
+  ASSERT_LT(head.size(), doc.size());
+  ASSERT_TRUE(std::equal(head.begin(), head.end(), doc.begin()));
+  ASSERT_TRUE(std::equal(doc.begin(), doc.end(), prompt.begin()));
+  const std::vector<int32_t> question(prompt.begin() + static_cast<int64_t>(doc.size()), prompt.end());
+  const json body = {{"prompt", prompt_text}, {"kv_press", "snapkv"}, {"kv_budget", kBudget},
+                     {"max_tokens", kAnswerTokens}, {"temperature", 0}, {"ignore_eos", true}, {"logprobs", 0}};
+  auto answer_of = [](const httplib::Result& r) {
+    Answer a;
+    EXPECT_TRUE(r);
+    if (!r) return a;
+    a.status = r->status;
+    a.body = json::parse(r->body);
+    if (a.status != 200) return a;
+    for (const json& e : a.body["choices"][0]["logprobs"]["tokens"]) a.pieces.push_back(e);
+    a.usage = a.body["usage"];
+    return a;
+  };
+  {
+    server::ServerOptions o = test_server_options();
+    o.context_reuse = true;
+    TestServer t(o);
+    make_context(t, {{"prompt", head_text}, {"kv_press", "snapkv"}, {"kv_budget", kBudget}});
+    make_context(t, {{"prompt", kDocument}, {"kv_press", "snapkv"}, {"kv_budget", kBudget + 8}});
+    make_context(t, {{"prompt", kDocument}, {"kv_press", "snapkv"}, {"kv_budget", kBudget}});
+    const Answer a = answer_of(t.post("/v1/completions", body));
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.usage["prompt_tokens_details"]["cached_tokens"], doc.size());
+    EXPECT_EQ(a.usage["prompt_tokens"], prompt.size());
+    EXPECT_EQ(a.pieces, pieces(library_answer(doc, "snapkv", question)));
+    json other = body;
+    other["kv_budget"] = kBudget + 16;  // no context has this press: the whole prompt is prefilled
+    const Answer b = answer_of(t.post("/v1/completions", other));
+    ASSERT_EQ(b.status, 200) << b.body;
+    EXPECT_EQ(b.usage["prompt_tokens_details"]["cached_tokens"], 0);
+  }
+  TestServer plain;  // without --context-reuse
+  make_context(plain, {{"prompt", kDocument}, {"kv_press", "snapkv"}, {"kv_budget", kBudget}});
+  const Answer c = answer_of(plain.post("/v1/completions", body));
+  ASSERT_EQ(c.status, 200) << c.body;
+  EXPECT_EQ(c.usage["prompt_tokens_details"]["cached_tokens"], 0);
 }
 
 TEST(ServerContexts, EightConcurrentRequestsOnOneContextEachAnswerAsAlone) {

@@ -96,6 +96,9 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--context-dir", args->server.context_dir,
                   "Write compressed contexts (POST /v1/contexts) here; idle ones dropped for memory are spilled "
                   "and loaded back on demand, and a restarted server finds them (docs/serving.md)");
+  cmd->add_flag("--context-reuse", args->server.context_reuse,
+               "A prompt that begins with a kept compressed context's tokens, under the same press, starts from "
+               "the longest such context instead of prefilling them (docs/serving.md)");
   cmd->add_option("-c,--ctx-size", args->server.n_ctx, "Context size in tokens (default: model's, at most 4096)");
   cmd->add_option("-n,--n-predict", args->server.defaults.max_tokens,
                   "Default max_tokens of a request (-1: up to the context's end)")

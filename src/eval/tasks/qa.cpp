@@ -70,7 +70,7 @@ GeneratedPrompt generate_qa(const GeneratorContext& ctx, const QaDataset& datase
   };
   const auto min_docs = static_cast<int64_t>(item.gold_docs.size());
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_docs, std::max(budget, min_docs));
-  return {std::move(fit.prompt), std::move(fit.tokens), item.answers, fit.context_tokens};
+  return {std::move(fit.prompt), std::move(fit.tokens), item.answers, fit.context_tokens, {}};
 }
 
 }  // namespace deferkv::eval

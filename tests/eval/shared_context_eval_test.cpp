@@ -1,0 +1,245 @@
+// eval --questions-per-context Q (issue 44 item 4): Q different questions over one haystack,
+// answered through one CompressedContext, independently or as a conversation, scored per
+// turn. The answers are checked against today's one-question path on the same prompts, and
+// the tokens a turn reads against what the earlier turns read and answered.
+#include <algorithm>
+#include <filesystem>
+#include <set>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "deferkv/embedding.h"
+#include "deferkv/eval_run.h"
+#include "deferkv/eval_sweep.h"
+#include "deferkv/eval_tasks.h"
+#include "deferkv/model.h"
+#include "eval/eval_test_util.h"
+#include "eval/run/sample_runner.h"
+#include "support/error_of.h"
+#include "support/read_file.h"
+#include "tensor/gguf_test_util.h"
+
+namespace deferkv::eval {
+namespace {
+
+using testing::error_of;
+
+TaskOptions options_with(int64_t questions) {
+  TaskOptions o;
+  o.questions_per_context = questions;
+  return o;
+}
+
+std::vector<int32_t> question_part(const TaskSample& s) {
+  return {s.tokens.begin() + s.context_tokens, s.tokens.end()};
+}
+
+TEST(SharedContextTasks, QuestionsDifferAreDeterministicAndAskWhatTheHaystackHolds) {
+  const TaskGenerator three(test::llama_spm(), options_with(3)), again(test::llama_spm(), options_with(3));
+  for (const std::string& task : tasks_with_many_questions()) {
+    SCOPED_TRACE(task);
+    const TaskSample s = three.ruler(task, 1024, 1);
+    ASSERT_EQ(s.turns.size(), 3u);
+    // Turn 1 is the sample's own question; every turn asks something else.
+    EXPECT_EQ(s.turns[0].question, question_part(s));
+    EXPECT_EQ(s.turns[0].references, s.references);
+    std::set<std::vector<int32_t>> questions;
+    std::set<std::vector<std::string>> answers;
+    for (const TaskTurn& t : s.turns) {
+      questions.insert(t.question);
+      answers.insert(t.references);
+      // What a turn asks for is in the one haystack (the needles' values, the chain's variables).
+      // (The questions name keys or values, never the answers, so the prompt holds them only there.)
+      for (const std::string& r : t.references) EXPECT_NE(s.prompt.find(r), std::string::npos) << r;
+    }
+    EXPECT_EQ(questions.size(), 3u);
+    EXPECT_EQ(answers.size(), 3u);
+    // The same seed gives the same questions.
+    const TaskSample t = again.ruler(task, 1024, 1);
+    EXPECT_EQ(t.tokens, s.tokens);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(t.turns[k].question, s.turns[k].question);
+      EXPECT_EQ(t.turns[k].references, s.turns[k].references);
+    }
+  }
+}
+
+TEST(SharedContextTasks, OneQuestionIsTodaysSample) {
+  const TaskGenerator one(test::llama_spm(), options_with(1)), today(test::llama_spm(), TaskOptions{});
+  for (const std::string& task : tasks_with_many_questions()) {
+    const TaskSample a = one.ruler(task, 1024, 2), b = today.ruler(task, 1024, 2);
+    EXPECT_EQ(a.tokens, b.tokens) << task;
+    EXPECT_TRUE(a.turns.empty()) << task;
+  }
+}
+
+TEST(SharedContextTasks, TasksThatCannotAskSeveralQuestionsAreRefusedByName) {
+  const TaskGenerator two(test::llama_spm(), options_with(2));
+  for (const char* task : {"niah_single_1", "niah_single_3", "cwe", "fwe", "qa_1"}) {
+    const std::string error = error_of([&] { two.ruler(task, 1024, 0); });
+    EXPECT_NE(error.find(task), std::string::npos) << error;
+    EXPECT_NE(error.find("niah_multikey_1"), std::string::npos) << error;  // the tasks that can
+  }
+  EXPECT_NE(error_of([&] { two.niah(1024, 50); }).find("niah holds one needle"), std::string::npos);
+  const std::string zero = error_of([] { TaskGenerator(test::llama_spm(), options_with(0)); });
+  EXPECT_NE(zero.find("at least 1, got 0"), std::string::npos) << zero;
+}
+
+// The in-house model's runs: a context compressed once, three questions.
+struct ModelRuns {
+  std::shared_ptr<const Model> model = Model::load(embedded_eval_model_path());
+  std::shared_ptr<ThreadPool> pool = make_thread_pool(1);
+  TaskSample sample = TaskGenerator(model->tokenizer(), options_with(3)).ruler("niah_multikey_2", 512, 0);
+
+  SampleRunner runner(bool question_agnostic, TurnMode mode) const {
+    return SampleRunner(model, nullptr, pool, EvalRequest::greedy(), SessionOptions{}, question_agnostic, nullptr, mode);
+  }
+  // Today's one-question sample: the same context, `question` after it.
+  TaskSample single(const std::vector<int32_t>& question) const {
+    TaskSample s = sample;
+    s.tokens.resize(static_cast<size_t>(s.context_tokens));
+    s.tokens.insert(s.tokens.end(), question.begin(), question.end());
+    s.turns.clear();
+    return s;
+  }
+};
+
+const ModelRuns& runs() {
+  static const ModelRuns r;
+  return r;
+}
+
+TEST(SharedContextRuns, IndependentTurnsAnswerAsTodaysEvalOfEachQuestion) {
+  const ModelRuns& r = runs();
+  const SweepMethod knorm{"knorm", KvBudget::per_head(48), "48"};  // question-agnostic by nature
+  const SampleRunner turns = r.runner(true, TurnMode::kIndependent), today = r.runner(true, TurnMode::kIndependent);
+  const SampleRun run = turns(knorm, r.sample);
+  ASSERT_EQ(run.turns.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(run.turns[k].read, r.sample.turns[k].question) << k;  // each question alone after the context
+    const SampleRun alone = today(knorm, r.single(r.sample.turns[k].question));
+    EXPECT_EQ(run.turns[k].prediction, alone.prediction) << k;
+    EXPECT_GT(alone.generated_tokens, 0);
+  }
+  EXPECT_EQ(run.prediction, run.turns[0].prediction);
+  EXPECT_EQ(run.prefill_tokens_saved, 2 * r.sample.context_tokens);
+}
+
+TEST(SharedContextRuns, MultiTurnReadsTheEarlierQuestionsAndAnswers) {
+  const ModelRuns& r = runs();
+  const SweepMethod knorm{"knorm", KvBudget::per_head(48), "48"};
+  const SampleRun run = r.runner(true, TurnMode::kMultiTurn)(knorm, r.sample);
+  ASSERT_EQ(run.turns.size(), 3u);
+  std::vector<int32_t> expected;
+  for (size_t k = 0; k < 3; ++k) {
+    expected.insert(expected.end(), r.sample.turns[k].question.begin(), r.sample.turns[k].question.end());
+    EXPECT_EQ(run.turns[k].read, expected) << k;
+    expected.insert(expected.end(), run.turns[k].answer.begin(), run.turns[k].answer.end());
+  }
+  // Turn 3 answers as one prompt of the context and everything it read.
+  const SampleRun alone = r.runner(true, TurnMode::kIndependent)(knorm, r.single(run.turns[2].read));
+  EXPECT_EQ(run.turns[2].prediction, alone.prediction);
+}
+
+TEST(SharedContextRuns, QuestionAwarePressSeesTheFirstQuestionOnly) {
+  const ModelRuns& r = runs();
+  const SweepMethod snapkv{"snapkv", KvBudget::per_head(48), "48"};
+  const SampleRun run = r.runner(false, TurnMode::kIndependent)(snapkv, r.sample);
+  ASSERT_EQ(run.turns.size(), 3u);
+  // Turn 1 is today's question-aware run; question 1 stays in the context for the others.
+  const SampleRun today = r.runner(false, TurnMode::kIndependent)(snapkv, r.single(r.sample.turns[0].question));
+  EXPECT_EQ(run.turns[0].prediction, today.prediction);
+  EXPECT_TRUE(run.turns[0].read.empty());
+  EXPECT_EQ(run.turns[1].read, r.sample.turns[1].question);
+}
+
+TEST(SharedContextEval, BadValuesAreRefusedByName) {
+  gguf_test::TempDir dir;
+  EvalRequest r;
+  r.lengths = {512};
+  r.output = dir.path().string();
+  const auto error_with = [&](const std::function<void(EvalRequest&)>& change) {
+    EvalRequest changed = r;
+    change(changed);
+    return error_of([&] { run_eval(changed, nullptr); });
+  };
+  EXPECT_NE(error_with([](EvalRequest& e) { e.questions_per_context = 0; }).find("at least 1, got 0"), std::string::npos);
+  const std::string task = error_with([](EvalRequest& e) {
+    e.questions_per_context = 2;
+    e.tasks = {"niah_multikey_1", "cwe"};
+  });
+  EXPECT_NE(task.find("task cwe cannot ask 2"), std::string::npos) << task;
+  for (const char* press : {"deferkv", "tova"}) {
+    const std::string error = error_with([&](EvalRequest& e) {
+      e.questions_per_context = 2;
+      e.presses = {"full", press};
+      e.budgets = {64};
+    });
+    EXPECT_NE(error.find(std::string("press '") + press + "' evicts after the prefill"), std::string::npos) << error;
+  }
+  EXPECT_NE(error_with([](EvalRequest& e) {
+              e.questions_per_context = 2;
+              e.context_mode = "chat";
+            }).find("unknown context mode 'chat'"),
+            std::string::npos);
+  EXPECT_NE(error_with([](EvalRequest& e) { e.context_mode = "multi-turn"; }).find("needs --questions-per-context"),
+            std::string::npos);
+  EXPECT_NE(error_with([](EvalRequest& e) {
+              e.questions_per_context = 2;
+              e.bench = "niah";
+            }).find("is for --bench ruler"),
+            std::string::npos);
+}
+
+TEST(SharedContextEval, ReportHasATurnColumnPerQuestionAndTheRowsKnowQAndMode) {
+  gguf_test::TempDir dir;
+  EvalRequest r;
+  r.tasks = {"niah_multikey_2"};
+  r.lengths = {512};
+  r.samples = 2;
+  r.presses = {"full", "knorm"};
+  r.budgets = {48};
+  r.question_agnostic = true;
+  r.questions_per_context = 3;
+  r.output = dir.path().string();
+  r.name = "q3";
+  const EvalOutcome outcome = run_eval(r, nullptr);
+  ASSERT_EQ(outcome.failed_rows, 0);
+  const std::string md = testing::read_file(outcome.dir + "/summary.md");
+  EXPECT_NE(md.find("| method | turn 1 | turn 2 | turn 3 | samples | prefill tokens saved |"), std::string::npos) << md;
+  EXPECT_TRUE(std::filesystem::exists(outcome.dir + "/score-by-turn.svg"));
+  const auto summary = nlohmann::json::parse(testing::read_file(outcome.dir + "/summary.json"));
+  const nlohmann::json& turns = summary["turns"];
+  EXPECT_EQ(turns["questions_per_context"], 3);
+  EXPECT_EQ(turns["context_mode"], "independent");
+  ASSERT_EQ(turns["rows"].size(), 2u);
+  // Each turn's score is the mean of the rows' own turn scores (read back from the log).
+  std::vector<double> sums(3, 0.0);
+  int64_t saved = 0, rows = 0;
+  for (const std::string& line : {testing::read_file(outcome.dir + "/samples.jsonl")}) {
+    size_t begin = 0;
+    for (size_t end = line.find('\n'); end != std::string::npos; begin = end + 1, end = line.find('\n', begin)) {
+      const auto record = nlohmann::json::parse(line.substr(begin, end - begin));
+      if (record["label"] != "full") continue;
+      ++rows;
+      saved += record["prefill_tokens_saved"].get<int64_t>();
+      for (size_t k = 0; k < 3; ++k) sums[k] += record["turn_scores"][k].get<double>();
+    }
+  }
+  ASSERT_EQ(rows, 2);
+  const nlohmann::json& full = turns["rows"][0];
+  EXPECT_EQ(full["label"], "full");
+  EXPECT_EQ(full["samples"], 2);
+  EXPECT_EQ(full["prefill_tokens_saved"], saved);
+  EXPECT_GT(saved, 0);
+  for (size_t k = 0; k < 3; ++k) EXPECT_DOUBLE_EQ(full["turn_scores"][k].get<double>(), 100 * sums[k] / 2) << k;
+  // The rows' identity holds Q and the mode: the other mode is another folder's rows.
+  EvalRequest multi = r;
+  multi.context_mode = "multi-turn";
+  const std::string error = error_of([&] { run_eval(multi, nullptr); });
+  EXPECT_NE(error.find("context_mode"), std::string::npos) << error;
+}
+
+}  // namespace
+}  // namespace deferkv::eval

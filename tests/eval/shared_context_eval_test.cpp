@@ -18,6 +18,7 @@
 #include "eval/run/sample_runner.h"
 #include "support/error_of.h"
 #include "support/read_file.h"
+#include "tokenizer/tokenizer_test_util.h"
 #include "tensor/gguf_test_util.h"
 
 namespace deferkv::eval {
@@ -239,6 +240,49 @@ TEST(SharedContextEval, ReportHasATurnColumnPerQuestionAndTheRowsKnowQAndMode) {
   multi.context_mode = "multi-turn";
   const std::string error = error_of([&] { run_eval(multi, nullptr); });
   EXPECT_NE(error.find("context_mode"), std::string::npos) << error;
+}
+
+// The turn table from a sweep whose answers are known: full answers turns 1 and 3 and misses
+// turn 2 (it answers turn 1's values there); snapkv answers turn 2 only. Hand-computed:
+// full 100, 0, 100; snapkv 0, 100, 0.
+TEST(SharedContextEval, TurnScoresAreEachTurnsMeanOverTheSamples) {
+  gguf_test::TempDir dir;
+  const TaskGenerator generator(test::llama_spm(), options_with(3));
+  SweepPlan plan;
+  plan.tasks = {"niah_multikey_2", "vt"};
+  plan.lengths = {1024};
+  plan.samples = 2;
+  plan.methods = {{"full", std::nullopt, ""}, {"snapkv", KvBudget::per_head(64), "64"}};
+  const SampleExecutor answer = [](const SweepMethod& m, const TaskSample& s) {
+    SampleRun run;
+    for (size_t k = 0; k < s.turns.size(); ++k) {
+      const bool right = m.press == "full" ? k != 1 : k == 1;
+      std::string text;
+      for (const std::string& r : s.turns[right ? k : (k + 1) % s.turns.size()].references) text += r + " ";
+      run.turns.push_back({text, 1, "eog", {}, {}});
+    }
+    run.prediction = run.turns[0].prediction;
+    run.prefill_tokens_saved = 2 * s.context_tokens;
+    return run;
+  };
+  nlohmann::ordered_json config = {{"questions_per_context", 3}, {"context_mode", "multi-turn"}};
+  config["sweep"] = sweep_config(plan);
+  const std::string out = prepare_results_dir(dir.path().string(), "t", "ruler", config);
+  ASSERT_EQ(run_sweep(plan, generator, answer, out, nullptr), 8);
+  const std::string tables = write_reports(plan, out, {});
+  EXPECT_NE(tables.find("| full | 100.00 | 0.00 | 100.00 | 4 |"), std::string::npos) << tables;
+  EXPECT_NE(tables.find("| snapkv@64 | 0.00 | 100.00 | 0.00 | 4 |"), std::string::npos) << tables;
+  const auto summary = nlohmann::json::parse(testing::read_file(out + "/summary.json"));
+  EXPECT_EQ(summary["turns"]["context_mode"], "multi-turn");
+  int64_t saved = 0;
+  for (const char* task : {"niah_multikey_2", "vt"}) {
+    for (int64_t i = 0; i < 2; ++i) saved += 2 * generator.ruler(task, 1024, i).context_tokens;
+  }
+  EXPECT_EQ(summary["turns"]["rows"][0]["prefill_tokens_saved"], saved);
+  // The plot has a mark per method and turn, and each method in its legend.
+  const std::string svg = testing::read_file(out + "/score-by-turn.svg");
+  EXPECT_EQ(eval_test::count_of(svg, "<circle"), 6u);
+  EXPECT_NE(svg.find(">snapkv@64<"), std::string::npos);
 }
 
 }  // namespace

@@ -56,6 +56,18 @@ TEST(SharedContextTasks, QuestionsDifferAreDeterministicAndAskWhatTheHaystackHol
     }
     EXPECT_EQ(questions.size(), 3u);
     EXPECT_EQ(answers.size(), 3u);
+    if (task.starts_with("niah_multikey")) {
+      // Each answer is the value of the needle whose key that turn's question names.
+      for (const TaskTurn& t : s.turns) {
+        const std::string question = test::llama_spm().decode(t.question);
+        const std::string value = t.references.at(0);
+        const size_t needle = s.prompt.find(" is: " + value + ".");
+        ASSERT_NE(needle, std::string::npos) << value;
+        const size_t key_start = s.prompt.rfind(" for ", needle) + 5;
+        const std::string key = s.prompt.substr(key_start, needle - key_start);
+        EXPECT_NE(question.find(" for " + key + " mentioned"), std::string::npos) << key << " / " << question;
+      }
+    }
     // The same seed gives the same questions.
     const TaskSample t = again.ruler(task, 1024, 1);
     EXPECT_EQ(t.tokens, s.tokens);

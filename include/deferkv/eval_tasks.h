@@ -75,7 +75,7 @@ struct TaskSample {
 };
 
 // The RULER tasks that can ask several different questions over one haystack:
-// niah_multikey_1..3, niah_multivalue, niah_multiquery and vt.
+// niah_multikey_1..3, niah_multivalue, niah_multiquery, vt, qa_1 and qa_2.
 const std::vector<std::string>& tasks_with_many_questions();
 
 class TaskGenerator {

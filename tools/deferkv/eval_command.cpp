@@ -185,7 +185,7 @@ void add_eval_command(CLI::App& app) {
                                "each prompt is split where the template's context ends, docs/evaluation.md");
   cmd->add_option("--questions-per-context", args->request.questions_per_context,
                   "Q questions over each sample's one haystack, its context compressed once and each question "
-                  "answered from it (shared contexts; RULER's multi-key, multi-value, multi-query and vt tasks; "
+                  "answered from it (shared contexts; RULER's multi-key, multi-value, multi-query, vt and QA tasks; "
                   "docs/evaluation.md)")
       ->capture_default_str();
   cmd->add_option("--context-mode", args->request.context_mode,

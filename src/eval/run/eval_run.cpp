@@ -119,7 +119,12 @@ void check_shared_contexts(EvalRequest& r, bool remote) {
   }
   if (remote) fail("--questions-per-context above 1 runs on this process's model, not with --server");
   const std::vector<std::string>& many = tasks_with_many_questions();
-  if (r.tasks.empty()) r.tasks = many;
+  if (r.tasks.empty()) {  // the QA tasks only with their data files, as RULER's default leaves them out
+    for (const std::string& task : many) {
+      if ((task == "qa_1" && r.squad.empty()) || (task == "qa_2" && r.hotpotqa.empty())) continue;
+      r.tasks.push_back(task);
+    }
+  }
   for (const std::string& task : r.tasks) {
     if (std::find(many.begin(), many.end(), task) == many.end()) {
       fail("task {} cannot ask {} different questions over one haystack; the tasks that can: {}", task,

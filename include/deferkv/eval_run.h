@@ -42,6 +42,12 @@ struct EvalRequest {
   // Compress each prompt's context before its question is read (GenerateOptions'
   // question_agnostic); false: the press sees context and question together.
   bool question_agnostic = false;
+  // Shared contexts (issue 44, in the spirit of SCBench): Q questions over each sample's one
+  // haystack, its context compressed once and every question answered from it; 1: one
+  // question a prompt, as always. Above 1: RULER's tasks_with_many_questions() only (the
+  // default tasks then), presses that evict once at the prompt's end, a local run.
+  int64_t questions_per_context = 1;
+  std::string context_mode = "independent";  // or "multi-turn" (TurnMode), with Q > 1
   std::string output = "results";  // the folder the results folder is made in
   std::string name;                // the results folder's name; "" from the configuration's hash
   std::string shard = "1/1";       // "i/N": run shard i of N of the grid

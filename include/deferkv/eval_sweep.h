@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -71,6 +72,23 @@ struct Shard {
   std::string log_name(const std::string& stem = "samples") const;
 };
 
+// How the Q questions of a shared context are asked (eval --context-mode; issue 44): each
+// alone after the context, or as a conversation where turn k also reads the earlier turns'
+// questions and the model's own answers (appended uncompressed after the context).
+enum class TurnMode { kIndependent, kMultiTurn };
+TurnMode turn_mode_from_name(std::string_view name);  // "independent", "multi-turn"
+const char* turn_mode_name(TurnMode mode);
+
+// One question's answer in a sample of several (TaskSample::turns).
+struct TurnRun {
+  std::string prediction;
+  int64_t generated_tokens = 0;
+  std::string stop;
+  // The ids read after the context (its question; in multi-turn the earlier turns' questions
+  // and answers first) and the ids answered.
+  std::vector<int32_t> read, answer;
+};
+
 // What running one sample on the model gave.
 struct SampleRun {
   std::string prediction;
@@ -89,6 +107,10 @@ struct SampleRun {
   // The process's peak resident memory when the sample ended (model and every sample so far
   // included; 0 when not known, as for a server's samples).
   int64_t peak_rss_bytes = 0;
+  // A sample of Q > 1 questions: every turn's answer (prediction is turn 1's), and the
+  // context's tokens not prefilled again for turns 2..Q: (Q - 1) × the context's tokens.
+  std::vector<TurnRun> turns;
+  int64_t prefill_tokens_saved = 0;
 };
 
 using SampleExecutor = std::function<SampleRun(const SweepMethod& method, const TaskSample& sample)>;

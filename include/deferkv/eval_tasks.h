@@ -36,9 +36,19 @@ struct TaskOptions {
   PromptOptions prompt;
   uint64_t seed = 42;  // RULER's default random_seed
   WordSplit word_split = WordSplit::kAll;
+  // Questions asked over each sample's one haystack (eval --questions-per-context; issue 44's
+  // shared contexts). 1: today's samples, unchanged. Above 1 only for the tasks
+  // tasks_with_many_questions() names; the others are refused by name.
+  int64_t questions_per_context = 1;
 
   // The data/ folder of this source tree.
   static std::string default_data_dir();
+};
+
+// One question asked after a sample's context (questions_per_context > 1).
+struct TaskTurn {
+  std::vector<int32_t> question;        // the ids read after the context (the sample's tokens' split)
+  std::vector<std::string> references;  // what the metric compares with
 };
 
 struct TaskSample {
@@ -59,7 +69,14 @@ struct TaskSample {
   // context alone, then reads the rest. A token that merges across the split goes with the
   // question; a LongBench prompt whose truncation cut into the question has no question part.
   int64_t context_tokens = 0;
+  // questions_per_context Q > 1: Q questions over tokens[0, context_tokens), turns[0] being
+  // the sample's own (tokens after the split, references); empty when Q = 1.
+  std::vector<TaskTurn> turns;
 };
+
+// The RULER tasks that can ask several different questions over one haystack:
+// niah_multikey_1..3, niah_multivalue, niah_multiquery, vt, qa_1 and qa_2.
+const std::vector<std::string>& tasks_with_many_questions();
 
 class TaskGenerator {
  public:

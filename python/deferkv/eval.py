@@ -88,6 +88,8 @@ def run(
     cache_type_k: str = "f16",
     cache_type_v: str = "f16",
     question_agnostic: bool = False,
+    questions_per_context: int = 1,
+    context_mode: str = "independent",
     output: str = "results",
     name: Optional[str] = None,
     shard: str = "1/1",
@@ -122,6 +124,9 @@ def run(
             (threads 0: every core this process may use, as -t's default).
         question_agnostic: compress each context before its question is read (kvpress's
             default); False: the press sees context and question (docs/compression.md).
+        questions_per_context, context_mode: Q questions over each sample's one haystack, its
+            context compressed once ("independent" or "multi-turn"; docs/evaluation.md, shared
+            contexts).
         output, name: the folder the results folder is made in, and its name (None: from a
             hash of the configuration); the same configuration reuses its rows.
         shard: "i/N" runs shard i of N of the grid (then `deferkv eval merge`).
@@ -163,6 +168,8 @@ def run(
     r.n_batch = n_batch
     r.cache_type_k, r.cache_type_v = cache_type_k, cache_type_v
     r.question_agnostic = question_agnostic
+    r.questions_per_context = questions_per_context
+    r.context_mode = context_mode
     r.output = str(output)
     r.name = "" if name is None else name
     r.shard = shard

@@ -57,6 +57,8 @@ void bind_eval(py::module_& m) {
       .def_readwrite("cache_type_k", &eval::EvalRequest::cache_type_k)
       .def_readwrite("cache_type_v", &eval::EvalRequest::cache_type_v)
       .def_readwrite("question_agnostic", &eval::EvalRequest::question_agnostic)
+      .def_readwrite("questions_per_context", &eval::EvalRequest::questions_per_context)
+      .def_readwrite("context_mode", &eval::EvalRequest::context_mode)
       .def_readwrite("output", &eval::EvalRequest::output)
       .def_readwrite("name", &eval::EvalRequest::name)
       .def_readwrite("shard", &eval::EvalRequest::shard)

@@ -68,3 +68,13 @@ def test_threads_default_as_the_clis(cli, tmp_path):
     subprocess.run([cli, "eval", "--tasks", "niah_single_1", "--lengths", "640", "--samples", "1", "--press", "full",
                     "-o", str(tmp_path / "cli")], check=True, capture_output=True)
     assert (tmp_path / "cli" / "latest").resolve().name == out["dir"].rsplit("/", 1)[1]
+
+
+def test_questions_per_context_reports_each_turn(tmp_path):
+    out = deferkv.eval.run(tasks=["niah_multikey_2"], lengths=[640], samples=1, press="full", threads=1,
+                           questions_per_context=2, context_mode="multi-turn", output=str(tmp_path), progress=False)
+    turns = out["summary"]["turns"]
+    assert turns["questions_per_context"] == 2 and turns["context_mode"] == "multi-turn"
+    assert len(turns["rows"][0]["turn_scores"]) == 2
+    with pytest.raises(deferkv.Error, match="task cwe cannot ask 2"):
+        deferkv.eval.run(tasks=["cwe"], lengths=[640], questions_per_context=2, output=str(tmp_path), progress=False)

@@ -183,6 +183,15 @@ void add_eval_command(CLI::App& app) {
   add_cache_type_options(*cmd, args->cache_types);
   add_question_agnostic_option(*cmd, args->request.question_agnostic,
                                "each prompt is split where the template's context ends, docs/evaluation.md");
+  cmd->add_option("--questions-per-context", args->request.questions_per_context,
+                  "Q questions over each sample's one haystack, its context compressed once and each question "
+                  "answered from it (shared contexts; RULER's multi-key, multi-value, multi-query, vt and QA tasks; "
+                  "docs/evaluation.md)")
+      ->capture_default_str();
+  cmd->add_option("--context-mode", args->request.context_mode,
+                  "With --questions-per-context above 1: independent (each question alone after the context) or "
+                  "multi-turn (each turn also reads the earlier questions and answers)")
+      ->capture_default_str();
   cmd->add_option("-b,--batch-size", args->request.n_batch, "Prompt tokens per forward pass")->capture_default_str();
   cmd->add_option("-o,--output", args->request.output, "Folder the results folder is made in (with a 'latest' link to it)")
       ->capture_default_str();

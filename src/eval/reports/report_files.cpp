@@ -18,7 +18,9 @@
 #include "eval/plots/plot_style.h"
 #include "eval/plots/png_export.h"
 #include "eval/plots/score_budget_plot.h"
+#include "eval/plots/turn_plot.h"
 #include "eval/reports/summary.h"
+#include "eval/reports/turn_summary.h"
 #include "eval/sweep/sample_log.h"
 
 namespace deferkv::eval {
@@ -301,14 +303,20 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
   } catch (const nlohmann::json::exception& e) {
     fail("'{}': a field of config.json has the wrong type: {}", (folder / "config.json").string(), e.what());
   }
+  // Shared contexts (Q questions a context): the score of each turn, and its plot.
+  const std::optional<TurnSummary> turns = summarize_turns(plan, folder_records(dir), config);
+  if (turns) summary_md += turn_markdown(*turns);
   write_file(folder / "summary.md", summary_md + kept_maps_markdown(plan, folder));
   write_file(folder / "results.csv", tidy_csv(summary));
-  write_file(folder / "summary.json", json_summary(summary, config, run).dump(2) + "\n");
+  ordered_json summary_json = json_summary(summary, config, run);
+  if (turns) summary_json["turns"] = turn_json(*turns);
+  write_file(folder / "summary.json", summary_json.dump(2) + "\n");
   std::vector<std::filesystem::path> plots;
   const auto plot = [&](const std::string& name, const std::string& svg) {
     write_file(folder / name, svg);
     plots.push_back(folder / name);
   };
+  if (turns) plot("score-by-turn.svg", turn_score_svg(*turns));
   for (const NiahGrid& grid : summary.grids) plot("niah-" + file_label(grid.label) + ".svg", niah_heatmap_svg(grid));
   if (const auto svg = score_budget_svg(summary)) plot("score-vs-budget.svg", *svg);
   plot("cost-bars.svg", cost_bars_svg(summary));
@@ -317,7 +325,7 @@ std::string write_reports(const SweepPlan& plan, const std::string& dir, const o
     if (std::filesystem::exists(kept)) plots.push_back(kept);
   }
   write_pngs(plots);
-  return tables_markdown(summary);
+  return tables_markdown(summary) + (turns ? turn_markdown(*turns) : "");
 }
 
 int64_t failed_rows(const SweepPlan& plan, const std::string& dir, Shard shard) {

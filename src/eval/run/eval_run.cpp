@@ -2,12 +2,14 @@
 // samples run on the model, the reports written (deferkv eval, deferkv.eval.run).
 #include "deferkv/eval_run.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "base/memory_stats.h"
 #include "base/sha256.h"
@@ -100,6 +102,46 @@ SweepPlan plan_of(const EvalRequest& r, std::FILE* progress) {
   return plan;
 }
 
+// --questions-per-context and --context-mode: what Q > 1 can run, checked before anything
+// loads. Under Q > 1 the tasks default to those that can ask Q different questions.
+void check_shared_contexts(EvalRequest& r, bool remote) {
+  if (r.questions_per_context < 1) {
+    fail("--questions-per-context must be at least 1, got {}", r.questions_per_context);
+  }
+  const TurnMode mode = turn_mode_from_name(r.context_mode);
+  if (r.questions_per_context == 1) {
+    if (mode != TurnMode::kIndependent) fail("--context-mode {} needs --questions-per-context above 1", r.context_mode);
+    return;
+  }
+  if (r.bench != "ruler") {
+    fail("--questions-per-context {} is for --bench ruler (its tasks {}); {} asks one question a prompt",
+         r.questions_per_context, fmt::join(tasks_with_many_questions(), ", "), r.bench);
+  }
+  if (remote) fail("--questions-per-context above 1 runs on this process's model, not with --server");
+  const std::vector<std::string>& many = tasks_with_many_questions();
+  if (r.tasks.empty()) {  // the QA tasks only with their data files, as RULER's default leaves them out
+    for (const std::string& task : many) {
+      if ((task == "qa_1" && r.squad.empty()) || (task == "qa_2" && r.hotpotqa.empty())) continue;
+      r.tasks.push_back(task);
+    }
+  }
+  for (const std::string& task : r.tasks) {
+    if (std::find(many.begin(), many.end(), task) == many.end()) {
+      fail("task {} cannot ask {} different questions over one haystack; the tasks that can: {}", task,
+           r.questions_per_context, fmt::join(many, ", "));
+    }
+  }
+  // A context shared by Q questions is compressed before them; a press that evicts later
+  // keeps what depends on the question it is decoding (issue 44 item 5 decides DeferKV).
+  for (const std::string& press : r.presses) {
+    if (press != "full" && press_evicts_after_prefill(press)) {
+      fail("press '{}' evicts after the prefill (at a decode step or while decoding), so it cannot compress a context "
+           "shared by {} questions; --questions-per-context above 1 takes presses that evict once at the prompt's end",
+           press, r.questions_per_context);
+    }
+  }
+}
+
 // Everything a row's result depends on, and the sweep's grid under "sweep". A field added here
 // is part of every row's identity (row_context) without more ado.
 nlohmann::ordered_json config_of(const EvalRequest& r, const SweepPlan& plan, const std::string& chat,
@@ -129,6 +171,11 @@ nlohmann::ordered_json config_of(const EvalRequest& r, const SweepPlan& plan, co
   // Whether the press compressed the context before the question was read: part of every
   // row's identity, so a resumed sweep never mixes the two modes.
   c["question_agnostic"] = r.question_agnostic;
+  // Only with several questions, so the folders of one-question sweeps keep their identity.
+  if (r.questions_per_context > 1) {
+    c["questions_per_context"] = r.questions_per_context;
+    c["context_mode"] = r.context_mode;
+  }
   // The prompt's tokens per forward pass pick the matmul route (matvec below a per-type count,
   // tiled GEMM above), whose sums round differently: greedy answers can change with it.
   c["n_batch"] = r.n_batch;
@@ -184,6 +231,7 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   if (r.threads < 1) fail("threads must be at least 1 (or 0: the cores this process may use), got {}", r.threads);
   if (r.n_batch < 1) fail("the batch size must be at least 1, got {}", r.n_batch);
   for (const std::string& type : {r.cache_type_k, r.cache_type_v}) check_kv_cache_type_name(type);
+  check_shared_contexts(r, static_cast<bool>(make_remote));
   SweepPlan plan = plan_of(r, progress);
   const Shard shard = Shard::parse(r.shard);
   r.sampling.validate();
@@ -222,6 +270,7 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
     task_options.prompt = prompt;
     task_options.seed = r.seed;
     task_options.word_split = word_split_from_name(r.word_split);
+    task_options.questions_per_context = r.questions_per_context;
     generator = std::make_unique<TaskGenerator>(model->tokenizer(), task_options);
     for (int64_t length : plan.lengths) {
       if (length > model->config().n_ctx_train && progress != nullptr) {
@@ -248,7 +297,7 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
   session_options.cache_type_k = r.cache_type_k;
   session_options.cache_type_v = r.cache_type_v;
   const SampleRunner runner(model, draft, make_thread_pool(r.threads), sampling, session_options, r.question_agnostic,
-                            progress);
+                            progress, turn_mode_from_name(r.context_mode));
   KeptMaps kept_maps(outcome.dir);  // local rows only: a remote one has no session to show
   std::atomic<int64_t> ran{0};       // a remote runner runs rows on several threads
   const SampleExecutor execute = [&](const SweepMethod& method, const TaskSample& sample) {
@@ -259,7 +308,7 @@ EvalOutcome run_eval(const EvalRequest& request, std::FILE* progress, const std:
       return run;
     }
     KeptSetRecorder kept;
-    const bool map = kept_maps.wanted(method);
+    const bool map = sample.turns.empty() && kept_maps.wanted(method);
     SampleRun run = runner(method, sample, map ? &kept : nullptr);
     if (map) kept_maps.write(method, sample, kept);
     ++ran;

@@ -33,12 +33,16 @@ class SampleRunner {
   // sample's session its batch size and cache types (n_ctx is the sample's). Warnings
   // go to `warnings` (may be null).
   SampleRunner(std::shared_ptr<const Model> model, std::shared_ptr<const Model> draft, std::shared_ptr<ThreadPool> pool,
-               SamplerParams sampling, SessionOptions options, bool question_agnostic, std::FILE* warnings);
+               SamplerParams sampling, SessionOptions options, bool question_agnostic, std::FILE* warnings,
+               TurnMode turn_mode = TurnMode::kIndependent);
 
   // kept: when given, follows the run's kept set (for the kept-token map).
+  // A sample with turns (TaskSample::turns) runs them all through one CompressedContext.
   SampleRun operator()(const SweepMethod& method, const TaskSample& sample, KeptSetRecorder* kept = nullptr) const;
 
  private:
+  SampleRun run_turns(const SweepMethod& method, const TaskSample& sample) const;
+
   std::shared_ptr<const Model> model_, draft_;
   std::shared_ptr<ThreadPool> pool_;
   SamplerParams sampling_;
@@ -46,6 +50,7 @@ class SampleRunner {
   bool question_agnostic_;
   std::FILE* warnings_;
   mutable std::set<std::string> warned_;  // rows (label@length) warned of keeping whole prompts
+  TurnMode turn_mode_;
 };
 
 }  // namespace deferkv::eval

@@ -68,11 +68,33 @@ nlohmann::ordered_json row_fields(const SweepPlan& plan, const SweepMethod& meth
   return r;
 }
 
+// A sample of several questions: each turn scored against its own references (only RULER
+// tasks ask several). The row's score is their mean; turn_scores keeps each.
+std::vector<double> turn_scores(const TaskSample& sample, const SampleRun& run) {
+  if (run.turns.size() != sample.turns.size()) {
+    fail("{} sample {}: {} answers for {} questions", sample.task, sample.index, run.turns.size(), sample.turns.size());
+  }
+  std::vector<double> scores;
+  for (size_t k = 0; k < run.turns.size(); ++k) {
+    scores.push_back(ruler_sample_score(sample.task, run.turns[k].prediction, sample.turns[k].references));
+  }
+  return scores;
+}
+
 nlohmann::ordered_json record_of(const SweepPlan& plan, const SweepMethod& method, const TaskSample& sample,
                                  const SampleRun& run, double score) {
   nlohmann::ordered_json r = row_fields(plan, method, sample);
   r["pred"] = run.prediction;
   r["score"] = score;
+  if (!sample.turns.empty()) {
+    nlohmann::ordered_json preds = nlohmann::ordered_json::array(), outputs = nlohmann::ordered_json::array();
+    for (const TurnRun& turn : run.turns) preds.push_back(turn.prediction);
+    for (const TaskTurn& turn : sample.turns) outputs.push_back(turn.references);
+    r["turn_preds"] = preds;
+    r["turn_outputs"] = outputs;
+    r["turn_scores"] = turn_scores(sample, run);
+    r["prefill_tokens_saved"] = run.prefill_tokens_saved;
+  }
   r["prompt_tokens"] = sample.tokens.size();
   r["generated_tokens"] = run.generated_tokens;
   r["stop"] = run.stop;
@@ -169,7 +191,12 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
       release(s);
       return;
     }
-    const double score = score_of(plan.benchmark, *sample, *run);
+    double score = score_of(plan.benchmark, *sample, *run);
+    if (!sample->turns.empty()) {
+      const std::vector<double> scores = turn_scores(*sample, *run);
+      score = 0;
+      for (double s : scores) score += s / static_cast<double>(scores.size());
+    }
     {
       std::lock_guard lock(log_mutex);
       log.append(record_of(plan, method, *sample, *run, score));
@@ -185,6 +212,14 @@ int64_t run_slots(const SweepPlan& plan, const std::vector<SampleSlot>& slots,
 }
 
 }  // namespace
+
+TurnMode turn_mode_from_name(std::string_view name) {
+  if (name == "independent") return TurnMode::kIndependent;
+  if (name == "multi-turn") return TurnMode::kMultiTurn;
+  fail("unknown context mode '{}' (known: independent, multi-turn)", name);
+}
+
+const char* turn_mode_name(TurnMode mode) { return mode == TurnMode::kMultiTurn ? "multi-turn" : "independent"; }
 
 int64_t run_sweep(const SweepPlan& plan, const TaskGenerator& generator, const SampleExecutor& execute,
                   const std::string& dir, std::FILE* progress, Shard shard, int concurrency) {

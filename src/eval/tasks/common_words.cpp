@@ -92,7 +92,7 @@ GeneratedPrompt generate_common_words(const GeneratorContext& ctx, const CweConf
          "english_words.json, which deferkv does not ship)", length, pool_size);
   }
   build(fit.size);  // the answers of the fitted list
-  return {std::move(fit.prompt), std::move(fit.tokens), answers, fit.context_tokens};
+  return {std::move(fit.prompt), std::move(fit.tokens), answers, fit.context_tokens, {}};
 }
 
 }  // namespace deferkv::eval

@@ -72,7 +72,7 @@ GeneratedPrompt generate_freq_words(const GeneratorContext& ctx, double alpha, i
     return ctx.prompt.wrap(text.text, text.field_end, kAnswerPrefix);
   };
   FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, 1, 2 * budget);
-  return {std::move(fit.prompt), std::move(fit.tokens), {vocab[1], vocab[2], vocab[3]}, fit.context_tokens};
+  return {std::move(fit.prompt), std::move(fit.tokens), {vocab[1], vocab[2], vocab[3]}, fit.context_tokens, {}};
 }
 
 }  // namespace deferkv::eval

@@ -24,6 +24,7 @@ struct GeneratorContext {
   const PromptBuilder& prompt;
   const TaskData& data;
   uint64_t run_seed;
+  int64_t questions_per_context = 1;
 };
 
 // A sample's text, ids and answers; the caller adds task, length and index.
@@ -32,6 +33,7 @@ struct GeneratedPrompt {
   std::vector<int32_t> tokens;
   std::vector<std::string> references;
   int64_t context_tokens = 0;  // tokens[0, context_tokens): up to the end of the template's context
+  std::vector<TaskTurn> turns;  // questions_per_context > 1: every question, the first included
 };
 
 // RULER niah.py: the haystack and what the needles' keys and values are.

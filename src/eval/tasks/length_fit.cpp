@@ -1,5 +1,7 @@
 #include "eval/tasks/length_fit.h"
 
+#include <algorithm>
+
 #include "deferkv/error.h"
 #include "eval/tasks/prompt_builder.h"
 
@@ -35,6 +37,18 @@ FittedPrompt fit_prompt(const PromptBuilder& builder, const std::function<SplitP
   }
   const int64_t context_tokens = builder.context_tokens(best.prompt, best.tokens);
   return {best_size, std::move(best.prompt.text), std::move(best.tokens), context_tokens};
+}
+
+TaskTurn question_turn(const PromptBuilder& builder, const FittedPrompt& fitted, const SplitPrompt& prompt,
+                       std::vector<std::string> references) {
+  const std::vector<int32_t> tokens = builder.encode(prompt.text);
+  const int64_t context = builder.context_tokens(prompt, tokens);
+  if (context != fitted.context_tokens ||
+      !std::equal(tokens.begin(), tokens.begin() + context, fitted.tokens.begin())) {
+    fail("a later question changes how the context encodes ({} context tokens, not {})", context,
+         fitted.context_tokens);
+  }
+  return {std::vector<int32_t>(tokens.begin() + context, tokens.end()), std::move(references)};
 }
 
 }  // namespace deferkv::eval

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "deferkv/eval_tasks.h"
 #include "eval/tasks/prompt_builder.h"
 
 namespace deferkv::eval {
@@ -22,5 +23,11 @@ struct FittedPrompt {
 // `budget` tokens. Error when even min_size is over the budget.
 FittedPrompt fit_prompt(const PromptBuilder& builder, const std::function<SplitPrompt(int64_t)>& build,
                         int64_t budget, int64_t min_size, int64_t max_size);
+
+// A later question over a fitted prompt's haystack: `prompt` is the same haystack with
+// another question, whose context part must encode to the fitted one's context ids (an
+// error otherwise: the turns would not share their context).
+TaskTurn question_turn(const PromptBuilder& builder, const FittedPrompt& fitted, const SplitPrompt& prompt,
+                       std::vector<std::string> references);
 
 }  // namespace deferkv::eval

@@ -63,7 +63,7 @@ GeneratedPrompt NeedleHaystack::generate(int64_t budget, double depth_percent) c
     return ctx_.prompt.wrap(text.text, text.field_end, "");
   };
   FittedPrompt fit = fit_prompt(ctx_.prompt, build, budget, 1, budget);
-  return {std::move(fit.prompt), std::move(fit.tokens), {std::string(kNeedle)}, fit.context_tokens};
+  return {std::move(fit.prompt), std::move(fit.tokens), {std::string(kNeedle)}, fit.context_tokens, {}};
 }
 
 std::string_view niah_needle() { return kNeedle; }

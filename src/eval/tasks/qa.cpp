@@ -53,11 +53,36 @@ std::vector<int64_t> pick_documents(const QaDataset& dataset, const QaItem& item
 
 GeneratedPrompt generate_qa(const GeneratorContext& ctx, const QaDataset& dataset, std::string_view task,
                             int64_t index, int64_t budget, uint64_t seed) {
-  if (index >= static_cast<int64_t>(dataset.items.size())) {
-    fail("{} has {} questions in '{}'; sample {} asks for more", task, dataset.items.size(), dataset.path, index);
+  // Q questions over one haystack: sample i asks questions i*Q .. i*Q+Q-1 of the dataset,
+  // over documents that hold the gold ones of all of them (Q = 1: RULER's sample i).
+  const int64_t questions = ctx.questions_per_context;
+  if ((index + 1) * questions > static_cast<int64_t>(dataset.items.size())) {
+    fail("{} has {} questions in '{}'; sample {} asks for more", task, dataset.items.size(), dataset.path,
+         questions > 1 ? fmt::format("{} (with {} questions a context)", index, questions) : std::to_string(index));
   }
-  const QaItem& item = dataset.items[static_cast<size_t>(index)];
-  const auto build = [&](int64_t n) {
+  std::vector<const QaItem*> asked;
+  for (int64_t q = 0; q < questions; ++q) asked.push_back(&dataset.items[static_cast<size_t>(index * questions + q)]);
+  // The documents' draw as one item's: every asked question's gold documents, then their
+  // articles' other paragraphs.
+  QaItem item = *asked[0];
+  for (size_t q = 1; q < asked.size(); ++q) {
+    for (int64_t d : asked[q]->gold_docs) {
+      if (std::find(item.gold_docs.begin(), item.gold_docs.end(), d) == item.gold_docs.end()) item.gold_docs.push_back(d);
+    }
+  }
+  if (asked.size() > 1) {
+    std::vector<int64_t> more;
+    for (const QaItem* a : asked) {
+      for (int64_t d : a->same_article_docs) {
+        if (std::find(item.gold_docs.begin(), item.gold_docs.end(), d) == item.gold_docs.end() &&
+            std::find(more.begin(), more.end(), d) == more.end()) {
+          more.push_back(d);
+        }
+      }
+    }
+    item.same_article_docs = std::move(more);
+  }
+  const auto build_for = [&](size_t q, int64_t n) {
     Rng rng(seed);
     std::vector<int64_t> docs = pick_documents(dataset, item, n, rng);
     Rng(ctx.run_seed).shuffle(docs);
@@ -65,12 +90,18 @@ GeneratedPrompt generate_qa(const GeneratorContext& ctx, const QaDataset& datase
     for (size_t i = 0; i < docs.size(); ++i) {
       context += fmt::format("{}Document {}:\n{}", i > 0 ? "\n\n" : "", i + 1, dataset.docs[static_cast<size_t>(docs[i])]);
     }
-    const FilledTemplate text = fill_template_until(kTemplate, {{"context", context}, {"query", item.question}}, "context");
+    const FilledTemplate text =
+        fill_template_until(kTemplate, {{"context", context}, {"query", asked[q]->question}}, "context");
     return ctx.prompt.wrap(text.text, text.field_end, kAnswerPrefix);
   };
   const auto min_docs = static_cast<int64_t>(item.gold_docs.size());
-  FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_docs, std::max(budget, min_docs));
-  return {std::move(fit.prompt), std::move(fit.tokens), item.answers, fit.context_tokens};
+  FittedPrompt fit = fit_prompt(ctx.prompt, [&](int64_t n) { return build_for(0, n); }, budget, min_docs,
+                                std::max(budget, min_docs));
+  std::vector<TaskTurn> turns;
+  if (asked.size() > 1) {
+    for (size_t q = 0; q < asked.size(); ++q) turns.push_back(question_turn(ctx.prompt, fit, build_for(q, fit.size), asked[q]->answers));
+  }
+  return {std::move(fit.prompt), std::move(fit.tokens), asked[0]->answers, fit.context_tokens, std::move(turns)};
 }
 
 }  // namespace deferkv::eval

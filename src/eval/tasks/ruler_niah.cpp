@@ -63,13 +63,17 @@ std::vector<double> essay_depths() {
 // What a sample draws before its haystack is sized: keys, values, needles, the query.
 struct NeedleDraw {
   std::vector<std::string> needles;  // in insertion order
-  std::vector<std::string> answers;
-  std::string query;
+  // Per question (questions_per_context of them; one today): its keys joined, its values.
+  std::vector<std::vector<std::string>> answers;
+  std::vector<std::string> queries;
   std::vector<double> depths;  // essay haystack: one per needle
 };
 
 NeedleDraw draw_needles(const GeneratorContext& ctx, const NiahConfig& c, Rng& rng) {
-  const int num_keys = std::max(c.num_keys, c.num_queries);
+  // Q questions over one haystack ask Q disjoint sets of num_queries keys, so the haystack
+  // holds at least that many keys (Q = 1: RULER's draw, unchanged).
+  const auto questions = static_cast<int>(ctx.questions_per_context);
+  const int num_keys = std::max(c.num_keys, c.num_queries * questions);
   std::vector<std::string> keys;
   std::vector<std::vector<std::string>> values;
   NeedleDraw d;
@@ -89,14 +93,19 @@ NeedleDraw draw_needles(const GeneratorContext& ctx, const NiahConfig& c, Rng& r
       d.depths.push_back(all[static_cast<size_t>(i)]);
     }
   }
-  std::vector<std::string> queries;
-  for (int64_t i : rng.sample(num_keys, c.num_queries)) {
-    queries.push_back(keys[static_cast<size_t>(i)]);
-    for (const std::string& v : values[static_cast<size_t>(i)]) d.answers.push_back(v);
+  const std::vector<int64_t> asked = rng.sample(num_keys, static_cast<int64_t>(c.num_queries) * questions);
+  for (int q = 0; q < questions; ++q) {
+    std::vector<std::string> queries, answers;
+    for (int j = 0; j < c.num_queries; ++j) {
+      const auto i = static_cast<size_t>(asked[static_cast<size_t>(q * c.num_queries + j)]);
+      queries.push_back(keys[i]);
+      for (const std::string& v : values[i]) answers.push_back(v);
+    }
+    d.queries.push_back(queries.size() > 1
+                            ? join(queries, ", ", 0, queries.size() - 1) + ", and " + queries.back()
+                            : queries[0]);
+    d.answers.push_back(std::move(answers));
   }
-  d.query = queries.size() > 1
-                ? join(queries, ", ", 0, queries.size() - 1) + ", and " + queries.back()
-                : queries[0];
   return d;
 }
 
@@ -166,18 +175,26 @@ GeneratedPrompt generate_ruler_niah(const GeneratorContext& ctx, const NiahConfi
     }
     type_v.pop_back();
   }
-  const std::string prefix = fill_template(prefix_template, {{"type_needle_v", type_v}, {"query", d.query}});
-  const auto build = [&](int64_t n) {
+  // The prompt of question q over a haystack of size n (the haystack is the same for every q).
+  const auto build_for = [&](size_t q, int64_t n) {
     Rng layout(layout_seed);
     const std::string context = c.haystack == Haystack::kEssay ? essay_context(ctx.data, d, n)
                                                                : line_context(ctx, c, d, n, layout);
     const FilledTemplate text = fill_template_until(
-        task_template, {{"type_needle_v", type_v}, {"context", context}, {"query", d.query}}, "context");
-    return ctx.prompt.wrap(text.text, text.field_end, prefix);
+        task_template, {{"type_needle_v", type_v}, {"context", context}, {"query", d.queries[q]}}, "context");
+    return ctx.prompt.wrap(text.text, text.field_end,
+                           fill_template(prefix_template, {{"type_needle_v", type_v}, {"query", d.queries[q]}}));
   };
   const int64_t min_size = c.haystack == Haystack::kEssay ? 1 : static_cast<int64_t>(d.needles.size());
-  FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_size, std::max(budget, min_size));
-  return {std::move(fit.prompt), std::move(fit.tokens), d.answers, fit.context_tokens};
+  FittedPrompt fit = fit_prompt(ctx.prompt, [&](int64_t n) { return build_for(0, n); }, budget, min_size,
+                                std::max(budget, min_size));
+  std::vector<TaskTurn> turns;
+  if (d.queries.size() > 1) {
+    for (size_t q = 0; q < d.queries.size(); ++q) {
+      turns.push_back(question_turn(ctx.prompt, fit, build_for(q, fit.size), d.answers[q]));
+    }
+  }
+  return {std::move(fit.prompt), std::move(fit.tokens), d.answers[0], fit.context_tokens, std::move(turns)};
 }
 
 }  // namespace deferkv::eval

@@ -1,5 +1,6 @@
 // The RULER task table (RULER's scripts/synthetic.yaml with constants.py's generation
 // lengths) and the public TaskGenerator over the family generators.
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -75,7 +76,11 @@ struct TaskGenerator::Impl {
       : options(options),
         prompt(tokenizer, options.prompt),
         data(options.data_dir, options.squad_path, options.hotpotqa_path, options.word_split),
-        context{prompt, data, options.seed} {}
+        context{prompt, data, options.seed, options.questions_per_context} {
+    if (options.questions_per_context < 1) {
+      fail("questions per context must be at least 1, got {}", options.questions_per_context);
+    }
+  }
 
   GeneratedPrompt generate(std::string_view task, int64_t length, int64_t budget, uint64_t seed, int64_t index) const {
     if (const NiahTask* t = find_niah(task)) return generate_ruler_niah(context, t->config, budget, seed);
@@ -103,9 +108,22 @@ TaskGenerator::TaskGenerator(const Tokenizer& tokenizer, const TaskOptions& opti
 
 TaskGenerator::~TaskGenerator() = default;
 
+const std::vector<std::string>& tasks_with_many_questions() {
+  // niah_single_* hold one needle (a second would make them multi-key tasks); cwe and fwe
+  // ask the one question their haystack is built for.
+  static const std::vector<std::string> tasks = {"niah_multikey_1", "niah_multikey_2", "niah_multikey_3",
+                                                 "niah_multivalue", "niah_multiquery", "vt", "qa_1", "qa_2"};
+  return tasks;
+}
+
 TaskSample TaskGenerator::ruler(std::string_view task, int64_t length, int64_t index) const {
   const int64_t generate = ruler_tokens_to_generate(task);
   if (index < 0) fail("sample numbers start at 0, got {}", index);
+  const std::vector<std::string>& many = tasks_with_many_questions();
+  if (impl_->options.questions_per_context > 1 && std::find(many.begin(), many.end(), task) == many.end()) {
+    fail("{} cannot ask {} different questions over one haystack; the tasks that can: {}", task,
+         impl_->options.questions_per_context, fmt::join(many, ", "));
+  }
   GeneratedPrompt p;
   try {
     p = impl_->generate(task, length, length - generate, sample_seed(impl_->options.seed, task, length, index), index);
@@ -113,10 +131,14 @@ TaskSample TaskGenerator::ruler(std::string_view task, int64_t length, int64_t i
     fail("{} at {} tokens (with {} to generate): {}", task, length, generate, e.what());
   }
   return {std::string(task), length, index, -1, std::move(p.prompt), std::move(p.tokens), std::move(p.references),
-          generate, false, {}, p.context_tokens};
+          generate, false, {}, p.context_tokens, std::move(p.turns)};
 }
 
 TaskSample TaskGenerator::niah(int64_t length, double depth_percent) const {
+  if (impl_->options.questions_per_context > 1) {
+    fail("niah holds one needle: it cannot ask {} different questions over one haystack (use RULER's {})",
+         impl_->options.questions_per_context, fmt::join(tasks_with_many_questions(), ", "));
+  }
   GeneratedPrompt p;
   try {
     p = impl_->needle_haystack().generate(length, depth_percent);
@@ -125,7 +147,7 @@ TaskSample TaskGenerator::niah(int64_t length, double depth_percent) const {
   }
   // 30 new tokens, stopping at end of generation or a newline (KVCache-Factory).
   return {"niah", length, 0, depth_percent, std::move(p.prompt), std::move(p.tokens), std::move(p.references), 30, true,
-          {}, p.context_tokens};
+          {}, p.context_tokens, {}};
 }
 
 std::string TaskGenerator::chat_template_name() const { return impl_->prompt.chat_name(); }

@@ -29,8 +29,11 @@ struct Chain {
 };
 
 // Variable names of `letters` upper-case letters, all different across the chains.
-std::vector<Chain> make_chains(Rng& rng, int num_chains, int num_hops, int letters, const std::string& value) {
-  std::set<std::string> used;
+// `taken`: names already used by other chains of the sample (none when null).
+std::vector<Chain> make_chains(Rng& rng, int num_chains, int num_hops, int letters, const std::string& value,
+                               std::set<std::string>* taken = nullptr) {
+  std::set<std::string> own;
+  std::set<std::string>& used = taken != nullptr ? *taken : own;
   std::vector<Chain> chains(static_cast<size_t>(num_chains));
   for (Chain& chain : chains) {
     while (static_cast<int>(chain.variables.size()) < num_hops + 1) {
@@ -94,18 +97,40 @@ std::string worked_example(const GeneratorContext& ctx, int num_chains, int num_
 GeneratedPrompt generate_variable_tracking(const GeneratorContext& ctx, int num_chains, int num_hops,
                                            int64_t budget, uint64_t seed) {
   Rng rng(seed);
-  const std::string value = random_value(rng);
-  const std::vector<Chain> chains = make_chains(rng, num_chains, num_hops, 5, value);
+  std::set<std::string> used;
+  std::vector<std::string> values = {random_value(rng)};
+  std::vector<Chain> chains = make_chains(rng, num_chains, num_hops, 5, values[0], &used);
   const std::string example = worked_example(ctx, num_chains, num_hops, rng);
   const uint64_t layout_seed = rng.bits();
-  const auto build = [&](int64_t n) {
+  // Q questions over one haystack: Q - 1 more chains, each with a value of its own (drawn
+  // again while it repeats one), all hidden in the same noise; question q asks for the
+  // variables of value q. Drawn after everything RULER's sample draws, so Q = 1 is unchanged.
+  std::vector<size_t> asked_chain = {0};
+  for (int64_t q = 1; q < ctx.questions_per_context; ++q) {
+    std::string value = random_value(rng);
+    while (std::find(values.begin(), values.end(), value) != values.end()) value = random_value(rng);
+    values.push_back(value);
+    asked_chain.push_back(chains.size());
+    for (Chain& chain : make_chains(rng, num_chains, num_hops, 5, value, &used)) chains.push_back(std::move(chain));
+  }
+  const auto build_for = [&](size_t q, int64_t n) {
     Rng layout(layout_seed);
-    const FilledTemplate q = question(noise_context(layout, n, chains), value);
-    return ctx.prompt.wrap(example + "\n" + q.text, example.size() + 1 + q.field_end, answer_prefix(num_hops, value));
+    const FilledTemplate text = question(noise_context(layout, n, chains), values[q]);
+    return ctx.prompt.wrap(example + "\n" + text.text, example.size() + 1 + text.field_end,
+                           answer_prefix(num_hops, values[q]));
   };
-  const int64_t min_lines = static_cast<int64_t>(num_hops + 1);
-  FittedPrompt fit = fit_prompt(ctx.prompt, build, budget, min_lines, std::max(budget, min_lines));
-  return {std::move(fit.prompt), std::move(fit.tokens), chains[0].variables, fit.context_tokens};
+  // Noise lines: each chain's lines are placed among the lines already there, the earlier
+  // chains' included, so the first chain's count is enough for all.
+  const auto min_lines = static_cast<int64_t>(num_hops + 1);
+  FittedPrompt fit = fit_prompt(ctx.prompt, [&](int64_t n) { return build_for(0, n); }, budget, min_lines,
+                                std::max(budget, min_lines));
+  std::vector<TaskTurn> turns;
+  if (values.size() > 1) {
+    for (size_t q = 0; q < values.size(); ++q) {
+      turns.push_back(question_turn(ctx.prompt, fit, build_for(q, fit.size), chains[asked_chain[q]].variables));
+    }
+  }
+  return {std::move(fit.prompt), std::move(fit.tokens), chains[0].variables, fit.context_tokens, std::move(turns)};
 }
 
 }  // namespace deferkv::eval

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/install-deps.sh"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DDEFERKV_UNITY_BUILD="${DEFERKV_UNITY_BUILD:-OFF}" \
-  -DDEFERKV_PCH="${DEFERKV_PCH:-OFF}"
+  -DDEFERKV_PCH="${DEFERKV_PCH:-OFF}" ${DEFERKV_OPENAI_NODE_MODULES:+-DDEFERKV_OPENAI_NODE_MODULES="$DEFERKV_OPENAI_NODE_MODULES"}
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
   targets=(deferkv_cli)

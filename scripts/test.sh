@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Builds deferkv with its tests and benchmarks and runs the whole test suite: the C++
-# tests (ctest; the kernel tests once more capped at AVX2), the Slurm job array on a local one-node cluster (tests/slurm), then the
+# tests (ctest, with the official openai npm client against the server; the kernel tests once more capped at AVX2), the Slurm job array on a local one-node cluster (tests/slurm), then the
 # Python module's tests (pytest, on build/python), then `pip install .` into a fresh virtual
 # environment (scripts/test_install.sh). Each step prints its wall time and CPU
 # time (scripts/ci_step.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/ci_step.sh
+# The official OpenAI client (npm's `openai`, pinned) for the server's client test
+# (ctest openai_npm_contexts); not a Debian package: npm installs it into build/npm.
+export DEFERKV_OPENAI_NODE_MODULES="$PWD/build/npm/node_modules"
+step openai-npm npm install --prefix build/npm --no-save --no-audit --no-fund --loglevel=error openai@6.49.0
 step build scripts/build.sh all
 step ctest ctest --test-dir build --output-on-failure --no-tests=error -j "$(nproc)"
 # The kernel tests again with dispatch capped at AVX2 (kernels/simd_target.h), so that an

@@ -24,12 +24,6 @@ std::atomic<KQuantActivation>& kquant_setting() {
   return setting;
 }
 
-// Whether weights of this type meet the int8 form of the activation (the types with an
-// int8 kernel, when the setting asks for it).
-bool takes_int8(DType weight_type) {
-  return weight_type == DType::Q4_K && kquant_activation() == KQuantActivation::kInt8;
-}
-
 // Block length of the packed integer activation, or 0 when the weights take float32 x.
 int packed_block(DType weight_type) {
   switch (weight_type) {
@@ -60,15 +54,19 @@ KQuantActivation kquant_activation() { return kquant_setting().load(std::memory_
 
 void set_kquant_activation(KQuantActivation form) { kquant_setting().store(form, std::memory_order_relaxed); }
 
+bool takes_int8_activation(DType weight_type) {
+  return (weight_type == DType::Q4_K || weight_type == DType::Q6_K) && kquant_activation() == KQuantActivation::kInt8;
+}
+
 size_t packed_activation_bytes(DType weight_type, int64_t n) {
-  if (takes_int8(weight_type)) return packed_layout_int8(n).total;
+  if (takes_int8_activation(weight_type)) return packed_layout_int8(n).total;
   const int block = packed_block(weight_type);
   if (block == 0) return static_cast<size_t>(n) * sizeof(float);
   return packed_layout(n, block).total;
 }
 
 void pack_activation(DType weight_type, const float* x, int64_t n, void* packed) {
-  if (takes_int8(weight_type)) return pack_int8_blocks(x, n, packed);
+  if (takes_int8_activation(weight_type)) return pack_int8_blocks(x, n, packed);
   const int block = packed_block(weight_type);
   if (block == 0) {
     std::memcpy(packed, x, static_cast<size_t>(n) * sizeof(float));
@@ -95,9 +93,9 @@ void matvec_rows(DType weight_type, const void* weights, size_t row_stride, int6
       case DType::BF16: return matvec_bf16;
       case DType::Q8_0: return matvec_q8_0;
       case DType::Q4_0: return matvec_q4_0;
-      case DType::Q4_K: return takes_int8(DType::Q4_K) ? matvec_q4_k_int8 : matvec_q4_k;
+      case DType::Q4_K: return takes_int8_activation(DType::Q4_K) ? matvec_q4_k_int8 : matvec_q4_k;
       case DType::Q5_K: return matvec_q5_k;
-      case DType::Q6_K: return matvec_q6_k;
+      case DType::Q6_K: return takes_int8_activation(DType::Q6_K) ? matvec_q6_k_int8 : matvec_q6_k;
     }
     fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));
   }();

@@ -23,8 +23,8 @@ size_t packed_activation_stride(DType weight_type, int64_t n);
 // Which integer form the activation takes for K-quant weights (packed_activation.h):
 // kInt8 (the default) multiplies the weights' bytes by int8 activations with x86's byte
 // multiply-adds (maddubs, VNNI's vpdpbusd), kInt16 widens the weights to int16 instead
-// (more precise activation, half the multiply-adds per instruction). Only Q4_K has an int8
-// kernel so far; Q5_K and Q6_K take the int16 form whatever the setting.
+// (more precise activation, half the multiply-adds per instruction). Q4_K and Q6_K have int8
+// kernels so far; Q5_K takes the int16 form whatever the setting.
 // DEFERKV_KQUANT_ACTIVATION=int16|int8 in the environment picks it, read on first use, so
 // that the two can be timed side by side (docs/cli.md).
 enum class KQuantActivation { kInt16, kInt8 };
@@ -36,6 +36,9 @@ KQuantActivation kquant_activation();
 // Overrides the setting for the whole process (tests); never between pack_activation and
 // the matvec that reads its output.
 void set_kquant_activation(KQuantActivation form);
+// Whether pack_activation gives weights of this type the int8 form now (the types with an
+// int8 kernel, under the setting kInt8).
+bool takes_int8_activation(DType weight_type);
 
 // y[r] = dot(W row r, x) for r in [0, rows).
 void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n,

@@ -46,15 +46,16 @@ void PackInt16Blocks(const float* x, int64_t n, int block, void* packed) {
   }
 }
 
-// The int8 form: 256-blocks, d = max|x| / 127, and each 32 values' sum.
+// The int8 form: 256-blocks, d = max|x| / 127, and each 32 and each 16 values' sums.
 void PackInt8Blocks(const float* x, int64_t n, void* packed) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   auto* base = static_cast<unsigned char*>(packed);
-  const PackedLayout offsets = packed_layout_int8(n);
+  const PackedLayoutInt8 offsets = packed_layout_int8(n);
   auto* scales = reinterpret_cast<float*>(base);
   auto* sums = reinterpret_cast<int16_t*>(base + offsets.sums);
+  auto* sums16 = reinterpret_cast<int16_t*>(base + offsets.sums16);
   auto* q = reinterpret_cast<int8_t*>(base + offsets.q);
   const auto qmax = static_cast<float>(kPackedMaxInt8);
   for (int64_t b = 0; b < n / 256; ++b) {
@@ -68,11 +69,12 @@ void PackInt8Blocks(const float* x, int64_t n, void* packed) {
     for (int64_t i = 0; i < 256; i += L) {
       hn::StoreU(hn::DemoteTo(d8, hn::NearestInt(hn::Mul(hn::LoadU(df, xb + i), inv))), d8, qb + i);
     }
-    for (int s = 0; s < 8; ++s) {
+    for (int s = 0; s < 16; ++s) {
       int sum = 0;
-      for (int l = 0; l < 32; ++l) sum += qb[32 * s + l];
-      sums[b * 8 + s] = static_cast<int16_t>(sum);
+      for (int l = 0; l < 16; ++l) sum += qb[16 * s + l];
+      sums16[b * 16 + s] = static_cast<int16_t>(sum);
     }
+    for (int s = 0; s < 8; ++s) sums[b * 8 + s] = static_cast<int16_t>(sums16[b * 16 + 2 * s] + sums16[b * 16 + 2 * s + 1]);
   }
 }
 

@@ -59,33 +59,45 @@ inline PackedActivation packed_view(const void* packed, int64_t n, int block) {
 
 // The int8 form for K-quant weights whose kernels multiply unsigned weight bytes by signed
 // activation bytes (x86's maddubs, VNNI's vpdpbusd: twice the multiply-adds per
-// instruction of the int16 form): 256-blocks, q in [-127, 127], d = max|x| / 127, and the
-// 32-value sums as above (|sum| <= 32 * 127 fits int16). A Q4_K block's dot is at most
-// 256 * 15 * 63 * 127 < 2^31.
-// Memory layout (64-byte aligned arrays): float d[n / 256]; int16_t sums[n / 32]; int8_t q[n].
+// instruction of the int16 form): 256-blocks, q in [-127, 127], d = max|x| / 127, the
+// 32-value sums as above (Q4_K's mins) and the 16-value sums (Q6_K's values are stored
+// as q + 32 >= 0 with a scale per 16, so each scale takes 32 times its 16 values' sum
+// back off). The sums fit int16 (32 * 127). A block's dot is at most
+// 256 * 63 * 127 * 128 < 2^31 (Q6_K's largest: value, activation, scale).
+// Memory layout (64-byte aligned arrays):
+//   float d[n / 256]; int16_t sums[n / 32]; int16_t sums16[n / 16]; int8_t q[n].
 inline constexpr int kPackedMaxInt8 = 127;
 
 struct PackedActivationInt8 {
   const float* d;
   const int16_t* sums;
+  const int16_t* sums16;
   const int8_t* q;
 };
 
-inline PackedLayout packed_layout_int8(int64_t n) {
+struct PackedLayoutInt8 {
+  size_t sums;
+  size_t sums16;
+  size_t q;
+  size_t total;
+};
+
+inline PackedLayoutInt8 packed_layout_int8(int64_t n) {
   auto round_up = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
   const auto count = static_cast<size_t>(n);
-  PackedLayout offsets;
+  PackedLayoutInt8 offsets;
   offsets.sums = round_up(count / 256 * sizeof(float));
-  offsets.q = offsets.sums + round_up(count / 32 * sizeof(int16_t));
+  offsets.sums16 = offsets.sums + round_up(count / 32 * sizeof(int16_t));
+  offsets.q = offsets.sums16 + round_up(count / 16 * sizeof(int16_t));
   offsets.total = offsets.q + round_up(count);
   return offsets;
 }
 
 inline PackedActivationInt8 packed_view_int8(const void* packed, int64_t n) {
   const auto* base = static_cast<const unsigned char*>(packed);
-  const PackedLayout offsets = packed_layout_int8(n);
+  const PackedLayoutInt8 offsets = packed_layout_int8(n);
   return {reinterpret_cast<const float*>(base), reinterpret_cast<const int16_t*>(base + offsets.sums),
-          reinterpret_cast<const int8_t*>(base + offsets.q)};
+          reinterpret_cast<const int16_t*>(base + offsets.sums16), reinterpret_cast<const int8_t*>(base + offsets.q)};
 }
 
 }  // namespace deferkv

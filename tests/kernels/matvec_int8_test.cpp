@@ -1,6 +1,6 @@
 // The int8 form of the activation for K-quant weights (KQuantActivation::kInt8,
-// packed_activation.h) and the Q4_K kernel on it (matvec_q4_k_int8.cpp), on every target it
-// is built for (AVX3_DL's VNNI path included): the packing against the test's own
+// packed_activation.h) and the Q4_K and Q6_K kernels on it (matvec_q4_k_int8.cpp,
+// matvec_q6_k.cpp), on every target they are built for (AVX3_DL's VNNI path included): the packing against the test's own
 // quantisation, the kernel against float64 dot products of the dequantised weights with
 // the int8-quantised activation (equal up to float rounding, since the kernel's block sums
 // are exact integers) and with the float activation (within the quantisation's bound).
@@ -24,7 +24,7 @@ using testing::quantise_matrix;
 using testing::random_normal;
 using testing::WeightMatrix;
 
-// The targets matvec_q4_k_int8.cpp is built for, each path of it: VNNI, AVX-512, AVX2,
+// The targets the int8 kernels are built for, each path of it: VNNI, AVX-512, AVX2,
 // and the portable one (NEON's on aarch64, which is its fallback there).
 template <class Check>
 void for_each_int8_target(const Check& check) {
@@ -55,6 +55,7 @@ struct Int8Blocks {
   std::vector<float> d;
   std::vector<int8_t> q;
   std::vector<int16_t> sums;
+  std::vector<int16_t> sums16;
 };
 
 Int8Blocks quantise_int8(const float* x, int64_t n) {
@@ -70,6 +71,11 @@ Int8Blocks quantise_int8(const float* x, int64_t n) {
     int sum = 0;
     for (int64_t i = 0; i < 32; ++i) sum += out.q[s * 32 + i];
     out.sums.push_back(static_cast<int16_t>(sum));
+  }
+  for (int64_t s = 0; s < n / 16; ++s) {
+    int sum = 0;
+    for (int64_t i = 0; i < 16; ++i) sum += out.q[s * 16 + i];
+    out.sums16.push_back(static_cast<int16_t>(sum));
   }
   return out;
 }
@@ -97,15 +103,17 @@ TEST_F(KQuantInt8, PacksTheSpecifiedBlocks) {
     for (int64_t b = 0; b < n / 256; ++b) ASSERT_EQ(view.d[b], want.d[b]) << "block " << b;
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(view.q[i], want.q[i]) << "value " << i;
     for (int64_t s = 0; s < n / 32; ++s) ASSERT_EQ(view.sums[s], want.sums[s]) << "sum " << s;
+    for (int64_t s = 0; s < n / 16; ++s) ASSERT_EQ(view.sums16[s], want.sums16[s]) << "sum16 " << s;
   });
 }
 
 // matvec_rows with 1..9 activations (groups of 4 and every remainder) on `rows` rows (tiles of
 // 16 and a short one) of n values, each output against both references, and bit for bit
 // what matvec gives for its activation alone.
-void check_q4_k_int8(int64_t rows, int64_t n) {
+void check_int8(DType type, int64_t rows, int64_t n) {
+  SCOPED_TRACE(dtype_name(type));
   SCOPED_TRACE(n);
-  const DType type = DType::Q4_K;
+  ASSERT_TRUE(takes_int8_activation(type));
   const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 71), rows, n, 24);
   const int64_t max_m = 9, ldy = rows + 3;
   const size_t stride = packed_activation_stride(type, n) + 64;
@@ -161,24 +169,35 @@ void check_q4_k_int8(int64_t rows, int64_t n) {
 }
 
 TEST_F(KQuantInt8, Q4KMatchesTheQuantisedActivationOnEveryTarget) {
-  check_q4_k_int8(37, 1280);  // five blocks: an odd count, so MatvecByBlocks' last block is alone
-  check_q4_k_int8(5, 256);    // one block, one short tile
+  check_int8(DType::Q4_K, 37, 1280);  // five blocks: an odd count, so MatvecByBlocks' last block is alone
+  check_int8(DType::Q4_K, 5, 256);    // one block, one short tile
+}
+
+TEST_F(KQuantInt8, Q6KMatchesTheQuantisedActivationOnEveryTarget) {
+  check_int8(DType::Q6_K, 37, 1280);
+  check_int8(DType::Q6_K, 5, 256);
 }
 
 TEST_F(KQuantInt8, Int16FormStaysSelectable) {
   // The int16 form (DEFERKV_KQUANT_ACTIVATION=int16) packs 256-blocks of int16 and runs the
-  // int16 kernel, within its own (tighter) error of the float reference.
+  // int16 kernels, within their own (tighter) error of the float reference.
   set_kquant_activation(KQuantActivation::kInt16);
   const int64_t rows = 21, n = 1024;
-  ASSERT_EQ(packed_activation_bytes(DType::Q4_K, n), packed_layout(n, 256).total);
-  const WeightMatrix w = quantise_matrix(DType::Q4_K, random_normal(rows * n, 81), rows, n);
-  const std::vector<float> x = random_normal(n, 82);
-  const testing::ReferenceDots ref = testing::reference_dots(w, x.data());
-  std::vector<unsigned char> packed(packed_activation_bytes(DType::Q4_K, n));
-  pack_activation(DType::Q4_K, x.data(), n, packed.data());
-  std::vector<float> y(rows);
-  matvec(DType::Q4_K, w.bytes.data(), w.stride, n, packed.data(), y.data(), rows);
-  for (int64_t r = 0; r < rows; ++r) ASSERT_LE(std::fabs(y[r] - ref.dot[r]), 2e-3 * ref.magnitude[r]) << r;
+  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    ASSERT_FALSE(takes_int8_activation(type));
+    ASSERT_EQ(packed_activation_bytes(type, n), packed_layout(n, 256).total);
+    const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 81), rows, n);
+    const std::vector<float> x = random_normal(n, 82);
+    const testing::ReferenceDots ref = testing::reference_dots(w, x.data());
+    std::vector<unsigned char> packed(packed_activation_bytes(type, n));
+    pack_activation(type, x.data(), n, packed.data());
+    std::vector<float> y(rows);
+    matvec(type, w.bytes.data(), w.stride, n, packed.data(), y.data(), rows);
+    for (int64_t r = 0; r < rows; ++r) ASSERT_LE(std::fabs(y[r] - ref.dot[r]), 2e-3 * ref.magnitude[r]) << r;
+    // About 8e-4 with int16 activations, 7e-3 with int8 ones: this is the int16 form.
+    EXPECT_LT(testing::relative_error(y.data(), ref.dot), 2e-3);
+  }
 }
 
 TEST(KQuantActivationSetting, ParsesTheNamesAndRefusesOthers) {

@@ -55,7 +55,8 @@ KQuantActivation kquant_activation() { return kquant_setting().load(std::memory_
 void set_kquant_activation(KQuantActivation form) { kquant_setting().store(form, std::memory_order_relaxed); }
 
 bool takes_int8_activation(DType weight_type) {
-  return (weight_type == DType::Q4_K || weight_type == DType::Q6_K) && kquant_activation() == KQuantActivation::kInt8;
+  const bool has_int8_kernel = weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K;
+  return has_int8_kernel && kquant_activation() == KQuantActivation::kInt8;
 }
 
 size_t packed_activation_bytes(DType weight_type, int64_t n) {
@@ -94,7 +95,7 @@ void matvec_rows(DType weight_type, const void* weights, size_t row_stride, int6
       case DType::Q8_0: return matvec_q8_0;
       case DType::Q4_0: return matvec_q4_0;
       case DType::Q4_K: return takes_int8_activation(DType::Q4_K) ? matvec_q4_k_int8 : matvec_q4_k;
-      case DType::Q5_K: return matvec_q5_k;
+      case DType::Q5_K: return takes_int8_activation(DType::Q5_K) ? matvec_q5_k_int8 : matvec_q5_k;
       case DType::Q6_K: return takes_int8_activation(DType::Q6_K) ? matvec_q6_k_int8 : matvec_q6_k;
     }
     fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));

@@ -23,8 +23,8 @@ size_t packed_activation_stride(DType weight_type, int64_t n);
 // Which integer form the activation takes for K-quant weights (packed_activation.h):
 // kInt8 (the default) multiplies the weights' bytes by int8 activations with x86's byte
 // multiply-adds (maddubs, VNNI's vpdpbusd), kInt16 widens the weights to int16 instead
-// (more precise activation, half the multiply-adds per instruction). Q4_K and Q6_K have int8
-// kernels so far; Q5_K takes the int16 form whatever the setting.
+// (more precise activation, half the multiply-adds per instruction). Q4_K, Q5_K and Q6_K
+// all have int8 kernels.
 // DEFERKV_KQUANT_ACTIVATION=int16|int8 in the environment picks it, read on first use, so
 // that the two can be timed side by side (docs/cli.md).
 enum class KQuantActivation { kInt16, kInt8 };

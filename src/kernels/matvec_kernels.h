@@ -29,6 +29,9 @@ void matvec_q6_k(const void* w, size_t row_stride, int64_t n, const void* packed
 void matvec_q4_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
                       int64_t m, float* y, int64_t ldy, int64_t rows);
 
+// Q5_K weights against the int8 form of the activation (matvec_k4_int8.cpp, with Q4_K's).
+void matvec_q5_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows);
 // Q6_K weights against the int8 form of the activation.
 void matvec_q6_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
                       int64_t m, float* y, int64_t ldy, int64_t rows);

@@ -1,5 +1,5 @@
 // The int8 form of the activation for K-quant weights (KQuantActivation::kInt8,
-// packed_activation.h) and the Q4_K and Q6_K kernels on it (matvec_q4_k_int8.cpp,
+// packed_activation.h) and the Q4_K, Q5_K and Q6_K kernels on it (matvec_k4_int8.cpp,
 // matvec_q6_k.cpp), on every target they are built for (AVX3_DL's VNNI path included): the packing against the test's own
 // quantisation, the kernel against float64 dot products of the dequantised weights with
 // the int8-quantised activation (equal up to float rounding, since the kernel's block sums
@@ -173,6 +173,11 @@ TEST_F(KQuantInt8, Q4KMatchesTheQuantisedActivationOnEveryTarget) {
   check_int8(DType::Q4_K, 5, 256);    // one block, one short tile
 }
 
+TEST_F(KQuantInt8, Q5KMatchesTheQuantisedActivationOnEveryTarget) {
+  check_int8(DType::Q5_K, 37, 1280);
+  check_int8(DType::Q5_K, 5, 256);
+}
+
 TEST_F(KQuantInt8, Q6KMatchesTheQuantisedActivationOnEveryTarget) {
   check_int8(DType::Q6_K, 37, 1280);
   check_int8(DType::Q6_K, 5, 256);
@@ -183,7 +188,7 @@ TEST_F(KQuantInt8, Int16FormStaysSelectable) {
   // int16 kernels, within their own (tighter) error of the float reference.
   set_kquant_activation(KQuantActivation::kInt16);
   const int64_t rows = 21, n = 1024;
-  for (DType type : {DType::Q4_K, DType::Q6_K}) {
+  for (DType type : {DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     SCOPED_TRACE(dtype_name(type));
     ASSERT_FALSE(takes_int8_activation(type));
     ASSERT_EQ(packed_activation_bytes(type, n), packed_layout(n, 256).total);

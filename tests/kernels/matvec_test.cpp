@@ -33,7 +33,7 @@ double tolerance(DType type) {
   return dtype_block_elems(type) == 32 ? 1e-4 : 2e-3;
 }
 
-// The int8 form of the activation (Q4_K, Q6_K under KQuantActivation::kInt8) rounds each value
+// The int8 form of the activation (the K-quants under KQuantActivation::kInt8) rounds each value
 // by up to max|x| / 254 of its block: for normal x about 6.6e-3 of ||y|| over the rows
 // (the per-row bound above still holds, as sum |w_i x_i| is far larger than |y|). So the
 // relative error over the rows is held to the requirement, 1e-2, for it alone;

@@ -1,28 +1,31 @@
-// Q4_K weights x the int8 form of the activation (packed_activation.h; chosen by
-// KQuantActivation, matvec.h). The nibbles stay bytes and meet the int8 activation in x86's
+// Q4_K and Q5_K weights x the int8 form of the activation (packed_activation.h; chosen by
+// KQuantActivation, matvec.h). The values stay bytes (Q5_K's fifth bit merged in from qh) and meet the int8 activation in x86's
 // unsigned-by-signed byte multiply-adds; each sub-block's int32 partial sums are multiplied
 // by its six-bit scale with an int16 multiply-add, so one exact int32 sum per activation
-// covers the block and its float scales are applied once, as in matvec_q4_k.cpp (which
-// widens the nibbles to int16 instead: half the multiply-adds per instruction). The mins
+// covers the block and its float scales are applied once, as in matvec_q4_k.cpp and
+// matvec_q5_k.cpp (which widen the values to int16 instead: half the multiply-adds per instruction). The mins
 // contribute dmin * sum_j m_j * (the activation's 32-value sums). Per target:
 //  - AVX-512 with VNNI (AVX3_DL, asked for here as gemm_int16.cpp does): vpdpbusd gives
-//    partial sums of four products (|.| <= 4 * 15 * 127, so an int16 in each int32 lane's
+//    partial sums of four products (|.| <= 4 * 31 * 127, so an int16 in each int32 lane's
 //    low half), then vpdpwssd with [scale, 0] pairs adds scale * partial to the block sum.
-//  - AVX-512 (AVX3) and AVX2: vpmaddubsw sums pairs into int16 (|.| <= 2 * 15 * 127, never
+//  - AVX-512 (AVX3) and AVX2: vpmaddubsw sums pairs into int16 (|.| <= 2 * 31 * 127, never
 //    saturating), then vpmaddwd with the scale in every int16 lane.
 //  - the others (the portable fallback, NEON): bytes widened to int16, Highway's widening
 //    multiply-add, then the scale multiplied in int32.
 // With 512-bit vectors a 32-byte chunk c of qs (sub-blocks 2c and 2c+1 in its low and high
 // nibbles) is loaded into both halves and the upper half shifted right by 4, so the vector
-// holds the weights of x's 64 values 64c.. in order and x is one contiguous load; AVX2's
-// 256-bit vectors take one sub-block each. A block is decoded once for a group of
+// holds the weights of x's 64 values 64c.. in order and x is one contiguous load (Q5_K's
+// qh bytes likewise, shifted by 2c and 2c + 1); AVX2's 256-bit vectors take one sub-block
+// each. A block is decoded once for a group of
 // activations (kernel_helpers-inl.h).
 #define HWY_WANT_AVX3_DL
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "kernels/matvec_q4_k_int8.cpp"
+#define HWY_TARGET_INCLUDE "kernels/matvec_k4_int8.cpp"
 #include "kernels/hwy_targets.h"
 #include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
+
+#include <type_traits>
 
 #include "kernels/kernel_helpers-inl.h"
 #include "kernels/matvec_kernels.h"
@@ -49,9 +52,11 @@ HWY_INLINE std::array<PackedActivationInt8, M> Int8Views(const void* packed, siz
 }
 
 // sum[i] += sum_j sc_j * (sub-block j of the block . the same 32 values of x_i), i < M.
-template <size_t M>
-HWY_INLINE void BlockDots(const BlockQ4_K& block, const BlockScalesK4<D16>& scales,
+// Block: BlockQ4_K or BlockQ5_K (whose value bit 4 of sub-block j is bit j of qh[l]).
+template <size_t M, class Block>
+HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
                           const std::array<PackedActivationInt8, M>& x, int64_t b, V32 (&sum)[M]) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
 #if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
   const __m512i mask = _mm512_set1_epi8(0x0f);
   const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
@@ -70,7 +75,13 @@ HWY_INLINE void BlockDots(const BlockQ4_K& block, const BlockScalesK4<D16>& scal
   Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
     const __m512i q =
         _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c)));
-    const __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shift), mask);
+    __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shift), mask);
+    if constexpr (kFifthBit) {
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh)));
+      const __m512i bit_shift = _mm512_add_epi16(_mm512_set1_epi16(static_cast<int16_t>(2 * c)), _mm512_srli_epi16(shift, 2));
+      const __m512i fifth = _mm512_and_si512(_mm512_srlv_epi16(qh, bit_shift), _mm512_set1_epi8(1));
+      w = _mm512_or_si512(w, _mm512_slli_epi16(fifth, 4));
+    }
 #if HWY_TARGET == HWY_AVX3_DL
     const __m512i scale = _mm512_shuffle_epi8(bytes, _mm512_add_epi32(pick, _mm512_set1_epi32(2 * c)));
 #else
@@ -95,8 +106,14 @@ HWY_INLINE void BlockDots(const BlockQ4_K& block, const BlockScalesK4<D16>& scal
   const __m256i mask = _mm256_set1_epi8(0x0f);
   Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c));
-    const __m256i lo = _mm256_and_si256(q, mask);
-    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+    __m256i lo = _mm256_and_si256(q, mask);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+    if constexpr (kFifthBit) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh));
+      const __m256i one = _mm256_set1_epi8(1);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+    }
     const __m256i scale_lo = scales.Scale(2 * c).raw;
     const __m256i scale_hi = scales.Scale(2 * c + 1).raw;
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
@@ -121,8 +138,13 @@ HWY_INLINE void BlockDots(const BlockQ4_K& block, const BlockScalesK4<D16>& scal
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { lo0[i] = lo1[i] = hi0[i] = hi1[i] = hn::Zero(d32); });
     for (size_t k = 0; k < 32; k += L) {
       const auto q = hn::PromoteTo(d16, hn::LoadU(du8, block.qs + 32 * c + k));
-      const auto lo = hn::And(q, mask);
-      const auto hi = hn::ShiftRight<4>(q);
+      auto lo = hn::And(q, mask);
+      auto hi = hn::ShiftRight<4>(q);
+      if constexpr (kFifthBit) {
+        const auto h = hn::ShiftRightSame(hn::PromoteTo(d16, hn::LoadU(du8, block.qh + k)), 2 * c);
+        lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), hn::Set(d16, 16)));
+        hi = hn::Or(hi, hn::And(hn::ShiftLeft<3>(h), hn::Set(d16, 16)));
+      }
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
         const int8_t* xq = x[i].q + b * kQK + 64 * c + k;
         lo0[i] = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(di8, xq)), lo0[i], lo1[i]);
@@ -139,8 +161,9 @@ HWY_INLINE void BlockDots(const BlockQ4_K& block, const BlockScalesK4<D16>& scal
 #endif
 }
 
-void MatvecQ4KInt8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
-                   float* y, int64_t ldy, int64_t rows) {
+template <class Block>
+HWY_INLINE void MatvecK4Int8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride,
+                             int64_t m, float* y, int64_t ldy, int64_t rows) {
   const D16 d16;
   const D32 d32;
   const DF df;
@@ -149,7 +172,7 @@ void MatvecQ4KInt8(const void* w, size_t stride, int64_t n, const void* packed, 
     constexpr size_t M = decltype(group)::value;
     const auto x = Int8Views<M>(packed, packed_stride, first, n);
     const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
-      const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(row)[b];
+      const Block& block = reinterpret_cast<const Block*>(row)[b];
       const BlockScalesK4 scales(d16, block.scales);
       V32 sum[M];
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum[i] = hn::Zero(d32); });
@@ -165,6 +188,16 @@ void MatvecQ4KInt8(const void* w, size_t stride, int64_t n, const void* packed, 
   });
 }
 
+void MatvecQ4KInt8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                   float* y, int64_t ldy, int64_t rows) {
+  MatvecK4Int8<BlockQ4_K>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
+}
+
+void MatvecQ5KInt8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                   float* y, int64_t ldy, int64_t rows) {
+  MatvecK4Int8<BlockQ5_K>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
+}
+
 }  // namespace
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -173,7 +206,13 @@ HWY_AFTER_NAMESPACE();
 namespace deferkv {
 namespace {
 HWY_EXPORT(MatvecQ4KInt8);
+HWY_EXPORT(MatvecQ5KInt8);
 }  // namespace
+
+void matvec_q5_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ5KInt8)(w, row_stride, n, packed, packed_stride, m, y, ldy, rows);
+}
 
 void matvec_q4_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
                       int64_t m, float* y, int64_t ldy, int64_t rows) {

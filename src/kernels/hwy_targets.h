@@ -5,9 +5,11 @@
 // Dynamic dispatch picks the best of AVX3 (AVX-512 F/BW/DQ/VL), AVX2 and the portable
 // one-lane fallback at run time. SSSE3/SSE4 are dropped to keep compile time down (each
 // target is another copy of every kernel): x86-64 machines without AVX2 get the
-// fallback, slow but correct. AVX3_DL (adds VNNI) is not compiled either: these kernels
+// fallback, slow but correct. AVX3_DL (adds VNNI) is not compiled either: most kernels
 // use no instruction it would add, and building it for them changed nothing measurable.
-// The one exception, gemm_int16.cpp, asks for it itself (HWY_WANT_AVX3_DL) for vpdpwssd.
+// The exceptions ask for it themselves (HWY_WANT_AVX3_DL): gemm_int16.cpp for vpdpwssd,
+// and the int8-activation K-quant matvecs (matvec_k4_int8.cpp, matvec_q6_k.cpp) for
+// vpdpbusd.
 //
 // On aarch64 (GCC): NEON and the fallback, not SVE yet. SVE's vectors are sizeless types,
 // which C++ does not allow as array elements or struct members, and most kernels keep

@@ -2,6 +2,10 @@
 // (matvec is matvec_rows with one activation).
 #include "kernels/matvec.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 #include "deferkv/error.h"
@@ -11,6 +15,14 @@
 
 namespace deferkv {
 namespace {
+
+std::atomic<KQuantActivation>& kquant_setting() {
+  static std::atomic<KQuantActivation> setting{[] {
+    const char* value = std::getenv(kKQuantActivationVariable);
+    return value != nullptr && *value != '\0' ? parse_kquant_activation(value) : KQuantActivation::kInt8;
+  }()};
+  return setting;
+}
 
 // Block length of the packed integer activation, or 0 when the weights take float32 x.
 int packed_block(DType weight_type) {
@@ -29,13 +41,33 @@ int packed_block(DType weight_type) {
 
 }  // namespace
 
+KQuantActivation parse_kquant_activation(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "int16") return KQuantActivation::kInt16;
+  if (lower == "int8") return KQuantActivation::kInt8;
+  fail("{}='{}' is not a K-quant activation form (known: int16, int8)", kKQuantActivationVariable, name);
+}
+
+KQuantActivation kquant_activation() { return kquant_setting().load(std::memory_order_relaxed); }
+
+void set_kquant_activation(KQuantActivation form) { kquant_setting().store(form, std::memory_order_relaxed); }
+
+bool takes_int8_activation(DType weight_type) {
+  const bool has_int8_kernel = weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K;
+  return has_int8_kernel && kquant_activation() == KQuantActivation::kInt8;
+}
+
 size_t packed_activation_bytes(DType weight_type, int64_t n) {
+  if (takes_int8_activation(weight_type)) return packed_layout_int8(n).total;
   const int block = packed_block(weight_type);
   if (block == 0) return static_cast<size_t>(n) * sizeof(float);
   return packed_layout(n, block).total;
 }
 
 void pack_activation(DType weight_type, const float* x, int64_t n, void* packed) {
+  if (takes_int8_activation(weight_type)) return pack_int8_blocks(x, n, packed);
   const int block = packed_block(weight_type);
   if (block == 0) {
     std::memcpy(packed, x, static_cast<size_t>(n) * sizeof(float));
@@ -62,9 +94,9 @@ void matvec_rows(DType weight_type, const void* weights, size_t row_stride, int6
       case DType::BF16: return matvec_bf16;
       case DType::Q8_0: return matvec_q8_0;
       case DType::Q4_0: return matvec_q4_0;
-      case DType::Q4_K: return matvec_q4_k;
-      case DType::Q5_K: return matvec_q5_k;
-      case DType::Q6_K: return matvec_q6_k;
+      case DType::Q4_K: return takes_int8_activation(DType::Q4_K) ? matvec_q4_k_int8 : matvec_q4_k;
+      case DType::Q5_K: return takes_int8_activation(DType::Q5_K) ? matvec_q5_k_int8 : matvec_q5_k;
+      case DType::Q6_K: return takes_int8_activation(DType::Q6_K) ? matvec_q6_k_int8 : matvec_q6_k;
     }
     fail("matvec: unsupported weight type {}", static_cast<uint32_t>(weight_type));
   }();

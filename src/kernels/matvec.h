@@ -5,6 +5,7 @@
 // These functions are single-threaded; callers split rows across the thread pool.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tensor/dtype.h"
 
@@ -18,6 +19,26 @@ void pack_activation(DType weight_type, const float* x, int64_t n, void* packed)
 // packed_activation_bytes rounded up to 64: the distance between consecutive packed
 // activations handed to matvec_rows, so that each starts as aligned as the first.
 size_t packed_activation_stride(DType weight_type, int64_t n);
+
+// Which integer form the activation takes for K-quant weights (packed_activation.h):
+// kInt8 (the default) multiplies the weights' bytes by int8 activations with x86's byte
+// multiply-adds (maddubs, VNNI's vpdpbusd), kInt16 widens the weights to int16 instead
+// (more precise activation, half the multiply-adds per instruction). Q4_K, Q5_K and Q6_K
+// all have int8 kernels.
+// DEFERKV_KQUANT_ACTIVATION=int16|int8 in the environment picks it, read on first use, so
+// that the two can be timed side by side (docs/cli.md).
+enum class KQuantActivation { kInt16, kInt8 };
+inline constexpr const char* kKQuantActivationVariable = "DEFERKV_KQUANT_ACTIVATION";
+// "int16" or "int8" (any case); error naming the known values otherwise.
+KQuantActivation parse_kquant_activation(const std::string& name);
+// The setting: $DEFERKV_KQUANT_ACTIVATION when set and not empty, else kInt8.
+KQuantActivation kquant_activation();
+// Overrides the setting for the whole process (tests); never between pack_activation and
+// the matvec that reads its output.
+void set_kquant_activation(KQuantActivation form);
+// Whether pack_activation gives weights of this type the int8 form now (the types with an
+// int8 kernel, under the setting kInt8).
+bool takes_int8_activation(DType weight_type);
 
 // y[r] = dot(W row r, x) for r in [0, rows).
 void matvec(DType weight_type, const void* weights, size_t row_stride, int64_t n,

@@ -25,8 +25,20 @@ void matvec_q5_k(const void* w, size_t row_stride, int64_t n, const void* packed
                  int64_t m, float* y, int64_t ldy, int64_t rows);
 void matvec_q6_k(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
                  int64_t m, float* y, int64_t ldy, int64_t rows);
+// Q4_K weights against the int8 form of the activation (packed_activation.h).
+void matvec_q4_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows);
+
+// Q5_K weights against the int8 form of the activation (matvec_k4_int8.cpp, with Q4_K's).
+void matvec_q5_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows);
+// Q6_K weights against the int8 form of the activation.
+void matvec_q6_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows);
 
 // Quantises x into the PackedActivation layout (packed_activation.h) with blocks of `block`.
 void pack_int16_blocks(const float* x, int64_t n, int block, void* packed);
+// Quantises x into the PackedActivationInt8 layout (256-blocks).
+void pack_int8_blocks(const float* x, int64_t n, void* packed);
 
 }  // namespace deferkv

@@ -12,6 +12,7 @@
 #include "kernel_test_util.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
+#include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
 
 namespace deferkv {
@@ -26,9 +27,11 @@ constexpr DType kIntegerTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType:
 
 // Token i as gemm_int16 multiplies it: quantised to int16 blocks, then read back.
 std::vector<float> as_packed(DType type, const float* x, int64_t n) {
-  std::vector<unsigned char> packed(packed_activation_bytes(type, n));
-  pack_activation(type, x, n, packed.data());
+  // The int16 blocks gemm_int16 packs itself (pack_activation gives K-quants the int8 form
+  // under KQuantActivation::kInt8, which the GEMM does not use).
   const int block = static_cast<int>(dtype_block_elems(type));
+  std::vector<unsigned char> packed(packed_layout(n, block).total);
+  pack_int16_blocks(x, n, block, packed.data());
   const PackedActivation view = packed_view(packed.data(), n, block);
   std::vector<float> out(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(view.q[k]) * view.d[k / block];

@@ -36,19 +36,28 @@ void check_block(DType type, const void* block, const std::vector<float>& expect
   dequantize_row(type, block, decoded.data(), n);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(decoded[i], expected[i]) << "value " << i;
 
-  const std::vector<float> x = exact_activation(n, n == 256 ? kPackedMax256 : kPackedMax32);
-  double want = 0, magnitude = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    want += static_cast<double>(expected[i]) * x[i];
-    magnitude += std::fabs(static_cast<double>(expected[i]) * x[i]);
+  // K-quants with each form of the activation (matvec.h's KQuantActivation): the int8 one
+  // has its own qmax, and kernels of their own (matvec_int8_test.cpp covers AVX3_DL's).
+  const KQuantActivation previous = kquant_activation();
+  for (KQuantActivation form : {KQuantActivation::kInt16, KQuantActivation::kInt8}) {
+    set_kquant_activation(form);
+    SCOPED_TRACE(form == KQuantActivation::kInt8 ? "int8 activation" : "int16 activation");
+    const int qmax = takes_int8_activation(type) ? kPackedMaxInt8 : n == 256 ? kPackedMax256 : kPackedMax32;
+    const std::vector<float> x = exact_activation(n, qmax);
+    double want = 0, magnitude = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      want += static_cast<double>(expected[i]) * x[i];
+      magnitude += std::fabs(static_cast<double>(expected[i]) * x[i]);
+    }
+    std::vector<unsigned char> packed(packed_activation_bytes(type, n));
+    for_each_simd_target([&](const char*) {
+      pack_activation(type, x.data(), n, packed.data());
+      float y = 0;
+      matvec(type, block, static_cast<size_t>(dtype_row_bytes(type, n)), n, packed.data(), &y, 1);
+      EXPECT_NEAR(y, want, 1e-6 * magnitude);
+    });
   }
-  std::vector<unsigned char> packed(packed_activation_bytes(type, n));
-  for_each_simd_target([&](const char*) {
-    pack_activation(type, x.data(), n, packed.data());
-    float y = 0;
-    matvec(type, block, static_cast<size_t>(dtype_row_bytes(type, n)), n, packed.data(), &y, 1);
-    EXPECT_NEAR(y, want, 1e-6 * magnitude);
-  });
+  set_kquant_activation(previous);
 }
 
 TEST(QuantLayout, Q4_0) {

@@ -11,6 +11,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/session.h"
+#include "kernels/matvec.h"
 #include "model/reference_forward.h"
 #include "model/test_models.h"
 #include "tensor/gguf_file.h"
@@ -37,12 +38,17 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 // or more) also quantise the activations to int16 blocks (packed_activation.h): measured up to
 // 2.3e-3 here (Q4_K), the kernels themselves being checked far tighter in gemm_int16_test and
 // matvec_test.
+// K-quant weights under DEFERKV_KQUANT_ACTIVATION=int8 (the default, kernels/matvec.h) meet
+// an int8 copy of each activation, llama.cpp's q8_K precision: each value rounded by up to
+// max|x| / 254 of its 256-block. On these random models that puts the logits 1.3e-2 to
+// 3.2e-2 (relative L2) from the reference, where the int16 form stays under 1e-2 (run them
+// with DEFERKV_KQUANT_ACTIVATION=int16 to hold that path to 1e-2).
 double tolerance(DType type) {
   switch (type) {
     case DType::F32:
     case DType::F16:
     case DType::BF16: return 2e-6;
-    default: return 1e-2;
+    default: return takes_int8_activation(type) ? 4e-2 : 1e-2;
   }
 }
 

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
+#include "kernels/matvec.h"
 #include "kernels/simd_target.h"
 
 int main(int argc, char** argv) {
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   try {
     // DEFERKV_MAX_SIMD=avx2 runs the kernels a CPU without AVX-512 gets (kernels/simd_target.h).
     deferkv::cap_simd_target_from_environment();
+    // DEFERKV_KQUANT_ACTIVATION=int16|int8 (kernels/matvec.h): a bad value fails here, not mid-run.
+    deferkv::kquant_activation();
     std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
     std::vector<char*> pointers;
     for (std::string& a : args) pointers.push_back(a.data());

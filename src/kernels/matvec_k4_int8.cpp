@@ -1,0 +1,222 @@
+// Q4_K and Q5_K weights x the int8 form of the activation (packed_activation.h; chosen by
+// KQuantActivation, matvec.h). The values stay bytes (Q5_K's fifth bit merged in from qh) and meet the int8 activation in x86's
+// unsigned-by-signed byte multiply-adds; each sub-block's int32 partial sums are multiplied
+// by its six-bit scale with an int16 multiply-add, so one exact int32 sum per activation
+// covers the block and its float scales are applied once, as in matvec_q4_k.cpp and
+// matvec_q5_k.cpp (which widen the values to int16 instead: half the multiply-adds per instruction). The mins
+// contribute dmin * sum_j m_j * (the activation's 32-value sums). Per target:
+//  - AVX-512 with VNNI (AVX3_DL, asked for here as gemm_int16.cpp does): vpdpbusd gives
+//    partial sums of four products (|.| <= 4 * 31 * 127, so an int16 in each int32 lane's
+//    low half), then vpdpwssd with [scale, 0] pairs adds scale * partial to the block sum.
+//  - AVX-512 (AVX3) and AVX2: vpmaddubsw sums pairs into int16 (|.| <= 2 * 31 * 127, never
+//    saturating), then vpmaddwd with the scale in every int16 lane.
+//  - the others (the portable fallback, NEON): bytes widened to int16, Highway's widening
+//    multiply-add, then the scale multiplied in int32.
+// With 512-bit vectors a 32-byte chunk c of qs (sub-blocks 2c and 2c+1 in its low and high
+// nibbles) is loaded into both halves and the upper half shifted right by 4, so the vector
+// holds the weights of x's 64 values 64c.. in order and x is one contiguous load (Q5_K's
+// qh bytes likewise, shifted by 2c and 2c + 1); AVX2's 256-bit vectors take one sub-block
+// each. A block is decoded once for a group of
+// activations (kernel_helpers-inl.h).
+#define HWY_WANT_AVX3_DL
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/matvec_k4_int8.cpp"
+#include "kernels/hwy_targets.h"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
+
+#include <type_traits>
+
+#include "kernels/kernel_helpers-inl.h"
+#include "kernels/matvec_kernels.h"
+#include "kernels/packed_activation.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/scales_k4-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace deferkv::HWY_NAMESPACE {
+namespace {
+
+using D16 = hn::CappedTag<int16_t, 32>;  // a sub-block is 32 values
+using D32 = hn::Repartition<int32_t, D16>;
+using DF = hn::Repartition<float, D16>;
+using V32 = hn::Vec<D32>;
+
+template <size_t M>
+HWY_INLINE std::array<PackedActivationInt8, M> Int8Views(const void* packed, size_t stride, int64_t first,
+                                                         int64_t n) {
+  std::array<PackedActivationInt8, M> views;
+  const auto* base = static_cast<const uint8_t*>(packed) + static_cast<size_t>(first) * stride;
+  Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { views[i] = packed_view_int8(base + i * stride, n); });
+  return views;
+}
+
+// sum[i] += sum_j sc_j * (sub-block j of the block . the same 32 values of x_i), i < M.
+// Block: BlockQ4_K or BlockQ5_K (whose value bit 4 of sub-block j is bit j of qh[l]).
+template <size_t M, class Block>
+HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
+                          const std::array<PackedActivationInt8, M>& x, int64_t b, V32 (&sum)[M]) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
+  const __m512i mask = _mm512_set1_epi8(0x0f);
+  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
+  const __m512i bytes = scales.Bytes().raw;  // every 128-bit block: sc[0..7], m[0..7]
+  // Byte shuffle indices picking sc[0] for the lower half and sc[1] for the upper, the
+  // other bytes zeroed (index 0x80); adding 2c then picks sc[2c] and sc[2c + 1].
+#if HWY_TARGET == HWY_AVX3_DL
+  const __m512i pick =  // int32 lanes [sc, 0] for vpdpwssd
+      _mm512_inserti64x4(_mm512_set1_epi32(static_cast<int>(0x80808000u)),
+                         _mm256_set1_epi32(static_cast<int>(0x80808001u)), 1);
+#else
+  const __m512i pick =  // int16 lanes sc for vpmaddwd
+      _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(0x8000)),
+                         _mm256_set1_epi16(static_cast<int16_t>(0x8001)), 1);
+#endif
+  Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
+    const __m512i q =
+        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c)));
+    __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shift), mask);
+    if constexpr (kFifthBit) {
+      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh)));
+      const __m512i bit_shift = _mm512_add_epi16(_mm512_set1_epi16(static_cast<int16_t>(2 * c)), _mm512_srli_epi16(shift, 2));
+      const __m512i fifth = _mm512_and_si512(_mm512_srlv_epi16(qh, bit_shift), _mm512_set1_epi8(1));
+      w = _mm512_or_si512(w, _mm512_slli_epi16(fifth, 4));
+    }
+#if HWY_TARGET == HWY_AVX3_DL
+    const __m512i scale = _mm512_shuffle_epi8(bytes, _mm512_add_epi32(pick, _mm512_set1_epi32(2 * c)));
+#else
+    const __m512i scale = _mm512_shuffle_epi8(bytes, _mm512_add_epi16(pick, _mm512_set1_epi16(2 * c)));
+#endif
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+      const __m512i xv = _mm512_loadu_si512(x[i].q + b * kQK + 64 * c);
+#if HWY_TARGET == HWY_AVX3_DL
+      // Highway 1.0 has no VNNI ops and does not compile AVX3_DL with avx512vnni, so the
+      // instructions are written out (gemm_int16.cpp's DotPairs does the same).
+      __m512i partial = _mm512_setzero_si512();
+      asm("vpdpbusd %[x], %[w], %[p]" : [p] "+v"(partial) : [w] "v"(w), [x] "v"(xv));
+      __m512i s = sum[i].raw;
+      asm("vpdpwssd %[scale], %[p], %[s]" : [s] "+v"(s) : [p] "v"(partial), [scale] "v"(scale));
+      sum[i] = V32{s};
+#else
+      sum[i] = V32{_mm512_add_epi32(sum[i].raw, _mm512_madd_epi16(_mm512_maddubs_epi16(w, xv), scale))};
+#endif
+    });
+  });
+#elif HWY_TARGET == HWY_AVX2
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c));
+    __m256i lo = _mm256_and_si256(q, mask);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+    if constexpr (kFifthBit) {
+      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh));
+      const __m256i one = _mm256_set1_epi8(1);
+      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
+    }
+    const __m256i scale_lo = scales.Scale(2 * c).raw;
+    const __m256i scale_hi = scales.Scale(2 * c + 1).raw;
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+      const int8_t* xq = x[i].q + b * kQK + 64 * c;
+      const __m256i x_lo = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq));
+      const __m256i x_hi = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32));
+      const __m256i dot_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x_lo), scale_lo);
+      const __m256i dot_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x_hi), scale_hi);
+      sum[i] = V32{_mm256_add_epi32(sum[i].raw, _mm256_add_epi32(dot_lo, dot_hi))};
+    });
+  });
+#else
+  const D16 d16;
+  const D32 d32;
+  const hn::Rebind<uint8_t, D16> du8;
+  const hn::Rebind<int8_t, D16> di8;
+  constexpr size_t L = hn::MaxLanes(d16);
+  const auto mask = hn::Set(d16, 15);
+  const ScalesK4 s = unpack_scales_k4(block.scales);
+  for (int c = 0; c < 4; ++c) {
+    V32 lo0[M], lo1[M], hi0[M], hi1[M];
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { lo0[i] = lo1[i] = hi0[i] = hi1[i] = hn::Zero(d32); });
+    for (size_t k = 0; k < 32; k += L) {
+      const auto q = hn::PromoteTo(d16, hn::LoadU(du8, block.qs + 32 * c + k));
+      auto lo = hn::And(q, mask);
+      auto hi = hn::ShiftRight<4>(q);
+      if constexpr (kFifthBit) {
+        const auto h = hn::ShiftRightSame(hn::PromoteTo(d16, hn::LoadU(du8, block.qh + k)), 2 * c);
+        lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), hn::Set(d16, 16)));
+        hi = hn::Or(hi, hn::And(hn::ShiftLeft<3>(h), hn::Set(d16, 16)));
+      }
+      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+        const int8_t* xq = x[i].q + b * kQK + 64 * c + k;
+        lo0[i] = hn::ReorderWidenMulAccumulate(d32, lo, hn::PromoteTo(d16, hn::LoadU(di8, xq)), lo0[i], lo1[i]);
+        hi0[i] = hn::ReorderWidenMulAccumulate(d32, hi, hn::PromoteTo(d16, hn::LoadU(di8, xq + 32)), hi0[i], hi1[i]);
+      });
+    }
+    const auto scale_lo = hn::Set(d32, s.sc[2 * c]);
+    const auto scale_hi = hn::Set(d32, s.sc[2 * c + 1]);
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+      sum[i] = hn::Add(sum[i], hn::Mul(hn::RearrangeToOddPlusEven(lo0[i], lo1[i]), scale_lo));
+      sum[i] = hn::Add(sum[i], hn::Mul(hn::RearrangeToOddPlusEven(hi0[i], hi1[i]), scale_hi));
+    });
+  }
+#endif
+}
+
+template <class Block>
+HWY_INLINE void MatvecK4Int8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride,
+                             int64_t m, float* y, int64_t ldy, int64_t rows) {
+  const D16 d16;
+  const D32 d32;
+  const DF df;
+  const auto* base = static_cast<const uint8_t*>(w);
+  ForTilesAndGroups<kMatvecGroup>(m, rows, [&](auto group, int64_t first, int64_t r0, int64_t count) {
+    constexpr size_t M = decltype(group)::value;
+    const auto x = Int8Views<M>(packed, packed_stride, first, n);
+    const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
+      const Block& block = reinterpret_cast<const Block*>(row)[b];
+      const BlockScalesK4 scales(d16, block.scales);
+      V32 sum[M];
+      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum[i] = hn::Zero(d32); });
+      BlockDots<M>(block, scales, x, b, sum);
+      const float dw = F16ToF32(block.d), dm = F16ToF32(block.dmin);
+      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
+        const float dx = x[i].d[b];
+        acc[i] = hn::MulAdd(hn::ConvertTo(df, sum[i]), hn::Set(df, dw * dx), acc[i]);
+        scales.AccumulateMins(x[i].sums + b * 8, -dm * dx, acc[i]);
+      });
+    };
+    MatvecByBlocks<M>(df, base + r0 * stride, stride, n / kQK, y + first * ldy + r0, ldy, count, block_fma);
+  });
+}
+
+void MatvecQ4KInt8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                   float* y, int64_t ldy, int64_t rows) {
+  MatvecK4Int8<BlockQ4_K>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
+}
+
+void MatvecQ5KInt8(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
+                   float* y, int64_t ldy, int64_t rows) {
+  MatvecK4Int8<BlockQ5_K>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
+}
+
+}  // namespace
+}  // namespace deferkv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace deferkv {
+namespace {
+HWY_EXPORT(MatvecQ4KInt8);
+HWY_EXPORT(MatvecQ5KInt8);
+}  // namespace
+
+void matvec_q5_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ5KInt8)(w, row_stride, n, packed, packed_stride, m, y, ldy, rows);
+}
+
+void matvec_q4_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
+                      int64_t m, float* y, int64_t ldy, int64_t rows) {
+  HWY_DYNAMIC_DISPATCH(MatvecQ4KInt8)(w, row_stride, n, packed, packed_stride, m, y, ldy, rows);
+}
+}  // namespace deferkv
+#endif

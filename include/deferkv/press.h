@@ -57,6 +57,21 @@ struct PressModelShape {
   int64_t n_embd = 0, n_ff = 0;  // hidden and feed-forward widths
 };
 
+// What a press holds per KV head, beyond what its points() and budget say (Press::holding).
+struct PressHolding {
+  // A press that cuts each layer of a prompt, as the prompt passes it, to a candidate pool
+  // larger than its budget and chooses the budget from it later (DeferKV's pool=P: a
+  // deferred eviction): the pool's entries per KV head, held beside one layer's whole prompt
+  // until it evicts. -1: no pool (the whole prompt until it evicts, or each layer cut to its
+  // budget as the prompt passes it).
+  int64_t pool = -1;
+  // Once it has evicted: entries per KV head, the mean over every layer and head, when that
+  // is not its budget: a press that keeps some layers or heads whole (SimLayerKV's busy
+  // layers, DuoAttention's retrieval heads) or a share of each layer's prompt whatever the
+  // budget (alloc=per_layer). -1: its budget.
+  int64_t kept = -1;
+};
+
 // How a prompt frames its text: `opening` before it (BOS where the vocabulary adds one; in
 // the chat form also a system turn and the user's header), `closing` after it (in the chat
 // form the end of the user's turn and the assistant's header; empty for a plain prompt).
@@ -230,13 +245,10 @@ class Press {
   // session reads it once, at set_press, and calls act() at exactly these points; the batch
   // engine reserves a request's KV by it (evicts_each_prompt_layer()).
   virtual PressPoints points() const = 0;
-  // A press that cuts each layer of a prompt, as the prompt passes it, to a candidate pool
-  // larger than its budget and chooses the budget from it later (DeferKV's pool=P: a
-  // deferred eviction): the pool's entries per KV head for a prompt of `prompt_tokens`, which
-  // the batch engine reserves beside one layer's whole prompt (engine/kv_admission.h) and
-  // the reports show. -1: no pool (the press holds the whole prompt until it evicts, or cuts
-  // each layer to its budget).
-  virtual int64_t candidate_pool(int64_t prompt_tokens) const { return -1; }
+  // What the press holds of a prompt of `prompt_tokens` on a model of `shape`, which the
+  // batch engine reserves (engine/kv_admission.h) and the reports show. By default: the
+  // whole prompt until it evicts, then its budget.
+  virtual PressHolding holding(const PressModelShape& shape, int64_t prompt_tokens) const { return {}; }
   // After each layer's attention, in prefill and decode (and capabilities' passes that
   // name no observer of their own).
   virtual void on_attention(const AttentionEvent& event) {}

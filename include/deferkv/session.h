@@ -82,6 +82,9 @@ struct SessionCheckpoint;
 // Where a session stands (engine/session_phase.h).
 enum class SessionPhase : uint8_t;
 
+// The model's shape as a press sees it (Press::on_attach, Press::holding).
+PressModelShape press_shape(const ModelConfig& c);
+
 class Session {
  public:
   friend struct SessionInternals;  // the cache itself, for the engine and tests (engine/session_internals.h)

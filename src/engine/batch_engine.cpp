@@ -96,12 +96,15 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
     std::lock_guard lock(mutex_);
     pinned = contexts_->bytes_of(request.context_id);
   }
-  const int64_t kept = request.press == nullptr  ? -1
+  int64_t kept = request.press == nullptr  ? -1
                        : request.budget.is_set() ? request.budget.resolve(prompt)
                                                  : prompt;
   const bool evicts_each_layer =
       request.press != nullptr && request.press->points().evicts_each_prompt_layer();
-  const int64_t pool = request.press != nullptr ? request.press->candidate_pool(prompt) : -1;
+  const PressHolding holding = request.press != nullptr ? request.press->holding(press_shape(model_->config()), prompt)
+                                                       : PressHolding{};
+  if (holding.kept >= 0) kept = holding.kept;
+  const int64_t pool = holding.pool;
   s->has_pool = evicts_each_layer && pool >= 0;
   auto project = [&] {
     KvProjection p = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer, pool);

@@ -8,6 +8,9 @@
 // has evicted, its reservation shrinks to the part that stays, so eviction admits waiting
 // requests.
 //
+// A press that keeps more than its budget (whole layers or heads, per-layer ratios) says how
+// much in Press::holding().kept, which the engine passes here in place of the budget.
+//
 // The budgets of all layers together are taken as n_layer x kept entries per head, as every
 // allocation rule shares them out (allocation.h); the prefill's peak counts all of them
 // beside the last layer's whole prompt, one layer's budget more than it can hold.

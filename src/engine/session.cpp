@@ -403,6 +403,10 @@ void Session::run_press_hook(int64_t decode_step, Hook&& hook, bool evicted_befo
   last_eviction_ = std::move(record);
 }
 
+PressModelShape press_shape(const ModelConfig& c) {
+  return {c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff};
+}
+
 void Session::set_press(std::unique_ptr<Press> press) {
   expect_phase("set_press", {SessionPhase::kIdle});
   PressNeeds needs;
@@ -410,7 +414,7 @@ void Session::set_press(std::unique_ptr<Press> press) {
     phase_ = Attaching{.needs = &needs};
     IdleOnExit<Phase> idle{phase_};
     const ModelConfig& c = model_->config();
-    press->on_attach({c.n_layer, c.n_head, c.n_head_kv, c.head_dim, c.n_embd, c.n_ff}, *host_);
+    press->on_attach(press_shape(c), *host_);
     needs.points = press->points();  // read once: the session calls the press at these points only
   }
   // The press is in: its declarations take the place of the last press's.

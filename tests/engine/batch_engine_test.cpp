@@ -202,6 +202,50 @@ TEST_P(BatchEngineTest, APooledPressHoldsItsPoolUntilStepDThenItsBudget) {
   }
 }
 
+// Presses that keep more than their budget (SimLayerKV's busy layers, DuoAttention's
+// retrieval heads, per-layer ratios) declare it (Press::holding), and the engine reserves
+// that after eviction, not the budget: what the sequence holds never exceeds it.
+TEST_P(BatchEngineTest, PressesThatKeepMoreThanTheirBudgetReserveWhatTheyKeep) {
+  constexpr int64_t kLong = 200, kNew = 4, kKept = 8;
+  const ModelConfig& c = model->config();
+  const std::string ratios = [&] {
+    std::string out;
+    for (int64_t l = 0; l < c.n_layer; ++l) out += (l > 0 ? "/" : "") + std::string(l % 2 == 0 ? "0.5" : "0.75");
+    return out;
+  }();
+  // Hand-computed means per KV head: per_layer keeps 100 of 200 in the even layers, 50 in the odd;
+  // duo_attention streams round(H / 2) of the H = n_layer x n_head_kv heads, which keep 4 + 8.
+  const int64_t heads = c.n_layer * c.n_head_kv, streaming = (heads + 1) / 2;
+  const int64_t per_layer_kept = ((c.n_layer + 1) / 2 * 100 + c.n_layer / 2 * 50 + c.n_layer - 1) / c.n_layer;
+  const int64_t duo_kept = ((heads - streaming) * kLong + streaming * 12 + heads - 1) / heads;
+  for (const auto& [spec, kept] : std::vector<std::pair<std::string, int64_t>>{
+           {"simlayerkv", kLong},
+           {"duo_attention:head_compression_ratio=0.5,sink_size=4,recent_size=8", duo_kept},
+           {"snapkv:window=4,alloc=per_layer,ratios=" + ratios, per_layer_kept}}) {
+    SCOPED_TRACE(spec);
+    BatchEngine engine(model, pool, options(1, int64_t{1} << 30));
+    SequenceRequest r = request_for(*model, 0, kNew, kLong);
+    r.budget = KvBudget::per_head(kKept);
+    r.press = make_press(spec, r.budget);
+    EXPECT_EQ(r.press->holding(press_shape(c), kLong).kept, kept);
+    const KvProjection p = project_kv(engine.kv_bytes_per_token(), c.n_layer, kLong, kNew, kept,
+                                      r.press->points().evicts_each_prompt_layer());
+    std::vector<BatchEngineStats> at_token;
+    SequenceCallbacks cb;
+    cb.on_token = [&](int32_t) {
+      at_token.push_back(engine.stats());
+      return true;
+    };
+    engine.submit(std::move(r), std::move(cb));
+    step_until_idle(engine);
+    ASSERT_EQ(at_token.size(), static_cast<size_t>(kNew));
+    for (const BatchEngineStats& st : at_token) {
+      EXPECT_EQ(st.kv_bytes_reserved, p.after_eviction);
+      EXPECT_LE(st.kv_bytes_used, st.kv_bytes_reserved);
+    }
+  }
+}
+
 // A long prompt is prefilled one n_batch a step: the sequence already decoding gets a token
 // at every one of those steps instead of waiting for the whole prompt.
 TEST_P(BatchEngineTest, ALongPromptDoesNotStallTheSequencesDecoding) {

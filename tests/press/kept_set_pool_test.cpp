@@ -200,10 +200,10 @@ TEST(DeferKvPool, PeakIsOneLayersPromptBesideThePoolsAsProjected) {
   const KvStats stats = r.session->kv_stats();
   const int64_t entry = stats.bytes_per_entry, heads = kShape.n_head_kv;
   EXPECT_EQ(stats.peak_bytes, kPrompt * heads * entry + (kLayers - 1) * kPool * heads * entry);
-  EXPECT_EQ(r.session->press()->candidate_pool(kPrompt), kPool);
+  EXPECT_EQ(r.session->press()->holding(press_shape(r.session->model().config()), kPrompt).pool, kPool);
   const KvProjection p = project_kv(entry * heads * kLayers, kLayers, kPrompt, 2, kBudget,
                                     r.session->press()->points().evicts_each_prompt_layer(),
-                                    r.session->press()->candidate_pool(kPrompt));
+                                    r.session->press()->holding(press_shape(r.session->model().config()), kPrompt).pool);
   EXPECT_EQ(p.peak_bytes, stats.peak_bytes + kPool * heads * entry);
   EXPECT_EQ(p.after_pool, kPool * heads * entry * kLayers);
   EXPECT_EQ(p.after_eviction, (kBudget + 2) * heads * entry * kLayers);
@@ -211,7 +211,7 @@ TEST(DeferKvPool, PeakIsOneLayersPromptBesideThePoolsAsProjected) {
   // pool=all: the whole prompt in every layer until step d.
   const testing::PressRun all = run("deferkv:d=2", 2);
   EXPECT_GE(all.session->kv_stats().peak_bytes, kLayers * (kPrompt + 1) * heads * entry);
-  EXPECT_EQ(all.session->press()->candidate_pool(kPrompt), -1);
+  EXPECT_EQ(all.session->press()->holding(press_shape(r.session->model().config()), kPrompt).pool, -1);
 }
 
 TEST(DeferKvPool, BadPoolsAreRefusedByName) {
@@ -229,8 +229,8 @@ TEST(DeferKvPool, BadPoolsAreRefusedByName) {
   EXPECT_EQ(testing::press_error("snapkv:d=2,pool=4x"), "");
   EXPECT_EQ(testing::press_error("deferkv:pool=64"), "");  // the budget itself
   EXPECT_EQ(testing::press_error("deferkv:pool=2.5x"), "");
-  EXPECT_EQ(make_press("deferkv:pool=2.5x", KvBudget::per_head(64))->candidate_pool(1000), 160);
-  EXPECT_EQ(make_press("deferkv:pool=4x", KvBudget::ratio(0.5))->candidate_pool(1000), 2000);
+  EXPECT_EQ(make_press("deferkv:pool=2.5x", KvBudget::per_head(64))->holding(PressModelShape{}, 1000).pool, 160);
+  EXPECT_EQ(make_press("deferkv:pool=4x", KvBudget::ratio(0.5))->holding(PressModelShape{}, 1000).pool, 2000);
 }
 
 }  // namespace

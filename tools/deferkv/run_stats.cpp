@@ -27,7 +27,10 @@ nlohmann::json session_stats(const Session& session, int64_t prompt_tokens, int6
   // A deferred press's candidate pool (DeferKV's pool=P): entries per KV head, and their
   // bytes over every layer, held from the prompt's layer ends until step d.
   nlohmann::json pool = nullptr;
-  if (const int64_t p = session.press() != nullptr ? session.press()->candidate_pool(prompt_tokens) : -1; p >= 0) {
+  const int64_t p = session.press() != nullptr
+                        ? session.press()->holding(press_shape(session.model().config()), prompt_tokens).pool
+                        : -1;
+  if (p >= 0) {
     pool = {{"entries_per_head", p},
             {"bytes", std::min(p, prompt_tokens) * kv.n_head_kv * kv.n_layer * kv.bytes_per_entry}};
   }

@@ -177,7 +177,9 @@ SampleRun SampleRunner::operator()(const SweepMethod& method, const TaskSample& 
   if (const auto& eviction = session.last_eviction()) run.kv_bytes_after_eviction = eviction->bytes;
   run.peak_kv_bytes = session.kv_stats().peak_bytes;
   if (session.press() != nullptr) {
-    if (const int64_t pool = session.press()->candidate_pool(static_cast<int64_t>(sample.tokens.size())); pool >= 0) {
+    const int64_t pool =
+        session.press()->holding(press_shape(session.model().config()), static_cast<int64_t>(sample.tokens.size())).pool;
+    if (pool >= 0) {
       run.candidate_pool = pool;
     }
   }

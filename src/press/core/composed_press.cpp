@@ -49,11 +49,15 @@ class ComposedPress final : public Press {
       case PressPoint::kDecodeStep: return end(decode_, at, cache);
     }
   }
-  // The largest part's pool: what the composition holds per head at most until it evicts.
-  int64_t candidate_pool(int64_t prompt_tokens) const override {
-    int64_t pool = -1;
-    for (const auto& p : parts_) pool = std::max(pool, p->candidate_pool(prompt_tokens));
-    return pool;
+  // The largest part's pool and kept entries: what the composition holds per head at most.
+  PressHolding holding(const PressModelShape& shape, int64_t prompt_tokens) const override {
+    PressHolding h;
+    for (const auto& p : parts_) {
+      const PressHolding part = p->holding(shape, prompt_tokens);
+      h.pool = std::max(h.pool, part.pool);
+      h.kept = std::max(h.kept, part.kept);
+    }
+    return h;
   }
   std::string describe() const override {
     std::string out;

@@ -151,9 +151,17 @@ void ScoredPress::begin_prompt(int64_t first_position) {
   pool_selector_.reset();
 }
 
-int64_t ScoredPress::candidate_pool(int64_t prompt_tokens) const {
-  if (parts_.pool.keeps_all()) return -1;
-  return parts_.pool.entries(budget().resolve(prompt_tokens), description());
+PressHolding ScoredPress::holding(const PressModelShape&, int64_t prompt_tokens) const {
+  PressHolding h;
+  if (!parts_.pool.keeps_all()) h.pool = parts_.pool.entries(budget().resolve(prompt_tokens), description());
+  // alloc=per_layer keeps int(T (1 - r_l)) in layer l whatever the budget: at most the mean's.
+  if (const auto& ratios = parts_.allocation.layer_ratios;
+      parts_.allocation.kind == AllocationKind::kPerLayer && !ratios.empty()) {
+    double kept = 0;
+    for (double r : ratios) kept += static_cast<double>(prompt_tokens) * (1 - r);
+    h.kept = std::min(prompt_tokens, static_cast<int64_t>(std::ceil(kept / static_cast<double>(ratios.size()))));
+  }
+  return h;
 }
 
 bool ScoredPress::pools_prompt() const {

@@ -152,7 +152,7 @@ class ScoredPress : public PromptPress {
   // method that scores there instead), every layer.
   void act(const PressAt& at, KvCache& cache) override;
   // The pool's entries per KV head with a deferred trigger and pool != all; else -1.
-  int64_t candidate_pool(int64_t prompt_tokens) const override;
+  PressHolding holding(const PressModelShape& shape, int64_t prompt_tokens) const override;
 
  protected:
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.

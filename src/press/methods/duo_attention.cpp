@@ -130,6 +130,16 @@ class DuoAttentionPress final : public PromptPress {
   // The streaming heads are the lowest scores of the whole model, so no layer is evicted
   // before every layer's queries are in: the press acts at the prompt's end.
   PressPoints points() const override { return PromptPress::points().with(PressPoint::kPromptEnd); }
+  // The retrieval heads keep the whole prompt, the streaming ones sinks + recent: the mean
+  // over the model's heads, with the streaming count rounded as apply() rounds it.
+  PressHolding holding(const PressModelShape& shape, int64_t prompt_tokens) const override {
+    const int64_t heads = shape.n_layer * shape.n_head_kv;
+    if (heads <= 0) return {.kept = prompt_tokens};
+    const auto streaming = static_cast<int64_t>(std::nearbyint(static_cast<double>(heads) * p_.head_compression_ratio));
+    const int64_t stream_keeps = std::min(prompt_tokens, p_.sink_size + p_.recent_size);
+    const int64_t total = (heads - streaming) * prompt_tokens + streaming * stream_keeps;
+    return {.kept = (total + heads - 1) / heads};
+  }
 
   void act(const PressAt& at, KvCache& cache) override {
     PromptPress::act(at, cache);

@@ -42,6 +42,8 @@ class SimLayerKvPress final : public PromptPress {
   // A layer's laziness needs only its own window attention, complete once the prompt has
   // passed it: it is decided and evicted at the layer's end.
   PressPoints points() const override { return PromptPress::points().with(PressPoint::kPromptLayerEnd); }
+  // Any layer may turn out busy and keep its whole prompt: admission reserves it all.
+  PressHolding holding(const PressModelShape&, int64_t prompt_tokens) const override { return {.kept = prompt_tokens}; }
 
   void act(const PressAt& at, KvCache& cache) override {
     PromptPress::act(at, cache);

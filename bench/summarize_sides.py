@@ -22,6 +22,7 @@ print('| ---: | --- | --- | ---: |' + ' ---: |' * len(COLUMNS))
 for key in sorted(runs):
     cells = []
     for column in COLUMNS:
-        xs = [float(row[column].rstrip('%')) for row in runs[key]]
-        cells.append(f'{statistics.median(xs):.3f} ({min(xs):.3f}–{max(xs):.3f})')
+        # '-': a column the run has no reference for (no `full` press: no full prefill).
+        xs = [float(row[column].rstrip('%')) for row in runs[key] if row[column] != '-']
+        cells.append(f'{statistics.median(xs):.3f} ({min(xs):.3f}–{max(xs):.3f})' if xs else '-')
     print(f'| {key[0]} | {key[1]} | {key[2]} | {len(runs[key])} | ' + ' | '.join(cells) + ' |')

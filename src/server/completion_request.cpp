@@ -168,6 +168,67 @@ int32_t read_logprobs(const json& body, bool chat) {
   return k;
 }
 
+// temperature, top_p, min_p, top_k and seed, each checked.
+SamplerParams read_sampling(const json& body) {
+  SamplerParams s;
+  if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature"));
+  if (const json* v = field(body, "top_p")) s.top_p = static_cast<float>(read_number(*v, "top_p"));
+  if (const json* v = field(body, "min_p")) s.min_p = static_cast<float>(read_number(*v, "min_p"));
+  if (const json* v = field(body, "top_k")) s.top_k = static_cast<int32_t>(read_integer(*v, "top_k", -kInt32Max, kInt32Max));
+  if (const json* v = field(body, "seed")) {
+    const int64_t seed = read_integer(*v, "seed", kInt64Min, kInt64Max);
+    check_seed(seed);
+    s.seed = static_cast<uint64_t>(seed);
+  }
+  check_sampling(s);
+  return s;
+}
+
+// kv_context (and kv_context_extend): a request that continues after a stored context
+// takes no press of its own, the context's having done its work.
+void read_context_fields(const json& body, CompletionRequest& r) {
+  if (const json* v = field(body, "kv_context_extend")) r.kv_context_extend = read_bool(*v, "kv_context_extend");
+  if (r.kv_context_extend && field(body, "kv_context") == nullptr) {
+    bad_request("kv_context_extend", "'kv_context_extend' extends the context named by 'kv_context': none was given");
+  }
+  if (r.kv_context_extend && r.prompts.size() > 1) {
+    bad_request("kv_context_extend", "'kv_context_extend' extends a context by one prompt, not a list of prompts");
+  }
+  const json* v = field(body, "kv_context");
+  if (v == nullptr) return;
+  r.kv_context = read_string(*v, "kv_context");
+  if (r.kv_context.empty()) bad_request("kv_context", "'kv_context' must be a context id (ctx-...), not empty");
+  for (const char* name : {"kv_press", "kv_budget", "kv_ratio"}) {
+    if (field(body, name) != nullptr) {
+      bad_request(name, fmt::format("'{}' cannot be given with 'kv_context': the context was compressed when it "
+                                    "was made, and its press has done its work", name));
+    }
+  }
+  r.press = "full";
+  r.kv_budget = 0;
+  r.kv_ratio = -1;
+}
+
+// kv_press and one of kv_budget or kv_ratio, over the server's defaults.
+void read_press_fields(const json& body, CompletionRequest& r) {
+  if (const json* v = field(body, "kv_press")) r.press = read_string(*v, "kv_press");
+  const json* budget = field(body, "kv_budget");
+  const json* ratio = field(body, "kv_ratio");
+  std::optional<int64_t> given_budget;
+  std::optional<double> given_ratio;
+  if (budget != nullptr) given_budget = read_integer(*budget, "kv_budget", kInt64Min, kInt64Max);
+  if (ratio != nullptr) given_ratio = read_number(*ratio, "kv_ratio");
+  check_budget(r.press, given_budget, given_ratio);
+  if (given_budget) {
+    r.kv_budget = *given_budget;
+    r.kv_ratio = -1;
+  }
+  if (given_ratio) {
+    r.kv_ratio = *given_ratio;
+    r.kv_budget = 0;
+  }
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(const json& body, bool chat, const CompletionDefaults& defaults) {
@@ -195,59 +256,14 @@ CompletionRequest parse_completion_request(const json& body, bool chat, const Co
       check_max_tokens(*r.max_tokens, max_name);
     }
     if (const json* v = field(body, "ignore_eos")) r.ignore_eos = read_bool(*v, "ignore_eos");
-    SamplerParams& s = r.sampling;
-    if (const json* v = field(body, "temperature")) s.temperature = static_cast<float>(read_number(*v, "temperature"));
-    if (const json* v = field(body, "top_p")) s.top_p = static_cast<float>(read_number(*v, "top_p"));
-    if (const json* v = field(body, "min_p")) s.min_p = static_cast<float>(read_number(*v, "min_p"));
-    if (const json* v = field(body, "top_k")) s.top_k = static_cast<int32_t>(read_integer(*v, "top_k", -kInt32Max, kInt32Max));
-    if (const json* v = field(body, "seed")) {
-      const int64_t seed = read_integer(*v, "seed", kInt64Min, kInt64Max);
-      check_seed(seed);
-      s.seed = static_cast<uint64_t>(seed);
-    }
-    check_sampling(s);
+    r.sampling = read_sampling(body);
     if (const json* v = field(body, "stop")) r.stop = read_stop(*v);
     check_stop(r.stop);
     r.press = defaults.press;
     r.kv_budget = defaults.kv_budget;
     r.kv_ratio = defaults.kv_ratio;
-    if (const json* v = field(body, "kv_context_extend")) r.kv_context_extend = read_bool(*v, "kv_context_extend");
-    if (r.kv_context_extend && field(body, "kv_context") == nullptr) {
-      bad_request("kv_context_extend", "'kv_context_extend' extends the context named by 'kv_context': none was given");
-    }
-    if (r.kv_context_extend && r.prompts.size() > 1) {
-      bad_request("kv_context_extend", "'kv_context_extend' extends a context by one prompt, not a list of prompts");
-    }
-    if (const json* v = field(body, "kv_context")) {
-      r.kv_context = read_string(*v, "kv_context");
-      if (r.kv_context.empty()) bad_request("kv_context", "'kv_context' must be a context id (ctx-...), not empty");
-      for (const char* name : {"kv_press", "kv_budget", "kv_ratio"}) {
-        if (field(body, name) != nullptr) {
-          bad_request(name, fmt::format("'{}' cannot be given with 'kv_context': the context was compressed when it "
-                                        "was made, and its press has done its work", name));
-        }
-      }
-      r.press = "full";
-      r.kv_budget = 0;
-      r.kv_ratio = -1;
-      return r;
-    }
-    if (const json* v = field(body, "kv_press")) r.press = read_string(*v, "kv_press");
-    const json* budget = field(body, "kv_budget");
-    const json* ratio = field(body, "kv_ratio");
-    std::optional<int64_t> given_budget;
-    std::optional<double> given_ratio;
-    if (budget != nullptr) given_budget = read_integer(*budget, "kv_budget", kInt64Min, kInt64Max);
-    if (ratio != nullptr) given_ratio = read_number(*ratio, "kv_ratio");
-    check_budget(r.press, given_budget, given_ratio);
-    if (given_budget) {
-      r.kv_budget = *given_budget;
-      r.kv_ratio = -1;
-    }
-    if (given_ratio) {
-      r.kv_ratio = *given_ratio;
-      r.kv_budget = 0;
-    }
+    read_context_fields(body, r);
+    if (r.kv_context.empty()) read_press_fields(body, r);
   } catch (const ParameterError& e) {
     bad_request(e.param() == "press" ? "kv_press" : e.param(), e.what());
   }

@@ -523,6 +523,18 @@ void HttpServer::add_routes() {
   s.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_detokenize(req, res); });
   });
+  add_context_routes();
+  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_completion(req, res, false); });
+  });
+  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+    guarded(res, [&] { handle_completion(req, res, true); });
+  });
+}
+
+// Compressed contexts (docs/serving.md): made, listed, described and deleted by id.
+void HttpServer::add_context_routes() {
+  httplib::Server& s = *http_;
   s.Post("/v1/contexts", [this](const httplib::Request& req, httplib::Response& res) {
     guarded(res, [&] { handle_create_context(req, res); });
   });
@@ -549,12 +561,6 @@ void HttpServer::add_routes() {
       if (!scheduler_->remove_context(id)) context_not_found(id);
       send_json(res, 200, {{"id", id}, {"object", "kv_context.deleted"}, {"deleted", true}});
     });
-  });
-  s.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { handle_completion(req, res, false); });
-  });
-  s.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    guarded(res, [&] { handle_completion(req, res, true); });
   });
 }
 
@@ -670,21 +676,16 @@ void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Respons
   send_json(res, 200, {{"content", tok.decode(ids)}});
 }
 
-void HttpServer::handle_create_context(const httplib::Request& req, httplib::Response& res) {
-  const json body = parse_json_body(req.body);
-  // The body is a completion's prompt or messages with the press and budget fields, read by
-  // the same parser; a chat context is the messages without the assistant's turn opened.
-  const bool chat = body.is_object() && body.contains("messages");
-  if (chat && body.contains("prompt")) bad_request("prompt", "give 'prompt' or 'messages', not both");
-  if (body.is_object() && body.contains("kv_context")) {
-    bad_request("kv_context", "a context is made from a prompt or messages, not from another context");
-  }
+// The batch engine's request that makes a context: the body's prompt or messages (the
+// same parser as a completion's), compressed question-agnostically by its press, nothing
+// generated. A press that evicts after the prefill is refused: what it keeps would depend
+// on the question.
+GenerationRequest HttpServer::context_request(const json& body, bool chat) const {
   const CompletionRequest r = parse_completion_request(body, chat, options_.defaults);
   GenerationRequest g;
   g.kind = SequenceKind::kCompressContext;
   g.prompt = context_tokens(r, model_->tokenizer(), *chat_template_, n_ctx_);
   g.context_id = context_id();
-  const std::string made_id = g.context_id;
   g.max_tokens = 0;
   if (r.press != "full") {
     g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
@@ -702,6 +703,20 @@ void HttpServer::handle_create_context(const httplib::Request& req, httplib::Res
                                           g.press->describe()));
     }
   }
+  return g;
+}
+
+void HttpServer::handle_create_context(const httplib::Request& req, httplib::Response& res) {
+  const json body = parse_json_body(req.body);
+  // The body is a completion's prompt or messages with the press and budget fields, read by
+  // the same parser; a chat context is the messages without the assistant's turn opened.
+  const bool chat = body.is_object() && body.contains("messages");
+  if (chat && body.contains("prompt")) bad_request("prompt", "give 'prompt' or 'messages', not both");
+  if (body.is_object() && body.contains("kv_context")) {
+    bad_request("kv_context", "a context is made from a prompt or messages, not from another context");
+  }
+  GenerationRequest g = context_request(body, chat);
+  const std::string made_id = g.context_id;
   // The outcome, handed from the scheduler's thread to this one.
   struct Made {
     std::mutex mutex;

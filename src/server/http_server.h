@@ -96,6 +96,8 @@ class HttpServer {
   // Body limit, connection threads, httplib's errors in OpenAI's shape, CORS.
   void add_connection_handling();
   void add_routes();
+  void add_context_routes();
+  GenerationRequest context_request(const nlohmann::json& body, bool chat) const;
   // Stops httplib's listener and joins its thread, also when it has not begun to listen yet.
   void stop_listener();
   // Counts a completion whose answer is being written until the returned token is released.

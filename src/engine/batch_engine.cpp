@@ -72,12 +72,11 @@ BatchEngine::BatchEngine(std::shared_ptr<const Model> model, std::shared_ptr<Thr
 
 BatchEngine::~BatchEngine() = default;
 
-SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
-  auto s = std::make_shared<Sequence>();
-  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
-  // A sequence from a context holds a copy of its rows beside its question and tokens.
-  const int64_t context_past = request.context ? request.context->n_past() : 0;
-  const int64_t context_bytes = request.context ? request.context->bytes() : 0;
+namespace {
+
+// Refuses a request whose kind, context and press contradict each other; a context is
+// compressed with nothing generated.
+void check_kind(SequenceRequest& request) {
   if (request.kind == SequenceKind::kCompressContext) {
     if (request.context_id.empty()) fail("a context is compressed under an id: none was given");
     if (request.context) fail("a context is compressed from its tokens, not from another context");
@@ -88,6 +87,38 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
     fail("a sequence starts from a compressed context without a press: the context's ('{}') has done its work",
          request.context->press());
   }
+}
+
+}  // namespace
+
+// What a request will hold of the KV memory at each stage: what its press declares (the
+// points it evicts at, Press::holding) over its prompt and new tokens, beside the copy of
+// the context's rows it starts from.
+KvProjection BatchEngine::project_request(const SequenceRequest& request, int64_t new_tokens) const {
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
+  int64_t kept = request.press == nullptr  ? -1
+                 : request.budget.is_set() ? request.budget.resolve(prompt)
+                                           : prompt;
+  const bool evicts_each_layer = request.press != nullptr && request.press->points().evicts_each_prompt_layer();
+  const PressHolding holding =
+      request.press != nullptr ? request.press->holding(press_shape(model_->config()), prompt) : PressHolding{};
+  if (holding.kept >= 0) kept = holding.kept;
+  KvProjection p =
+      project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer, holding.pool);
+  const int64_t context_bytes = request.context ? request.context->bytes() : 0;
+  p.peak_bytes += context_bytes;
+  p.after_pool += context_bytes;
+  p.after_eviction += context_bytes;
+  return p;
+}
+
+SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callbacks) {
+  auto s = std::make_shared<Sequence>();
+  const int64_t prompt = static_cast<int64_t>(request.prompt.size());
+  // A sequence from a context holds a copy of its rows beside its question and tokens.
+  const int64_t context_past = request.context ? request.context->n_past() : 0;
+  const int64_t context_bytes = request.context ? request.context->bytes() : 0;
+  check_kind(request);
   int64_t new_tokens =
       std::max<int64_t>(0, request.max_tokens < 0 ? n_ctx_ - context_past - prompt : request.max_tokens);
   // The context it starts from stays resident (pinned) beside its copy while it runs.
@@ -96,23 +127,9 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
     std::lock_guard lock(mutex_);
     pinned = contexts_->bytes_of(request.context_id);
   }
-  int64_t kept = request.press == nullptr  ? -1
-                       : request.budget.is_set() ? request.budget.resolve(prompt)
-                                                 : prompt;
-  const bool evicts_each_layer =
-      request.press != nullptr && request.press->points().evicts_each_prompt_layer();
-  const PressHolding holding = request.press != nullptr ? request.press->holding(press_shape(model_->config()), prompt)
-                                                       : PressHolding{};
-  if (holding.kept >= 0) kept = holding.kept;
-  const int64_t pool = holding.pool;
-  s->has_pool = evicts_each_layer && pool >= 0;
-  auto project = [&] {
-    KvProjection p = project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer, pool);
-    p.peak_bytes += context_bytes;
-    p.after_pool += context_bytes;
-    p.after_eviction += context_bytes;
-    return p;
-  };
+  s->has_pool = request.press != nullptr && request.press->points().evicts_each_prompt_layer() &&
+                request.press->holding(press_shape(model_->config()), prompt).pool >= 0;
+  auto project = [&] { return project_request(request, new_tokens); };
   s->projection = project();
   // No limit asked: admission still reserves the worst case (up to the context's end, as the
   // cache may grow so far), but no more than the capacity could ever hold: the tokens past

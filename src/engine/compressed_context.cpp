@@ -60,6 +60,17 @@ const std::string& model_file_sha256(const Model& model) {
   return known.emplace(key, std::move(digest)).first->second;
 }
 
+// The session's cache as it stands (every head's rows, positions and key shift) and the
+// logits of its last token.
+void take_rows(const Session& session, CompressedContext::State& s) {
+  const KvCache& cache = kv_cache_of(session);
+  s.n_layer = cache.n_layer();
+  s.n_head_kv = cache.n_head_kv();
+  s.kv = cache.snapshot();
+  const float* last = session.last_logits();
+  s.logits.assign(last, last + session.model().config().n_vocab);
+}
+
 class Writer {
  public:
   template <typename T>
@@ -191,11 +202,7 @@ std::shared_ptr<const CompressedContext> CompressedContext::capture(const Sessio
   c->cache_type_v_ = kv_cache_type_name(cache.types().values);
   c->mode_ = question_tokens > 0 ? ContextMode::kQuestionAware : ContextMode::kQuestionAgnostic;
   c->n_past_ = session.n_past();
-  c->state_->n_layer = cache.n_layer();
-  c->state_->n_head_kv = cache.n_head_kv();
-  c->state_->kv = cache.snapshot();
-  const float* last = session.last_logits();
-  c->state_->logits.assign(last, last + session.model().config().n_vocab);
+  take_rows(session, *c->state_);
   return c;
 }
 
@@ -222,11 +229,7 @@ std::shared_ptr<const CompressedContext> CompressedContext::extend(const Session
   }
   c->mode_ = base.mode_;
   c->n_past_ = session.n_past();
-  c->state_->n_layer = cache.n_layer();
-  c->state_->n_head_kv = cache.n_head_kv();
-  c->state_->kv = cache.snapshot();
-  const float* last = session.last_logits();
-  c->state_->logits.assign(last, last + session.model().config().n_vocab);
+  take_rows(session, *c->state_);
   return c;
 }
 

@@ -38,20 +38,23 @@ GenerationRequest generation(const CompletionRequest& r, std::vector<int32_t> pr
   g.stop_at_end_of_generation = !r.ignore_eos;
   g.sampling = r.sampling;
   g.logprobs = r.logprobs;
-  if (r.press != "full") {
-    g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
-               : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
-                                 : KvBudget();
-    try {
-      g.press = make_press(r.press, g.budget);
-    } catch (const Error& e) {
-      bad_request("kv_press", e.what());
-    }
-  }
+  set_press(r, g);
   return g;
 }
 
 }  // namespace
+
+void set_press(const CompletionRequest& r, GenerationRequest& g) {
+  if (r.press == "full") return;
+  g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
+             : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
+                               : KvBudget();
+  try {
+    g.press = make_press(r.press, g.budget);
+  } catch (const Error& e) {
+    bad_request("kv_press", e.what());
+  }
+}
 
 CompletionPlan plan_completion(const CompletionRequest& r, const Tokenizer& tok, const ChatTemplate& chat_template,
                                int64_t n_ctx, const std::shared_ptr<const CompressedContext>& context) {

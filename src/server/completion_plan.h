@@ -29,6 +29,10 @@ struct CompletionPlan {
 // it); a chat's question is the template applied to the new messages alone, the assistant's
 // turn opened, also without BOS. Token-id prompts are taken as they are. The context and the
 // question must leave room in the context of n_ctx tokens.
+// The request's press with its budget (kv_budget or kv_ratio) on `g`; none for "full". An
+// unknown press or bad parameters are a 400 naming kv_press.
+void set_press(const CompletionRequest& r, GenerationRequest& g);
+
 CompletionPlan plan_completion(const CompletionRequest& r, const Tokenizer& tok, const ChatTemplate& chat_template,
                                int64_t n_ctx, const std::shared_ptr<const CompressedContext>& context = nullptr);
 

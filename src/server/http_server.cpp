@@ -687,21 +687,12 @@ GenerationRequest HttpServer::context_request(const json& body, bool chat) const
   g.prompt = context_tokens(r, model_->tokenizer(), *chat_template_, n_ctx_);
   g.context_id = context_id();
   g.max_tokens = 0;
-  if (r.press != "full") {
-    g.budget = r.kv_ratio >= 0 ? KvBudget::ratio(r.kv_ratio)
-               : r.kv_budget > 0 ? KvBudget::per_head(r.kv_budget)
-                                 : KvBudget();
-    try {
-      g.press = make_press(r.press, g.budget);
-    } catch (const Error& e) {
-      bad_request("kv_press", e.what());
-    }
-    if (press_evicts_after_prefill(g.press->describe())) {
-      bad_request("kv_press", fmt::format("press '{}' evicts after the prefill (at a decode step or while decoding), "
-                                          "so what it keeps depends on the question: a context shared by many "
-                                          "questions needs a press that evicts once at the prompt's end",
-                                          g.press->describe()));
-    }
+  set_press(r, g);
+  if (g.press && press_evicts_after_prefill(g.press->describe())) {
+    bad_request("kv_press", fmt::format("press '{}' evicts after the prefill (at a decode step or while decoding), "
+                                        "so what it keeps depends on the question: a context shared by many "
+                                        "questions needs a press that evicts once at the prompt's end",
+                                        g.press->describe()));
   }
   return g;
 }

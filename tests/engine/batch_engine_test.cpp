@@ -86,6 +86,19 @@ void step_until_idle(BatchEngine& engine) {
   for (int steps = 0; engine.step(); ++steps) ASSERT_LT(steps, 10000) << "the engine never went idle";
 }
 
+// Runs one sequence to its end and returns the engine's stats as each token came.
+std::vector<BatchEngineStats> stats_at_each_token(BatchEngine& engine, SequenceRequest r) {
+  std::vector<BatchEngineStats> at_token;
+  SequenceCallbacks cb;
+  cb.on_token = [&](int32_t) {
+    at_token.push_back(engine.stats());
+    return true;
+  };
+  engine.submit(std::move(r), std::move(cb));
+  step_until_idle(engine);
+  return at_token;
+}
+
 class BatchEngineTest : public ::testing::TestWithParam<std::string> {
  protected:
   std::shared_ptr<const Model> model = Model::load(GetParam());
@@ -184,14 +197,7 @@ TEST_P(BatchEngineTest, APooledPressHoldsItsPoolUntilStepDThenItsBudget) {
   r.press = make_press("deferkv:d=3,window=4,pool=16", r.budget);
   const KvProjection p = project_kv(per_token, model->config().n_layer, kLong, kNew, 8, true, 16);
   ASSERT_LT(p.after_eviction, p.after_pool);
-  std::vector<BatchEngineStats> at_token;
-  SequenceCallbacks cb;
-  cb.on_token = [&](int32_t) {
-    at_token.push_back(engine.stats());
-    return true;
-  };
-  engine.submit(std::move(r), std::move(cb));
-  step_until_idle(engine);
+  const std::vector<BatchEngineStats> at_token = stats_at_each_token(engine, std::move(r));
   ASSERT_EQ(at_token.size(), static_cast<size_t>(kNew));
   for (size_t k = 0; k < at_token.size(); ++k) {
     // y_1 .. y_3 come from the prefill and steps 1, 2 (the pool); y_4 after step 3's eviction.
@@ -230,14 +236,7 @@ TEST_P(BatchEngineTest, PressesThatKeepMoreThanTheirBudgetReserveWhatTheyKeep) {
     EXPECT_EQ(r.press->holding(press_shape(c), kLong).kept, kept);
     const KvProjection p = project_kv(engine.kv_bytes_per_token(), c.n_layer, kLong, kNew, kept,
                                       r.press->points().evicts_each_prompt_layer());
-    std::vector<BatchEngineStats> at_token;
-    SequenceCallbacks cb;
-    cb.on_token = [&](int32_t) {
-      at_token.push_back(engine.stats());
-      return true;
-    };
-    engine.submit(std::move(r), std::move(cb));
-    step_until_idle(engine);
+    const std::vector<BatchEngineStats> at_token = stats_at_each_token(engine, std::move(r));
     ASSERT_EQ(at_token.size(), static_cast<size_t>(kNew));
     for (const BatchEngineStats& st : at_token) {
       EXPECT_EQ(st.kv_bytes_reserved, p.after_eviction);

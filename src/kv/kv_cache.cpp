@@ -279,9 +279,12 @@ void KvCache::restore(const Snapshot& s) {
     h.rows.reset();
     h.positions.reset();
     h.key_shift = s.key_shifts[i];
-    std::memcpy(h.rows.at(0, 0), s.keys[i].data(), s.keys[i].size());
-    std::memcpy(h.rows.at(1, 0), s.values[i].data(), s.values[i].size());
-    std::memcpy(h.positions.at(0, 0), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));
+    // An empty head's vectors may hold no buffer at all, which memcpy must not be given.
+    if (n > 0) {
+      std::memcpy(h.rows.at(0, 0), s.keys[i].data(), s.keys[i].size());
+      std::memcpy(h.rows.at(1, 0), s.values[i].data(), s.values[i].size());
+      std::memcpy(h.positions.at(0, 0), s.positions[i].data(), s.positions[i].size() * sizeof(int32_t));
+    }
     for (SlotWindow* w : {&h.rows, &h.positions}) {
       w->grow(n);
       w->shrink(n);  // returns the pages past the restored entries

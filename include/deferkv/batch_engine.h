@@ -189,7 +189,7 @@ class BatchEngine {
 
  private:
   struct Sequence;
-  KvProjection project_request(const SequenceRequest& request, int64_t new_tokens) const;
+  KvProjection project_request(const SequenceRequest& request, const PressHolding& holding, int64_t new_tokens) const;
   // Moves admissible waiting sequences to running_ (mutex_ held) and returns them; the
   // cancelled waiting ones leave the queue into `cancelled`.
   std::vector<std::shared_ptr<Sequence>> admit(std::vector<std::shared_ptr<Sequence>>& cancelled);

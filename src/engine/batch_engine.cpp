@@ -92,16 +92,15 @@ void check_kind(SequenceRequest& request) {
 }  // namespace
 
 // What a request will hold of the KV memory at each stage: what its press declares (the
-// points it evicts at, Press::holding) over its prompt and new tokens, beside the copy of
-// the context's rows it starts from.
-KvProjection BatchEngine::project_request(const SequenceRequest& request, int64_t new_tokens) const {
+// points it evicts at, and `holding`, its Press::holding) over its prompt and new tokens,
+// beside the copy of the context's rows it starts from.
+KvProjection BatchEngine::project_request(const SequenceRequest& request, const PressHolding& holding,
+                                          int64_t new_tokens) const {
   const int64_t prompt = static_cast<int64_t>(request.prompt.size());
   int64_t kept = request.press == nullptr  ? -1
                  : request.budget.is_set() ? request.budget.resolve(prompt)
                                            : prompt;
   const bool evicts_each_layer = request.press != nullptr && request.press->points().evicts_each_prompt_layer();
-  const PressHolding holding =
-      request.press != nullptr ? request.press->holding(press_shape(model_->config()), prompt) : PressHolding{};
   if (holding.kept >= 0) kept = holding.kept;
   KvProjection p =
       project_kv(bytes_per_token_, model_->config().n_layer, prompt, new_tokens, kept, evicts_each_layer, holding.pool);
@@ -127,9 +126,10 @@ SequenceId BatchEngine::submit(SequenceRequest request, SequenceCallbacks callba
     std::lock_guard lock(mutex_);
     pinned = contexts_->bytes_of(request.context_id);
   }
-  s->has_pool = request.press != nullptr && request.press->points().evicts_each_prompt_layer() &&
-                request.press->holding(press_shape(model_->config()), prompt).pool >= 0;
-  auto project = [&] { return project_request(request, new_tokens); };
+  const PressHolding holding =
+      request.press != nullptr ? request.press->holding(press_shape(model_->config()), prompt) : PressHolding{};
+  s->has_pool = request.press != nullptr && request.press->points().evicts_each_prompt_layer() && holding.pool >= 0;
+  auto project = [&] { return project_request(request, holding, new_tokens); };
   s->projection = project();
   // No limit asked: admission still reserves the worst case (up to the context's end, as the
   // cache may grow so far), but no more than the capacity could ever hold: the tokens past

@@ -153,6 +153,24 @@ HWY_INLINE std::array<PackedActivation, M> PackedViews(const void* packed, size_
   return views;
 }
 
+#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
+// The int8 K-quant kernels' step (matvec_k4_int8.cpp, matvec_q6_k.cpp): sum + the products
+// of unsigned weight bytes w and signed activation bytes x, summed in fours and multiplied by
+// the int16 sub-block scales. vpdpbusd then vpdpwssd on AVX3_DL, written out because Highway
+// 1.0 has no VNNI ops and does not compile AVX3_DL with avx512vnni (gemm_int16.cpp's
+// DotPairs does the same); maddubs then madd on AVX3.
+HWY_INLINE __m512i AddScaledByteDots(__m512i sum, __m512i w, __m512i x, __m512i scale) {
+#if HWY_TARGET == HWY_AVX3_DL
+  __m512i partial = _mm512_setzero_si512();
+  asm("vpdpbusd %[x], %[w], %[p]" : [p] "+v"(partial) : [w] "v"(w), [x] "v"(x));
+  asm("vpdpwssd %[scale], %[p], %[s]" : [s] "+v"(sum) : [p] "v"(partial), [scale] "v"(scale));
+  return sum;
+#else
+  return _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), scale));
+#endif
+}
+#endif
+
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -89,17 +89,7 @@ HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
 #endif
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
       const __m512i xv = _mm512_loadu_si512(x[i].q + b * kQK + 64 * c);
-#if HWY_TARGET == HWY_AVX3_DL
-      // Highway 1.0 has no VNNI ops and does not compile AVX3_DL with avx512vnni, so the
-      // instructions are written out (gemm_int16.cpp's DotPairs does the same).
-      __m512i partial = _mm512_setzero_si512();
-      asm("vpdpbusd %[x], %[w], %[p]" : [p] "+v"(partial) : [w] "v"(w), [x] "v"(xv));
-      __m512i s = sum[i].raw;
-      asm("vpdpwssd %[scale], %[p], %[s]" : [s] "+v"(s) : [p] "v"(partial), [scale] "v"(scale));
-      sum[i] = V32{s};
-#else
-      sum[i] = V32{_mm512_add_epi32(sum[i].raw, _mm512_madd_epi16(_mm512_maddubs_epi16(w, xv), scale))};
-#endif
+      sum[i] = V32{AddScaledByteDots(sum[i].raw, w, xv, scale)};
     });
   });
 #elif HWY_TARGET == HWY_AVX2

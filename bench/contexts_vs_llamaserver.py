@@ -545,10 +545,10 @@ def side_table(rounds, sides, key, label):
         print(f"| {s} | " + " | ".join(f"{v:.3f}" for v in values) + f" | {med(values):.3f} |")
 
 
-def ratio_line(rounds, a, b, key, target):
+def ratio_line(rounds, a, b, key, target, what=""):
     per_round = [rd[a][key] / rd[b][key] for rd in rounds]
     ratio = med([rd[a][key] for rd in rounds]) / med([rd[b][key] for rd in rounds])
-    print(f"- {a} / {b}: **{ratio:.2f}x** (ratio of the medians; per round "
+    print(f"- {a} / {b}{what}: **{ratio:.2f}x** (ratio of the medians; per round "
           + ", ".join(f"{x:.2f}" for x in per_round) + f"; target >= {target}x)")
     return ratio
 
@@ -666,9 +666,10 @@ def main():
             print("\nQuestions per second, setup + questions:\n")
             side_table(rounds, sides, "questions_per_s_with_setup", "q/s")
             print()
-            report["B"]["ratio"] = ratio_line(rounds, "deferkv-contexts", "llama-server", "questions_per_s", 5)
+            report["B"]["ratio"] = ratio_line(rounds, "deferkv-contexts", "llama-server", "questions_per_s", 5,
+                                              ", question phase")
             report["B"]["ratio_with_setup"] = ratio_line(rounds, "deferkv-contexts", "llama-server",
-                                                         "questions_per_s_with_setup", 5)
+                                                         "questions_per_s_with_setup", 5, ", setup + questions")
             for r, rd in enumerate(rounds):
                 s = rd["deferkv-contexts"]
                 a, b = s["after_setup"], s["after_questions"]

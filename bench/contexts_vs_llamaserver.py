@@ -83,7 +83,8 @@ QUESTION = ("What is the special magic number for {key} mentioned in the provide
 def settings():
     """Flags whose defaults come from the environment (the names the docstring gives)."""
     env = os.environ.get
-    llama_default = env("LLAMA_SERVER") or (os.path.join(env("LLAMA_BIN"), "llama-server") if env("LLAMA_BIN") else None)
+    llama_default = env("LLAMA_SERVER") or (os.path.join(env("LLAMA_BIN"), "llama-server")
+                                            if env("LLAMA_BIN") else None)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--json", metavar="OUT", help="write every raw result here")
@@ -304,7 +305,8 @@ class LlamaServer:
         self.args, self.model, self.ctx, self.cache_ram_mib = args, model, ctx, cache_ram_mib
         self.env = dict(os.environ)
         lib = os.path.dirname(os.path.abspath(args.llama_server))
-        self.env["LD_LIBRARY_PATH"] = lib + (":" + self.env["LD_LIBRARY_PATH"] if self.env.get("LD_LIBRARY_PATH") else "")
+        old = self.env.get("LD_LIBRARY_PATH")
+        self.env["LD_LIBRARY_PATH"] = lib + (":" + old if old else "")
 
     def start(self, name, log_dir):
         port = free_port()
@@ -410,7 +412,7 @@ def kv_bytes_per_token(deferkv, model):
 # ---------------------------------------------------------------------------------------------
 # The scenarios. Each side's run: a fresh server, a warm-up request, the timed part, stop.
 
-def warm_up(side, url, engine, warm_ids):
+def warm_up(url, engine, warm_ids):
     if isinstance(engine, Deferkv):
         engine.complete(url, warm_ids, 2, {"kv_press": "full"})
     else:
@@ -430,13 +432,14 @@ def scenario_a(args, model, doc, ctx, log_dir):
         for side in order:
             engine = llama if side == "llama-server" else deferkv
             with engine.start(f"A-{side}-r{r + 1}", log_dir) as server:
-                warm_up(side, server.url, engine, warm_ids)
+                warm_up(server.url, engine, warm_ids)
                 start = time.perf_counter()
                 context, create_s = None, 0.0
                 if side == "deferkv-reuse":
                     context = deferkv.make_context(server.url, doc["ids"])
                     create_s = time.perf_counter() - start
-                    jobs = [lambda q=q: deferkv.complete(server.url, q["ids"], args.tokens, {"kv_context": context["id"]})
+                    jobs = [lambda q=q: deferkv.complete(server.url, q["ids"], args.tokens,
+                                                         {"kv_context": context["id"]})
                             for q in doc["questions"]]
                 elif side == "deferkv-full":
                     jobs = [lambda p=p: deferkv.complete(server.url, p, args.tokens, {"kv_press": "full"})
@@ -484,7 +487,7 @@ def scenario_b(args, model, docs, ctx, bpt, our_bpt, log_dir):
         for side in order:
             engine = llama if side == "llama-server" else deferkv
             with engine.start(f"B-{side}-r{r + 1}", log_dir) as server:
-                warm_up(side, server.url, engine, warm_ids)
+                warm_up(server.url, engine, warm_ids)
                 state = {}
                 start = time.perf_counter()
                 if side == "deferkv-contexts":
@@ -511,7 +514,8 @@ def scenario_b(args, model, docs, ctx, bpt, our_bpt, log_dir):
                 a["doc"], a["question"] = d, p
             results[side] = {"order": order.index(side), "setup_seconds": setup_s, "questions_seconds": questions_s,
                              "seconds": total, "setup": made, "answers": answers, **state,
-                             "questions_per_s": len(jobs) / questions_s, "questions_per_s_with_setup": len(jobs) / total}
+                             "questions_per_s": len(jobs) / questions_s,
+                             "questions_per_s_with_setup": len(jobs) / total}
         rounds.append(results)
         print(f"  round {r + 1}: " + ", ".join(
             f"{s} {results[s]['questions_per_s']:.3f} q/s ({results[s]['questions_per_s_with_setup']:.3f} with setup)"
@@ -625,7 +629,8 @@ def main():
             print(f"## Scenario A: one document of {len(doc_a['ids'])} tokens ({doc_a['needles']} needles), "
                   f"{args.questions} questions of up to {q_max} tokens, -c {ctx}\n", flush=True)
             rounds = scenario_a(args, args.model, doc_a, ctx, log_dir)
-            report["A"] = {"doc_tokens": len(doc_a["ids"]), "ctx": ctx, "questions": doc_a["questions"], "rounds": rounds}
+            report["A"] = {"doc_tokens": len(doc_a["ids"]), "ctx": ctx, "questions": doc_a["questions"],
+                           "rounds": rounds}
             sides = ["deferkv-reuse", "deferkv-full", "llama-server"]
             print("\nQuestions per second (the context's creation counted in deferkv-reuse):\n")
             side_table(rounds, sides, "questions_per_s", "q/s")
@@ -677,7 +682,8 @@ def main():
                 llama_hits = sum(1 for x in rd["llama-server"]["answers"]
                                  if (x["cached_tokens"] or 0) >= len(docs_b[x["doc"]]["ids"]))
                 print(f"- round {r + 1}: deferkv contexts resident {a['ours_resident']}/{args.docs} after setup, "
-                      f"{b['ours_resident']}/{args.docs} after the questions ({'all stayed' if ok else 'NOT ALL RESIDENT'}); "
+                      f"{b['ours_resident']}/{args.docs} after the questions "
+                      f"({'all stayed' if ok else 'NOT ALL RESIDENT'}); "
                       f"/metrics contexts_resident {b['deferkv_contexts_resident']:.0f}, dropped_total "
                       f"{b['deferkv_contexts_dropped_total']:.0f}, hits {b['deferkv_context_hits_total']:.0f}, misses "
                       f"{b['deferkv_context_misses_total']:.0f}, context bytes {b['deferkv_context_bytes']:.0f}; "

@@ -569,7 +569,8 @@ def version(argv, env=None):
     with contextlib.suppress(Exception):
         out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
         lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
-        return " ".join((lines[-1] if lines else "").split())
+        named = [ln for ln in lines if "version" in ln.lower()]  # llama-server adds a "built with" line
+        return " ".join(((named or lines)[-1] if lines else "").split())
     return "unknown"
 
 
@@ -620,6 +621,10 @@ def main():
           f"{probe_bytes} = {probe_bytes / our_bpt:.2f} tokens")
     if probe_bytes != our_bpt * (probe_tokens + 1):
         print(f"  WARNING: expected {our_bpt * (probe_tokens + 1)}: the caps below are not what deferkv counts")
+    load = os.getloadavg()
+    report["load_average_at_start"] = load
+    print(f"- load average at the start: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} (a busy machine slows "
+          f"llama-server's spinning thread pool most: bench/README.md, \"Threads that share the machine\")")
     print(f"- server logs: {log_dir}\n")
 
     try:
@@ -644,6 +649,11 @@ def main():
                   + ", ".join(f"{rd['deferkv-reuse']['create_seconds']:.3f}" for rd in rounds) + " s")
             llama_cached = [a["cached_tokens"] for a in first["llama-server"]["answers"]]
             print(f"- llama-server's tokens taken from its cache per question (round 1): {llama_cached}")
+            # The same tokens through the same full cache: both engines should mostly agree.
+            same = sum(x["text"] == y["text"] for rd in rounds
+                       for x, y in zip(rd["deferkv-full"]["answers"], rd["llama-server"]["answers"]))
+            print(f"- deferkv-full and llama-server (both the full cache) gave the same text for {same} of "
+                  f"{args.questions * args.rounds} answers")
             print("\nThe first answers (round 1; different caches, so different texts are expected):\n")
             for i, q in enumerate(doc_a["questions"][:2]):
                 print(f"- question {i + 1}: the number for {q['key']} (in the document: {q['expected']})")
@@ -689,6 +699,8 @@ def main():
                       f"{b['deferkv_context_misses_total']:.0f}, context bytes {b['deferkv_context_bytes']:.0f}; "
                       f"llama-server questions whose document came from its cache: {llama_hits}/{n_q}")
             print(flush=True)
+        report["load_average_at_end"] = os.getloadavg()
+        print(f"Load average at the end: {' '.join(f'{x:.2f}' for x in report['load_average_at_end'])}")
     finally:
         stop_all()
         if args.json:

@@ -132,6 +132,9 @@ def observed_attention(q, prompt_k, n_head_kv):
     return torch.softmax(logits, -1).mean(1).view(n_head_kv, group, -1).mean(1)
 
 
+PROMPT_CHUNK = 512  # prompt rows per attention block in prompt_pass
+
+
 def empty_cache(cfg):
     return torch.zeros(cfg.n_head_kv, 0, cfg.head_dim), torch.zeros(cfg.n_head_kv, 0, cfg.head_dim)
 
@@ -160,10 +163,20 @@ def prompt_pass(model: Llama, prompt, answer, teacher: str, window: int, max_ans
     cos, sin = rope(cfg, 0, len(prompt))
     keys, values, tail = [], [], []
     for layer in range(cfg.n_layer):
-        x, q, k, v = layer_step(model, layer, x, cos, sin, *empty_cache(cfg))
+        # In chunks of PROMPT_CHUNK rows, each attending to the keys before it and its own:
+        # the causal half of the attention only, and [chunk x T] scores rather than [T x T].
+        k, v = empty_cache(cfg)
+        rows, queries = [], []
+        for begin in range(0, len(prompt), PROMPT_CHUNK):
+            end = begin + PROMPT_CHUNK
+            out, q, k_new, v_new = layer_step(model, layer, x[begin:end], cos[begin:end], sin[begin:end], k, v)
+            k, v = torch.cat([k, k_new], 1), torch.cat([v, v_new], 1)
+            rows.append(out)
+            queries.append(q[:, -window:])
+        x = torch.cat(rows)
         keys.append(k)
         values.append(v)
-        tail.append(q[:, -window:])
+        tail.append(torch.cat(queries, 1)[:, -window:])
     if teacher == "gold":
         fed = list(answer[:-1])
     elif teacher == "greedy":

@@ -68,7 +68,7 @@ class LookaheadParts(nn.Module):
             raise SystemExit(f"lookahead targets {targets}: each of {', '.join(PROJECTIONS)} at most once")
         if n_lookahead < 1 or rank < 1:
             raise SystemExit(f"n_lookahead ({n_lookahead}) and lora_rank ({rank}) must be positive")
-        self.n_layer, self.rank, self.alpha, self.targets = model.cfg.n_layer, rank, float(alpha), list(targets)
+        self.rank, self.alpha, self.targets = rank, float(alpha), list(targets)
         scale = model.token_embd.weight.std().item()
         self.embeddings = nn.Parameter(torch.randn(n_lookahead, model.cfg.n_embd) * scale)
         self.lora_a, self.lora_b = nn.ParameterDict(), nn.ParameterDict()
@@ -238,24 +238,39 @@ def kl_before_window(teacher, student, window: int):
     return (torch.xlogy(p, p) - p * log_q).sum(-1).mean()
 
 
-def example_loss(model, parts, row, loss_spec, with_reference=False):
-    """(loss, reference) of one `make-data` row, (None, None) when its answer reads nothing.
-    The reference (evaluations only) is the same KL with SnapKV's observers, the last
-    `window` prompt queries, as the student: what the rows have to beat."""
+def kept_mass(teacher, student, window: int, keep: int, kernel: int = 7):
+    """The share of the teacher (renormalised over the candidates) on the `keep` candidates
+    whose max-pooled student scores are highest, mean over layers and KV heads: what a press
+    choosing by the student keeps of what the answer reads, at a budget of keep + window
+    entries per head (lookaheadkv's default pooling, max over 7)."""
+    n = teacher.shape[-1] - window
+    p = teacher[..., :n] / teacher[..., :n].sum(-1, keepdim=True)
+    pooled = F.max_pool1d(student[..., :n].reshape(-1, 1, n), kernel, 1, kernel // 2).reshape(p.shape)
+    return p.gather(-1, pooled.topk(min(keep, n), -1).indices).sum(-1).mean().item()
+
+
+def example_loss(model, parts, row, loss_spec, keep=0):
+    """(loss, measures) of one `make-data` row, (None, None) when its answer reads nothing.
+    With `keep` (evaluations), the measures hold the rows' kept_mass and, for reference,
+    the KL and kept_mass of SnapKV's observers (the last `window` prompt queries) as the
+    student, what the rows have to beat, and the teacher's own kept_mass, the ceiling."""
     window = loss_spec.get("window", 32)
     p = prompt_pass(model, row["tokens"], row["answer_tokens"], loss_spec.get("teacher", "gold"), window,
                     loss_spec.get("max_answer", 64))
     if p.teacher is None:
         return None, None
-    loss = kl_before_window(p.teacher, rows_attention(model, parts, p.keys, p.values), window)
-    reference = None
-    if with_reference:
-        # The window queries see only the prompt's keys before them: the candidates, here.
-        n_kv = model.cfg.n_head_kv
-        n = len(row["tokens"]) - window
-        student = torch.stack([observed_attention(q, k[:, :n], n_kv) for q, k in zip(p.tail_queries, p.keys)])
-        reference = kl_before_window(p.teacher, student, window).item()
-    return loss, reference
+    rows = rows_attention(model, parts, p.keys, p.values)
+    loss = kl_before_window(p.teacher, rows, window)
+    if not keep:
+        return loss, None
+    # The window queries see only the prompt's keys before them: the candidates, here.
+    n_kv = model.cfg.n_head_kv
+    n = len(row["tokens"]) - window
+    snap = torch.stack([observed_attention(q, k[:, :n], n_kv) for q, k in zip(p.tail_queries, p.keys)])
+    return loss, {"kept": kept_mass(p.teacher, rows.detach(), window, keep),
+                  "window_kl": kl_before_window(p.teacher, snap, window).item(),
+                  "window_kept": kept_mass(p.teacher, snap, window, keep),
+                  "answer_kept": kept_mass(p.teacher, p.teacher, window, keep)}
 
 
 class Prompts:
@@ -272,19 +287,22 @@ class Prompts:
 
 
 def evaluate(model, parts, recipe):
-    """Mean loss and window-reference KL on the recipe's fixed evaluation rows."""
+    """On the recipe's fixed evaluation rows, the means of the loss, of the rows' kept_mass
+    and of the window's KL and kept_mass (example_loss)."""
     spec = recipe.get("eval")
     if not spec:
         return None
     prompts = Prompts(spec["sources"], random.Random(12345))
-    losses, references = [], []
+    losses, measures = [], []
     with torch.no_grad():
         for _ in range(spec["examples"]):
-            loss, reference = example_loss(model, parts, prompts.row(), recipe["loss"], with_reference=True)
+            loss, measured = example_loss(model, parts, prompts.row(), recipe["loss"], spec.get("keep", 32))
             if loss is not None:
                 losses.append(loss.item())
-                references.append(reference)
-    return {"loss": round(float(np.mean(losses)), 4), "window_kl": round(float(np.mean(references)), 4)}
+                measures.append(measured)
+    out = {"loss": float(np.mean(losses))}
+    out.update({key: float(np.mean([m[key] for m in measures])) for key in measures[0]})
+    return {key: round(value, 4) for key, value in out.items()}
 
 
 def write_lookahead_weights(path, parts: LookaheadParts, model: Llama):

@@ -1,20 +1,26 @@
 // LookaheadKV: the learned rows through the session and the forward pass (their scores
-// against a double-precision reference that applies the LoRA deltas by hand), the
-// prompt's cache and logits left untouched, the eviction and the generation after it.
+// against a double-precision reference that applies the LoRA deltas by hand, and against
+// the trainer's PyTorch on weights it trained), the prompt's cache and logits left
+// untouched, the eviction and the generation after it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
 #include "engine/session_internals.h"
 #include "kv/kv_cache.h"
 #include "model/reference_forward.h"
+#include "model/test_models.h"
+#include "model/weights_import.h"
 #include "observe/attention_tap.h"
 #include "press/lookahead_test_util.h"
 #include "press/methods/lookaheadkv/lookahead_attention.h"
 #include "press/press_test_util.h"
+#include "support/read_file.h"
+#include "tensor/gguf_test_util.h"
 
 namespace deferkv {
 namespace {
@@ -197,6 +203,41 @@ TEST(LookaheadKv, DeltasApplyToTheRowsOnly) {
     }
   }
   EXPECT_GT(largest_change, 1e-2);
+}
+
+// The trainer and the engine agree on trained weights: tools/train/make_lookahead_fixture.py
+// trained rows and deltas for the tiny exported model of tools/train (tiny.safetensors) for a
+// few steps, wrote them with lookahead.py's export and recorded PyTorch's rows' attention on
+// one prompt, per layer and KV head (mean over the rows and each group, the prompt's softmax
+// only). The engine, running the file's rows, must see the same, within float32 rounding.
+TEST(LookaheadKv, RowsAttentionMatchesTheTrainersOnItsFixture) {
+  const std::string data = std::string(DEFERKV_TEST_DATA) + "/train/";
+  gguf_test::TempDir dir;
+  const std::string model_path = dir.file("tiny.gguf");
+  import_weights({data + "tiny.safetensors", testing::stories_model_path(), model_path, DType::F32, ""});
+  const std::string weights_path = data + "tiny_lookahead.gguf";
+  const LookaheadWeights w = load_lookahead_weights(weights_path);
+  check_lookahead_weights_fit(w, testing::model_shape(model_path), weights_path);
+  const auto expected = nlohmann::json::parse(testing::read_file(data + "tiny_lookahead_attention.json"));
+  const auto prompt = expected["prompt"].get<std::vector<int32_t>>();
+  const auto torch = expected["attention"].get<std::vector<std::vector<std::vector<double>>>>();
+
+  SessionOptions options;
+  options.n_ctx = 64;
+  options.cache_type_k = options.cache_type_v = "f32";  // compared at float32 precision
+  Session session(Model::load(model_path), std::make_shared<ThreadPool>(2), options);
+  const RowProbe& probe = probe_prompt(session, w, prompt);
+  ASSERT_EQ(probe.scores.size(), torch.size());
+  for (size_t l = 0; l < torch.size(); ++l) {
+    ASSERT_EQ(probe.scores[l].size(), torch[l].size());
+    for (size_t g = 0; g < torch[l].size(); ++g) {
+      ASSERT_EQ(probe.scores[l][g].size(), prompt.size());
+      for (size_t j = 0; j < prompt.size(); ++j) {
+        EXPECT_NEAR(probe.scores[l][g][j], torch[l][g][j], 1e-6 + 1e-4 * torch[l][g][j])
+            << "layer " << l << " head " << g << " entry " << j;
+      }
+    }
+  }
 }
 
 // max-pool with kernel k (stride 1, out-of-range positions ignored), by hand.

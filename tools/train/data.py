@@ -148,13 +148,17 @@ class RulerShards:
             raise SystemExit(f"no training shards match '{pattern}' (run tools/train/make_shards.sh)")
         self.rows = []
 
-    def example(self) -> Example:
+    def row(self) -> dict:
+        """The next `make-data` row as it stands (lookahead.py reads its prompt and answer)."""
         if not self.rows:
             path = self.rng.choice(self.paths)
             with open(path) as f:
                 self.rows = [json.loads(line) for line in f]
             self.rng.shuffle(self.rows)
-        row = self.rows.pop()
+        return self.rows.pop()
+
+    def example(self) -> Example:
+        row = self.row()
         if self.worked_example:
             return vt_worked_example(row)
         return ruler_example(row, self.rng, self.prompt_tail, self.kv_drop)

@@ -48,6 +48,35 @@ def write_safetensors(path, tensors, metadata):
     os.replace(partial, path)
 
 
+def read_safetensors(path):
+    """(metadata, {name: float32 tensor}) of an F32 file write_safetensors wrote."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (size,) = struct.unpack_from("<Q", data)
+    header = json.loads(data[8:8 + size])
+    metadata = header.pop("__metadata__", {})
+    tensors = {}
+    for name, info in header.items():
+        if info["dtype"] != "F32":
+            raise SystemExit(f"{path}: tensor {name} is {info['dtype']}; this reader knows F32")
+        begin, end = info["data_offsets"]
+        values = torch.frombuffer(bytearray(data[8 + size + begin:8 + size + end]), dtype=torch.float32)
+        tensors[name] = values.reshape(info["shape"])
+    return metadata, tensors
+
+
+def load_exported(path) -> Llama:
+    """A model write_safetensors wrote (as main() or make_export_fixture.py export one)."""
+    metadata, tensors = read_safetensors(path)
+    fields = ModelConfig().to_dict()
+    cfg = ModelConfig(**{key: type(value)(metadata[key]) for key, value in fields.items()})
+    model = Llama(cfg)
+    with torch.no_grad():
+        for name, parameter in gguf_names(model):
+            parameter.copy_(tensors[name])
+    return model
+
+
 def load_run(run: str):
     """A run folder's latest checkpoint: (model, recipe, training state)."""
     recipe = json.load(open(os.path.join(run, "recipe.json")))

@@ -1,6 +1,8 @@
 """Reads a `llama` GGUF model (F32, F16 or Q8_0 tensors) back into the trainer's Llama,
 so that a run can start from a shipped model (train.py --init-from): the model in
 models/ is then the checkpoint, and a new session needs no run folder from an old one.
+`write_gguf` writes the other way, F32 tensors with typed metadata: LookaheadKV's
+weights file (lookahead.py), which the engine reads directly.
 
 Only what the trainer's architecture has is read: the hyperparameters of model.ModelConfig
 and the tensors export.gguf_names lists. The format (GGUF v2/v3): magic "GGUF", version,
@@ -8,6 +10,7 @@ tensor and metadata counts, typed key/value pairs, tensor infos (name, dims with
 innermost first, ggml type, offset), then the data from the next `general.alignment`
 boundary.
 """
+import os
 import struct
 
 import numpy as np
@@ -23,6 +26,8 @@ Q8_0_BLOCK = 32  # values per Q8_0 block: an F16 scale, then 32 int8
 # GGUF metadata value types: struct format of the scalar ones.
 SCALAR_FORMATS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 STRING, ARRAY = 8, 9
+U32, F32 = 4, 6
+ALIGNMENT = 32  # GGUF's default, when general.alignment is not written
 
 
 class GgufError(Exception):
@@ -131,3 +136,47 @@ def load_model(path: str) -> Llama:
                 raise GgufError(f"{path}: tensor {name} is {list(tensors[name].shape)}, expected {list(parameter.shape)}")
             parameter.copy_(torch.from_numpy(np.array(tensors[name])))
     return model
+
+
+def _pack_string(value: str) -> bytes:
+    encoded = value.encode("utf-8")
+    return struct.pack("<Q", len(encoded)) + encoded
+
+
+def _pack_value(kind: int, value) -> bytes:
+    if kind == STRING:
+        return _pack_string(value)
+    if kind in SCALAR_FORMATS:
+        return struct.pack(SCALAR_FORMATS[kind], value)
+    raise GgufError(f"write_gguf: metadata value type {kind} is not written")
+
+
+def write_gguf(path: str, metadata, tensors):
+    """A GGUF v3 file: `metadata` is [(key, type, value)] with type U32, F32, STRING, or
+    (ARRAY, item type) for a list; `tensors` is [(name, numpy array)] in PyTorch's layout,
+    written as F32 (ggml's dims are the array's shape reversed). Written to a temporary
+    name, then renamed, as export.write_safetensors does."""
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(metadata)))
+    for key, kind, value in metadata:
+        out += _pack_string(key)
+        if isinstance(kind, tuple):
+            item_kind = kind[1]
+            out += struct.pack("<IIQ", ARRAY, item_kind, len(value))
+            out += b"".join(_pack_value(item_kind, v) for v in value)
+        else:
+            out += struct.pack("<I", kind) + _pack_value(kind, value)
+    blobs, offset = [], 0
+    for name, array in tensors:
+        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        out += _pack_string(name) + struct.pack("<I", array.ndim)
+        out += b"".join(struct.pack("<Q", d) for d in reversed(array.shape))
+        out += struct.pack("<IQ", GGML_F32, offset)
+        blobs.append(data)
+        offset += -(-len(data) // ALIGNMENT) * ALIGNMENT
+    out += bytes(-len(out) % ALIGNMENT)
+    for data in blobs:
+        out += data + bytes(-len(data) % ALIGNMENT)
+    partial = path + ".partial"
+    with open(partial, "wb") as f:
+        f.write(out)
+    os.replace(partial, path)

@@ -19,11 +19,11 @@ mkdir -p "$out"
 vocab=tests/data/vocab/ggml-vocab-llama-spm.gguf
 tasks=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multivalue
 
-shards() {  # shards NAME LENGTH FIRST_SEED LAST_SEED [TASKS]
+shards() {  # shards NAME LENGTH FIRST_SEED LAST_SEED [TASKS] [SAMPLES]
   for seed in $(seq "$3" "$4"); do
     file="$out/$1-s$seed.jsonl"
     [ -f "$file" ] && continue
-    build/deferkv make-data -m "$vocab" --tasks "${5:-$tasks}" --lengths "$2" --samples 400 --seed "$seed" \
+    build/deferkv make-data -m "$vocab" --tasks "${5:-$tasks}" --lengths "$2" --samples "${6:-400}" --seed "$seed" \
       --word-split train -o "$file" > /dev/null || echo "skipped $1 seed $seed"
   done
 }
@@ -54,3 +54,14 @@ shards mk-4k 4096 8101 8103 niah_multikey_1
 shards s3-4k 4096 8201 8203 niah_single_3
 shards mv-4k 4096 8301 8303 niah_multivalue
 shards vt-4k 4096 8401 8403 vt
+
+# LookaheadKV's rows for the committed model (lookahead.py, recipe-lookahead.json): the
+# card's six tasks at 4096 tokens, seeds 10001 and up, apart from every evaluation's (42,
+# issue 45's 45, the probe's 9001) and from the model's own training shards (2001-8403);
+# a small held-out shard (seed 10901) for the run's periodic loss. The 512-token shards
+# (five NIAH tasks: VT needs 769 tokens at least) are the short check's (README).
+six=$tasks,vt
+shards la-4k 4096 10001 10002 "$six"
+shards la-4k-eval 4096 10901 10901 "$six" 4
+shards la-512 512 10101 10101 "$tasks" 100
+shards la-512-eval 512 10902 10902 "$tasks" 4

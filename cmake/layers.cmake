@@ -45,7 +45,7 @@ function(deferkv_layer layer)
 endfunction()
 
 deferkv_layer(base DIRS base PUBLIC_HEADERS error.h
-              LIBRARIES fmt::fmt spdlog::spdlog Threads::Threads)
+              LIBRARIES fmt::fmt spdlog::spdlog Threads::Threads OpenSSL::Crypto)
 # Where the embedded models and data are found in a build tree (resource_dir.cpp), and tests' data.
 target_compile_definitions(deferkv_base PUBLIC DEFERKV_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 deferkv_layer(tensor DIRS tensor DEPENDS base LIBRARIES nlohmann_json::nlohmann_json)

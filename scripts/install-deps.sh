@@ -13,7 +13,7 @@ PACKAGES=(
   libhwy-dev libopenblas-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev libspdlog-dev
   libpcre2-dev libicu-dev
-  libcpp-httplib-dev
+  libcpp-httplib-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-numpy python3-venv python3-setuptools python3-pip
 )
@@ -23,7 +23,8 @@ case "${1:-}" in
   --slurm) PACKAGES+=(munge slurmctld slurmd slurm-client) ;;
   --aarch64)
     PACKAGES+=(g++-aarch64-linux-gnu qemu-user-static
-               libhwy-dev:arm64 libopenblas-dev:arm64 libfmt-dev:arm64 libspdlog-dev:arm64 libgtest-dev:arm64)
+               libhwy-dev:arm64 libopenblas-dev:arm64 libfmt-dev:arm64 libspdlog-dev:arm64 libgtest-dev:arm64
+               libssl-dev:arm64)
     add_arm64=1
     ;;
 esac

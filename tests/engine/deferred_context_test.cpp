@@ -9,9 +9,10 @@
 //
 // Mutants applied, run, seen failing, reverted (the tests that failed):
 //   resume_deferred zeroes the stored window scores (the decode steps' share alone)
-//                                          -> KeptSetAndAnswerAsOneSession, SavedAndLoaded..., BatchEngine...
-//   resume_deferred sizes the decode captures to 0 steps (the choice frozen at compress time,
-//   the window's share alone)             -> KeptSetAndAnswerAsOneSession, QuestionsChooseTheirOwnKeptSets
+//   resume_deferred drops the decode-step observations (the choice frozen at compress time,
+//   the window's share alone)
+//     -> each: KeptSetAndAnswerAsOneSession, QuestionsChooseTheirOwnKeptSets,
+//        SavedAndLoadedAnswersAsOneSession, BatchEngineSequencesEachChooseTheirOwn
 #include <gtest/gtest.h>
 
 #include <cstdio>

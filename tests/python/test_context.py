@@ -82,8 +82,8 @@ def test_a_deferkv_context_answers_every_question_and_saves(model, tmp_path):
     step d; it answers any number of questions, each as often as asked, and saves."""
     ctx = model.compress(CONTEXT, press="deferkv:window=4,d=2,pool=2x", kv_budget=12)
     assert "pool=2x" in ctx.press
-    heads = len(ctx.kv.positions)
-    assert sum(len(p) for p in ctx.kv.positions) == heads * 24  # the pool: 2 x the budget per head
+    heads = [head for layer in ctx.kv.positions for head in layer]
+    assert all(len(head) == 24 for head in heads)  # the pool: 2 x the budget per head
     answers = [ctx.answer(q, max_tokens=10).tokens for q in QUESTIONS]
     assert [ctx.answer(q, max_tokens=10).tokens for q in QUESTIONS] == answers
     path = tmp_path / "deferred.dkvctx"

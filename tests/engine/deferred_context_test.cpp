@@ -13,6 +13,8 @@
 //   the window's share alone)
 //     -> each: KeptSetAndAnswerAsOneSession, QuestionsChooseTheirOwnKeptSets,
 //        SavedAndLoadedAnswersAsOneSession, BatchEngineSequencesEachChooseTheirOwn
+//   project_request keeps a deferred context's whole copy reserved after step d
+//     -> BatchEngineHoldsThePoolUntilStepD
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -229,6 +231,41 @@ TEST(DeferredContext, BatchEngineSequencesEachChooseTheirOwn) {
   }
   const BatchEngineStats s = engine.stats();
   EXPECT_EQ(s.running + s.waiting + s.kv_bytes_used + s.kv_bytes_reserved, 0);
+}
+
+// Admission: a sequence from a deferred context reserves its copy of the pool until its
+// step d (counted as pooled), then only the budget's share of it.
+TEST(DeferredContext, BatchEngineHoldsThePoolUntilStepD) {
+  const std::string press = kPresses[2];  // d=2, pool=4x
+  const auto context = compress(press);
+  BatchEngine engine(stories().model, std::make_shared<ThreadPool>(1), {1, int64_t{1} << 30, options()});
+  SequenceRequest r;
+  r.context = context;
+  r.prompt = stories().questions[0];
+  r.max_tokens = kAnswerTokens;
+  r.stop_at_end_of_generation = false;
+  r.sampling.temperature = 0;
+  std::vector<BatchEngineStats> at_token;
+  SequenceCallbacks cb;
+  cb.on_token = [&](int32_t) {
+    at_token.push_back(engine.stats());
+    return true;
+  };
+  engine.submit(std::move(r), std::move(cb));
+  for (int steps = 0; engine.step(); ++steps) ASSERT_LT(steps, 10000);
+  ASSERT_EQ(at_token.size(), static_cast<size_t>(kAnswerTokens));
+  // Token k is sampled after decode step k - 1: steps 0 and 1 hold the pool, step 2 evicted.
+  const ModelConfig& c = stories().model->config();
+  const int64_t row = c.n_layer * c.n_head_kv * static_cast<int64_t>(sizeof(int16_t)) * 2 * c.head_dim;  // f16 K and V
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(at_token[k].pooled, 1) << k;
+    EXPECT_GE(at_token[k].kv_bytes_reserved, context->bytes()) << k;  // the copy of the pool and scores
+  }
+  EXPECT_EQ(at_token[2].pooled, 0);
+  EXPECT_LT(at_token[2].kv_bytes_reserved, at_token[1].kv_bytes_reserved);
+  // After step d: the budget's rows and the question's and answer's, at most.
+  const int64_t question = static_cast<int64_t>(stories().questions[0].size());
+  EXPECT_LE(at_token[2].kv_bytes_reserved, (kBudget + question + kAnswerTokens) * (row + c.n_layer * c.n_head_kv * 4));
 }
 
 TEST(DeferredContext, RefusesWhatItCannotResume) {

@@ -180,11 +180,13 @@ std::optional<DeferredEviction> ScoredPress::deferred_eviction() const {
       if (static_cast<size_t>(l) >= prompt_attention_.size()) continue;  // nothing captured: nothing to cut
       const CapturedAttention& c = prompt_attention_[static_cast<size_t>(l)];
       if (static_cast<size_t>(g) >= c.values.size()) continue;
-      // A capture may have fitted more positions than it has values for (a head fitted
-      // before its last rows were observed): the values cover a prefix.
-      const size_t n = std::min(c.values[g].size(), c.positions[g].size());
-      positions.assign(c.positions[g].begin(), c.positions[g].begin() + static_cast<std::ptrdiff_t>(n));
-      scores.assign(c.values[g].begin(), c.values[g].begin() + static_cast<std::ptrdiff_t>(n));
+      // One score per position (CapturedAttention::fit keeps them so), matched again by
+      // position when the resumed press first fits them to its session's heads.
+      positions = c.positions[g];
+      scores = c.values[g];
+      if (scores.size() != positions.size()) {
+        fail("internal: '{}' captured {} scores for {} entries", description(), scores.size(), positions.size());
+      }
     }
   }
   return state;

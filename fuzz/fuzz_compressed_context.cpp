@@ -1,6 +1,6 @@
 // Compressed context files (docs/compressed_context.md). Asserts: only deferkv::Error
 // escapes; a context that reads is consistent (every head's rows and positions of its
-// length, positions below n_past, tokens and logits present), and writing it out and
+// length, positions below n_past, tokens and logits present, a deferred one's scores), and writing it out and
 // reading it back gives the same file, byte for byte.
 #include <cstdint>
 #include <fstream>
@@ -30,6 +30,16 @@ void check_consistent(const CompressedContext& c) {
     fuzz::require(static_cast<int64_t>(s.kv.keys[i].size()) == n * key_row, "a key row per entry");
     fuzz::require(static_cast<int64_t>(s.kv.values[i].size()) == n * value_row, "a value row per entry");
     for (int32_t p : s.kv.positions[i]) fuzz::require(p >= 0 && p < c.n_past(), "positions below n_past");
+  }
+  if (const DeferredEviction* d = c.deferred()) {
+    fuzz::require(c.mode() == ContextMode::kDeferred && d->positions.size() == heads && d->scores.size() == heads,
+                  "a deferred context scores every head");
+    for (size_t i = 0; i < heads; ++i) {
+      fuzz::require(d->positions[i].size() == d->scores[i].size(), "a deferred score per position");
+      for (int32_t p : d->positions[i]) fuzz::require(p >= 0 && p < c.n_past(), "deferred positions below n_past");
+    }
+  } else {
+    fuzz::require(c.mode() != ContextMode::kDeferred, "a deferred context has its deferred section");
   }
   fuzz::require(!c.tokens().empty() && !s.logits.empty(), "tokens and logits");
   fuzz::require(c.n_past() >= 1 && c.n_past() <= static_cast<int64_t>(c.tokens().size()), "n_past within the tokens");

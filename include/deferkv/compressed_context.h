@@ -14,18 +14,23 @@
 // The file format: docs/compressed_context.md.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "deferkv/generate.h"
 #include "deferkv/model.h"
+#include "deferkv/press.h"
 #include "deferkv/session.h"
 
 namespace deferkv {
 
 // How the context was compressed: alone, before any question (kvpress's default, what
-// compress() does), or with a question at its end that the press saw (its window).
-enum class ContextMode : uint8_t { kQuestionAgnostic = 0, kQuestionAware = 1 };
+// compress() does), or with a question at its end that the press saw (its window), or
+// deferred: alone, to its candidate pool, with the eviction left to each question's decode
+// step d (deferkv: Press::deferred_eviction; each session that starts from it resumes the
+// press and chooses its own kept set).
+enum class ContextMode : uint8_t { kQuestionAgnostic = 0, kQuestionAware = 1, kDeferred = 2 };
 const char* context_mode_name(ContextMode mode);
 
 class CompressedContext {
@@ -38,8 +43,12 @@ class CompressedContext {
   // go on with Session::prefill_question as compress/answer does. question_tokens > 0: the
   // last that many tokens are a question the press sees (question-aware; its window), and
   // they stay part of the context. Refuses a press that evicts after the prefill
-  // (press_evicts_after_prefill: deferkv, per-step and decode-time presses): what it keeps
-  // depends on what is read later, which a context shared by many questions cannot hold.
+  // (press_evicts_after_prefill: per-step and decode-time presses): what it keeps depends
+  // on what is read later, which a context shared by many questions cannot hold. The one
+  // exception is a press that resumes (press_resumes_deferred: deferkv, any pool): the
+  // context is deferred (ContextMode::kDeferred), holding the press's pool and its window's
+  // scores, and each question evicts at its own step d (question_tokens > 0: the question
+  // at its end is in the window whose scores it holds, as one session would have it).
   static std::shared_ptr<const CompressedContext> compress(Session& session, const std::vector<int32_t>& tokens,
                                                            int64_t question_tokens = 0);
 
@@ -56,7 +65,9 @@ class CompressedContext {
   // extends its context each turn and so reads the document once (the server's
   // kv_context_extend). [OUR FORMULATION] The grown context is never compressed again:
   // docs/serving.md says why. Fails unless the session holds base's positions and exactly
-  // `appended` after them.
+  // `appended` after them. A deferred base: the session's press must have evicted (its
+  // step d came in the turn), and the new context holds that cache, question-agnostic: the
+  // conversation goes on where this turn's choice left it, as one session would.
   static std::shared_ptr<const CompressedContext> extend(const Session& session, const CompressedContext& base,
                                                          const std::vector<int32_t>& appended);
 
@@ -72,6 +83,9 @@ class CompressedContext {
   // "full" for none) and these cache types (llama.cpp's names: f16, q8_0, ...).
   void check_made_with(const std::string& press, const std::string& cache_type_k,
                        const std::string& cache_type_v) const;
+  // For a deferred context: fails, naming both, unless it was made with this budget (each
+  // question chooses the context's budget at its step d); nothing for any other context.
+  void check_deferred_budget(const KvBudget& budget) const;
   // Fails, naming the mismatch, unless sessions of `model` can start from the context.
   void check_model(const Model& model) const;
 
@@ -83,7 +97,9 @@ class CompressedContext {
   ContextMode mode() const { return mode_; }
   int64_t n_past() const { return n_past_; }  // where the question goes (after re-rotation: the kept count)
   int64_t kept_entries() const;               // summed over every layer and KV head
-  int64_t bytes() const;                      // rows and positions held, as KvStats counts them
+  int64_t bytes() const;  // rows and positions held, as KvStats counts them, and a deferred one's scores
+  // A deferred context's press state (its budget, prompt end, window scores); nullptr else.
+  const DeferredEviction* deferred() const { return deferred_ ? &*deferred_ : nullptr; }
   const State& state() const { return *state_; }
 
   CompressedContext(const CompressedContext&) = delete;
@@ -98,11 +114,13 @@ class CompressedContext {
   std::string cache_type_k_, cache_type_v_;
   ContextMode mode_ = ContextMode::kQuestionAgnostic;
   int64_t n_past_ = 0;
+  std::optional<DeferredEviction> deferred_;  // ContextMode::kDeferred only
   std::unique_ptr<State> state_;
 };
 
 // Puts a fresh session (idle, nothing fed, no press) where the context left its own: a copy
-// of the rows, the position and the last logits. Then Session::prefill_question reads a
+// of the rows, the position and the last logits; for a deferred context also the press,
+// rebuilt from its description and budget and resumed waiting for decode step d. Then Session::prefill_question reads a
 // question, or decode() goes on from the context's last token. Fails, naming the mismatch,
 // for a session of another model or cache types, one whose context cannot hold it, or one
 // with a press set (the context's press has done its work; a second one would not see the

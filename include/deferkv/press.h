@@ -14,6 +14,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,24 @@ struct PressHolding {
   // layers, DuoAttention's retrieval heads) or a share of each layer's prompt whatever the
   // budget (alloc=per_layer). -1: its budget.
   int64_t kept = -1;
+};
+
+// A press whose one eviction waits for decode step d, as it stands at the end of a prompt
+// (Press::deferred_eviction): what another press built from the same description needs to
+// resume there, on a cache that holds the same entries (a deferred compressed context:
+// docs/compressed_context.md). DeferKV's fused score at step d is the prompt window's share
+// (the window's attention, already weighted by its temporal weights, which depend on d only,
+// fixed by the description) plus the decode steps' shares, over one normaliser: the window's
+// share, stored, and the decode steps' of the question that resumes it, added then, make the
+// fused score one session would have computed.
+struct DeferredEviction {
+  KvBudget budget;          // the press's
+  int64_t prompt_end = 0;   // T: the prompt's positions (its budget is resolved for T)
+  // Per layer and KV head (layer-major, as KvCache::snapshot lists heads): the positions
+  // of the entries the press has scores for, ascending, and its captured share of the
+  // score of each.
+  std::vector<std::vector<int32_t>> positions;
+  std::vector<std::vector<float>> scores;
 };
 
 // How a prompt frames its text: `opening` before it (BOS where the vocabulary adds one; in
@@ -249,6 +268,15 @@ class Press {
   // batch engine reserves (engine/kv_admission.h) and the reports show. By default: the
   // whole prompt until it evicts, then its budget.
   virtual PressHolding holding(const PressModelShape& shape, int64_t prompt_tokens) const { return {}; }
+  // Right after a prefill, for a press whose one eviction waits for decode step d and whose
+  // whole state until then is its captured scores (DeferKV; PressRole::resumes_deferred):
+  // that state. nullopt for every other press, or once a decode step has run.
+  virtual std::optional<DeferredEviction> deferred_eviction() const { return std::nullopt; }
+  // Puts a press fresh from make_press (the description and budget `state` was exported
+  // with), attached to a session whose cache holds the entries of that prompt and nothing
+  // after it, where the exporting press stood: its eviction waits for decode step d. Fails
+  // for a press that exports none.
+  virtual void resume_deferred(const DeferredEviction& state);
   // After each layer's attention, in prefill and decode (and capabilities' passes that
   // name no observer of their own).
   virtual void on_attention(const AttentionEvent& event) {}
@@ -322,6 +350,12 @@ const std::vector<PressInfo>& press_catalogue();
 // is ("adakv+tova": TOVA keeps AdaKV's ragged heads within b while decoding; "tova+adakv"
 // and "deferkv+tova" are refused). "full" joins anything.
 std::unique_ptr<Press> make_press(const std::string& spec, const KvBudget& budget);
+
+// Whether a press built from `spec` (a valid one) is one press whose eviction waits for
+// decode step d and can resume from a compressed context (Press::deferred_eviction: deferkv,
+// with any pool): a context compressed with it is deferred, each question choosing its own
+// kept set at its step d.
+bool press_resumes_deferred(const std::string& spec);
 
 // Whether a press built from `spec` (a valid one) evicts after the end of the prefill: at
 // decode step d (deferkv), while decoding (per-step and decode-time presses). What it

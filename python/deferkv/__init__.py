@@ -458,9 +458,11 @@ class Model:
         Answer questions about it with Context.answer(), as often as wanted (from several
         threads at once too); each question is read after the compressed context (as
         `deferkv generate --question-agnostic` reads it). Context.save() writes it to a file
-        (docs/compressed_context.md). A press that evicts after the prefill (deferkv,
-        per-step and decode-time presses) decides with the question: its context answers
-        once and cannot be saved."""
+        (docs/compressed_context.md). deferkv makes a deferred context: its candidate pool
+        (pool=, e.g. "deferkv:pool=4x") and its window's scores, each answer evicting at its
+        own decode step d. Another press that evicts after the prefill (per-step and
+        decode-time presses) decides with the question: its context answers once and cannot
+        be saved."""
         kv_budget_entries, ratio = _budget(kv_budget, kv_ratio)
         tokens = self._model.tokenize(context, True, False)
         return Context(self, self._model.compressed_session(tokens, _press_spec(press), kv_budget_entries, ratio))

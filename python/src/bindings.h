@@ -39,10 +39,11 @@ struct FileNotFound : std::runtime_error {
 };
 
 // A context prefilled once with a press (question-agnostic compression). Two kinds:
-//  - shared (a press that evicts once, at the prefill's end): the library's
+//  - shared (a press that evicts once, at the prefill's end, or deferkv, whose context is
+//    deferred: each answer resumes its press and evicts at its own step d): the library's
 //    deferkv::CompressedContext; each answer is a new session started from it (no press), so
 //    answers may run side by side, and it saves and loads;
-//  - answers once (a press that evicts after the prefill: press_evicts_after_prefill): its
+//  - answers once (another press that evicts after the prefill: press_evicts_after_prefill): its
 //    state, not part of a checkpoint, is spent by the first answer; the session keeps the
 //    press and a checkpoint, and the answer reads the question on it.
 // `session` holds the compressed cache either way (kv statistics).

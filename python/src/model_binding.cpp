@@ -194,7 +194,10 @@ void bind_model(py::module_& m) {
               std::optional<double> kv_ratio) {
              std::shared_ptr<Session> session =
                  new_session(self, session_options(self), press, kv_budget, kv_ratio, std::nullopt);
-             return compress_context(std::move(session), context, press != "full" && press_evicts_after_prefill(press));
+             // deferkv resumes: its context is shared (deferred), each answer evicting at its step d.
+             const bool answers_once =
+                 press != "full" && press_evicts_after_prefill(press) && !press_resumes_deferred(press);
+             return compress_context(std::move(session), context, answers_once);
            })
       .def("answer_generation",
            [](const LoadedModel& self, CompressedContext& context, const std::vector<int32_t>& question,

@@ -107,7 +107,11 @@ KvProjection BatchEngine::project_request(const SequenceRequest& request, const 
   const int64_t context_bytes = request.context ? request.context->bytes() : 0;
   p.peak_bytes += context_bytes;
   p.after_pool += context_bytes;
-  p.after_eviction += context_bytes;
+  // A deferred context's copy is its pool (and its window's scores) until the question's
+  // step d, then the budget the resumed press chooses from it.
+  const DeferredEviction* deferred = request.context ? request.context->deferred() : nullptr;
+  p.after_eviction +=
+      deferred ? std::min(context_bytes, deferred->budget.resolve(deferred->prompt_end) * bytes_per_token_) : context_bytes;
   return p;
 }
 
@@ -300,7 +304,9 @@ void BatchEngine::start(Sequence& s) {
   try {
     if (s.callbacks.on_start) s.callbacks.on_start();
     s.session = std::make_unique<Session>(model_, pool_, options_.session);
-    s.has_press = s.request.press != nullptr;
+    // A deferred context brings its press, resumed by start_session: it evicts at step d.
+    const bool deferred = s.request.context && s.request.context->deferred();
+    s.has_press = s.request.press != nullptr || deferred;
     s.session->set_press(std::move(s.request.press));
     s.sampler = std::make_unique<Sampler>(s.request.sampling);
     s.generate.n_predict = s.request.max_tokens;
@@ -314,6 +320,10 @@ void BatchEngine::start(Sequence& s) {
     // the other sequences wait for it).
     const CompressedContext& context = *s.request.context;
     start_session(*s.session, context);
+    if (deferred && context.kept_entries() < context.n_past() * model_->config().n_layer * model_->config().n_head_kv) {
+      std::lock_guard lock(mutex_);
+      s.stage = Sequence::Reservation::kPool;  // it holds the context's pool until step d (stats())
+    }
     if (!s.request.prompt.empty()) s.session->prefill_question(s.request.prompt);
     for (int32_t t : context.tokens()) s.sampler->accept(t);
     for (int32_t t : s.request.prompt) s.sampler->accept(t);

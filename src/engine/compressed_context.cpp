@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -33,7 +34,11 @@ namespace {
 
 // docs/compressed_context.md.
 constexpr char kMagic[8] = {'D', 'K', 'V', 'C', 'T', 'X', '\r', '\n'};
-constexpr uint32_t kVersion = 1;
+// Version 2 added the deferred section (ContextMode::kDeferred). A context without one is
+// written as version 1, the same bytes as before it, so older builds still read it (and a
+// version 1 file read and written again is the same file).
+constexpr uint32_t kVersion = 2;
+constexpr uint32_t kOldestVersion = 1;
 constexpr size_t kDigestChars = 64;
 constexpr size_t kHeaderBytes = sizeof(kMagic) + 4 + 4 + 8 + kDigestChars;
 // Limits stated in the format (fuzz/README.md, "What a file may ask for").
@@ -146,7 +151,12 @@ class Reader {
 }  // namespace
 
 const char* context_mode_name(ContextMode mode) {
-  return mode == ContextMode::kQuestionAware ? "question-aware" : "question-agnostic";
+  switch (mode) {
+    case ContextMode::kQuestionAgnostic: return "question-agnostic";
+    case ContextMode::kQuestionAware: return "question-aware";
+    case ContextMode::kDeferred: return "deferred";
+  }
+  return "unknown";
 }
 
 CompressedContext::CompressedContext() : state_(std::make_unique<State>()) {}
@@ -164,6 +174,9 @@ int64_t CompressedContext::bytes() const {
     n += static_cast<int64_t>(state_->kv.keys[i].size() + state_->kv.values[i].size() +
                               state_->kv.positions[i].size() * sizeof(int32_t));
   }
+  if (deferred_) {
+    for (const auto& scores : deferred_->scores) n += static_cast<int64_t>(scores.size() * (sizeof(float) + sizeof(int32_t)));
+  }
   return n;
 }
 
@@ -173,10 +186,12 @@ std::shared_ptr<const CompressedContext> CompressedContext::compress(Session& se
     fail("a context is compressed on a fresh session: this one already holds {} tokens", session.n_past());
   }
   const std::string press = session.press() ? session.press()->describe() : "full";
-  if (session.press() && press_evicts_after_prefill(press)) {
+  const bool deferred = session.press() && press_resumes_deferred(press);
+  if (session.press() && press_evicts_after_prefill(press) && !deferred) {
     fail("press '{}' evicts after the prefill (at a decode step or while decoding), so what it keeps depends on what "
          "is read after the context: a compressed context, shared by many questions, holds the cache at the "
-         "prefill's end only; use a press that evicts once at the prefill's end", press);
+         "prefill's end only; use a press that evicts once at the prefill's end, or deferkv (each question then "
+         "evicts at its own step d)", press);
   }
   session.prefill(tokens, question_tokens);
   return capture(session, tokens, question_tokens);
@@ -186,7 +201,8 @@ std::shared_ptr<const CompressedContext> CompressedContext::capture(const Sessio
                                                                     const std::vector<int32_t>& tokens,
                                                                     int64_t question_tokens) {
   const std::string press = session.press() ? session.press()->describe() : "full";
-  if (session.press() && press_evicts_after_prefill(press)) {
+  const bool deferred = session.press() && press_resumes_deferred(press);
+  if (session.press() && press_evicts_after_prefill(press) && !deferred) {
     fail("press '{}' evicts after the prefill, so a compressed context cannot be made with it", press);
   }
   if (session.n_past() == 0 || session.timings().prefill_tokens != static_cast<int64_t>(tokens.size())) {
@@ -200,15 +216,29 @@ std::shared_ptr<const CompressedContext> CompressedContext::capture(const Sessio
   c->press_ = press;
   c->cache_type_k_ = kv_cache_type_name(cache.types().keys);
   c->cache_type_v_ = kv_cache_type_name(cache.types().values);
-  c->mode_ = question_tokens > 0 ? ContextMode::kQuestionAware : ContextMode::kQuestionAgnostic;
+  c->mode_ = deferred               ? ContextMode::kDeferred
+             : question_tokens > 0 ? ContextMode::kQuestionAware
+                                   : ContextMode::kQuestionAgnostic;
   c->n_past_ = session.n_past();
+  if (deferred) {
+    c->deferred_ = session.press()->deferred_eviction();
+    if (!c->deferred_) fail("press '{}' holds no deferred eviction after its prefill", press);
+  }
   take_rows(session, *c->state_);
   return c;
 }
 
 std::shared_ptr<const CompressedContext> CompressedContext::extend(const Session& session, const CompressedContext& base,
                                                                    const std::vector<int32_t>& appended) {
-  if (session.press()) fail("a context is extended from a session started from it, which has no press of its own");
+  if (base.deferred_) {
+    // The session resumed the context's press: its step d must have come in the turn.
+    const auto& eviction = session.last_eviction();
+    if (!eviction || eviction->decode_step == 0) {
+      fail("a deferred context is extended after its question's eviction at decode step d; this turn ended before it");
+    }
+  } else if (session.press()) {
+    fail("a context is extended from a session started from it, which has no press of its own");
+  }
   const auto n_appended = static_cast<int64_t>(appended.size());
   if (session.n_past() != base.n_past() + n_appended) {
     fail("a context of {} positions extended by {} tokens needs a session at position {}, not {}", base.n_past(),
@@ -227,7 +257,8 @@ std::shared_ptr<const CompressedContext> CompressedContext::extend(const Session
     fail("the session stores its cache as {}/{}, the context it extends as {}/{}", c->cache_type_k_, c->cache_type_v_,
          base.cache_type_k_, base.cache_type_v_);
   }
-  c->mode_ = base.mode_;
+  // A deferred base's turn has chosen: what follows reads its rows as they are.
+  c->mode_ = base.mode_ == ContextMode::kDeferred ? ContextMode::kQuestionAgnostic : base.mode_;
   c->n_past_ = session.n_past();
   take_rows(session, *c->state_);
   return c;
@@ -239,6 +270,12 @@ void CompressedContext::check_made_with(const std::string& press, const std::str
   if (cache_type_k != cache_type_k_ || cache_type_v != cache_type_v_) {
     fail("the compressed context stores its cache as {}/{} (keys/values), not {}/{}", cache_type_k_, cache_type_v_,
          cache_type_k, cache_type_v);
+  }
+}
+
+void CompressedContext::check_deferred_budget(const KvBudget& budget) const {
+  if (deferred_ && budget.describe() != deferred_->budget.describe()) {
+    fail("the deferred context was made with budget {}, not {}", deferred_->budget.describe(), budget.describe());
   }
 }
 
@@ -285,10 +322,23 @@ void CompressedContext::save(const std::string& path) const {
     w.put_bytes(kv.keys[i].data(), kv.keys[i].size());
     w.put_bytes(kv.values[i].data(), kv.values[i].size());
   }
+  if (deferred_) {
+    // The deferred section (version 2): the press's budget, its prompt's end, and each
+    // head's scored positions with their window scores.
+    const DeferredEviction& d = *deferred_;
+    w.put(static_cast<int64_t>(d.budget.entries_per_head()));
+    w.put(d.budget.compression_ratio());
+    w.put(static_cast<int64_t>(d.prompt_end));
+    for (size_t i = 0; i < d.scores.size(); ++i) {
+      w.put(static_cast<uint64_t>(d.scores[i].size()));
+      w.put_bytes(d.positions[i].data(), d.positions[i].size() * sizeof(int32_t));
+      w.put_bytes(d.scores[i].data(), d.scores[i].size() * sizeof(float));
+    }
+  }
   const std::string digest = sha256_hex(std::string_view(reinterpret_cast<const char*>(w.out.data()), w.out.size()));
   Writer header;
   header.put_bytes(kMagic, sizeof(kMagic));
-  header.put(kVersion);
+  header.put(deferred_ ? kVersion : kOldestVersion);
   header.put(uint32_t{0});
   header.put(static_cast<uint64_t>(w.out.size()));
   header.put_bytes(digest.data(), digest.size());
@@ -315,13 +365,16 @@ namespace {
 
 // The payload after a header that names this format and version, whose size and SHA-256
 // match the file: everything read from it after this is at least what was written.
-std::string_view checked_payload(const MappedFile& file, const std::string& path) {
+std::string_view checked_payload(const MappedFile& file, const std::string& path, uint32_t& version) {
   if (file.size() < kHeaderBytes || std::memcmp(file.data(), kMagic, sizeof(kMagic)) != 0) {
     fail("'{}' is not a compressed context (no DKVCTX header)", path);
   }
   Reader header(path, file.data() + sizeof(kMagic), kHeaderBytes - sizeof(kMagic));
-  const auto version = header.get<uint32_t>("version");
-  if (version != kVersion) fail("compressed context '{}' has format version {}; this build reads {}", path, version, kVersion);
+  version = header.get<uint32_t>("version");
+  if (version < kOldestVersion || version > kVersion) {
+    fail("compressed context '{}' has format version {}; this build reads {} to {}", path, version, kOldestVersion,
+         kVersion);
+  }
   if (header.get<uint32_t>("flags") != 0) header.corrupt("the header's flags are not 0");
   const auto payload_bytes = header.get<uint64_t>("payload size");
   if (payload_bytes != file.size() - kHeaderBytes) {
@@ -387,15 +440,68 @@ void read_heads(Reader& r, const std::string& path, int64_t n_past, CompressedCo
     r.get_array(kv.values.emplace_back(), length * static_cast<uint64_t>(value_row), "a head's values");
     kv.lengths.push_back(static_cast<int64_t>(length));
   }
-  if (r.left() != 0) r.corrupt(fmt::format("{} bytes follow the last head", r.left()));
+}
+
+// The deferred section: a budget of one kind, the prompt's end at the context's position,
+// and per head scored positions increasing within it, each count bounded by the bytes left.
+DeferredEviction read_deferred(Reader& r, int64_t n_past, uint64_t heads) {
+  DeferredEviction d;
+  const auto per_head = r.get<int64_t>("the deferred budget's entries per head");
+  const auto ratio = r.get<double>("the deferred budget's ratio");
+  // The writer's two forms exactly (a per-head budget has the ratio -1), so that a context
+  // read is written back byte for byte.
+  if (per_head > 0 && ratio == -1.0) {
+    d.budget = KvBudget::per_head(per_head);
+  } else if (per_head == 0 && ratio >= 0 && ratio < 1) {
+    d.budget = KvBudget::ratio(ratio);
+  } else {
+    r.corrupt(fmt::format("the deferred budget ({} per head, ratio {}) is neither a count (ratio -1) nor a ratio in "
+                          "[0, 1)",
+                          per_head, ratio));
+  }
+  d.prompt_end = r.get<int64_t>("the deferred prompt's end");
+  if (d.prompt_end != n_past) r.corrupt(fmt::format("the deferred prompt ends at {}, not at its position {}", d.prompt_end, n_past));
+  constexpr uint64_t kEntryBytes = sizeof(int32_t) + sizeof(float);
+  if (heads > r.left() / sizeof(uint64_t)) r.corrupt(fmt::format("{} heads' deferred scores cannot fit in the {} bytes left", heads, r.left()));
+  for (uint64_t i = 0; i < heads; ++i) {
+    const uint64_t n = r.get_count("a head's deferred score count", kEntryBytes);
+    std::vector<int32_t>& positions = d.positions.emplace_back();
+    r.get_array(positions, n, "a head's deferred positions");
+    for (size_t j = 0; j < positions.size(); ++j) {
+      if (positions[j] < 0 || positions[j] >= n_past || (j > 0 && positions[j] <= positions[j - 1])) {
+        r.corrupt(fmt::format("head {}'s deferred positions are not increasing within 0..{}", i, n_past - 1));
+      }
+    }
+    std::vector<float>& scores = d.scores.emplace_back();
+    r.get_array(scores, n, "a head's deferred scores");
+    for (float x : scores) {
+      if (!std::isfinite(x)) r.corrupt(fmt::format("head {}'s deferred scores are not all finite", i));
+    }
+  }
+  return d;
 }
 
 }  // namespace
 
 // In the order save() writes: the description, the shape, the tokens and logits, the heads.
+namespace {
+
+// press_resumes_deferred for a description read from a file: an unknown or malformed one
+// does not.
+bool press_resumes_deferred_checked(const std::string& press) {
+  try {
+    return press_resumes_deferred(press);
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<const CompressedContext> CompressedContext::read(const std::string& path) {
   const MappedFile file(path);
-  const std::string_view payload = checked_payload(file, path);
+  uint32_t version = 0;
+  const std::string_view payload = checked_payload(file, path, version);
   Reader r(path, reinterpret_cast<const uint8_t*>(payload.data()), payload.size());
   std::shared_ptr<CompressedContext> c(new CompressedContext());
   c->model_sha256_ = r.get_string("model sha256", kDigestChars);
@@ -404,8 +510,16 @@ std::shared_ptr<const CompressedContext> CompressedContext::read(const std::stri
   c->cache_type_k_ = r.get_string("cache type of keys", kMaxTypeChars);
   c->cache_type_v_ = r.get_string("cache type of values", kMaxTypeChars);
   const auto mode = r.get<uint8_t>("mode");
-  if (mode > 1) r.corrupt(fmt::format("mode {} is neither 0 (question-agnostic) nor 1 (question-aware)", mode));
+  const uint8_t modes = version >= 2 ? 3 : 2;  // deferred contexts came with version 2
+  if (mode >= modes) {
+    r.corrupt(fmt::format("mode {} is not 0 (question-agnostic), 1 (question-aware){} in version {}", mode,
+                          version >= 2 ? " or 2 (deferred)" : "", version));
+  }
   c->mode_ = static_cast<ContextMode>(mode);
+  // The writer writes version 2 for a deferred context only.
+  if (version >= 2 && c->mode_ != ContextMode::kDeferred) {
+    r.corrupt(fmt::format("version {} holds a deferred context (mode 2), not mode {}", version, mode));
+  }
   read_shape(r, c->cache_type_k_, c->cache_type_v_, *c->state_);
 
   c->n_past_ = r.get<int64_t>("position");
@@ -419,6 +533,13 @@ std::shared_ptr<const CompressedContext> CompressedContext::read(const std::stri
   if (n_logits == 0) r.corrupt("it holds no logits");
   r.get_array(c->state_->logits, n_logits, "logits");
   read_heads(r, path, c->n_past_, *c->state_);
+  if (c->mode_ == ContextMode::kDeferred) {
+    if (!press_resumes_deferred_checked(c->press_)) {
+      r.corrupt(fmt::format("it is deferred, but press '{}' does not resume a deferred eviction", c->press_));
+    }
+    c->deferred_ = read_deferred(r, c->n_past_, static_cast<uint64_t>(c->state_->n_layer * c->state_->n_head_kv));
+  }
+  if (r.left() != 0) r.corrupt(fmt::format("{} bytes follow the last section", r.left()));
   return c;
 }
 
@@ -452,7 +573,21 @@ void SessionInternals::start_from(Session& session, const CompressedContext& con
     fail("the compressed context of {} positions leaves no room in a session of {} tokens; raise the context size "
          "(n_ctx)", context.n_past(), session.n_ctx_);
   }
-  session.cache_->restore(context.state().kv);
+  if (const DeferredEviction* deferred = context.deferred()) {
+    // The context's press, rebuilt and waiting for this question's step d. Attached before
+    // the rows come in, as it would be before the prefill; a refusal leaves the session bare.
+    session.set_press(make_press(context.press(), deferred->budget));
+    try {
+      session.cache_->restore(context.state().kv);
+      session.press_->resume_deferred(*deferred);
+    } catch (...) {
+      session.cache_->truncate(0);
+      session.set_press(nullptr);
+      throw;
+    }
+  } else {
+    session.cache_->restore(context.state().kv);
+  }
   session.n_past_ = context.n_past();
   session.decode_step_ = 0;
   session.logits_ = context.state().logits;

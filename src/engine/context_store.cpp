@@ -103,7 +103,10 @@ std::optional<ResidentContext> ContextStore::longest_prefix(const std::vector<in
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     const CompressedContext& c = *it->second.context;
     const std::vector<int32_t>& t = c.tokens();
-    if (c.mode() != ContextMode::kQuestionAgnostic || c.press() != press || it->second.budget.empty() ||
+    // A deferred context resumes its press for the rest of the prompt, as one made without
+    // a question serves it.
+    const bool made_alone = c.mode() == ContextMode::kQuestionAgnostic || c.mode() == ContextMode::kDeferred;
+    if (!made_alone || c.press() != press || it->second.budget.empty() ||
         it->second.budget != budget || t.size() > prompt.size() ||
         t.size() <= best_length || !std::equal(t.begin(), t.end(), prompt.begin())) {
       continue;

@@ -23,6 +23,10 @@
 // layer to its pool as the prompt passes it: its prefill holds one layer's whole prompt
 // beside every layer's pool (counted as for the budgets, n_layer x pool), then the pool
 // (plus the d tokens, not counted, as above) until step d, then its budget.
+//
+// A sequence started from a deferred compressed context (DeferKV's, mode kDeferred) holds
+// a copy of the context's pool beside its question and tokens until its step d, then the
+// budget the resumed press chooses (BatchEngine::project_request).
 #include <cstdint>
 
 namespace deferkv {

@@ -195,6 +195,18 @@ bool press_evicts_after_prefill(const std::string& spec) {
   return false;
 }
 
+bool press_resumes_deferred(const std::string& spec) {
+  const std::vector<std::string> parts = press_parts(spec);
+  if (parts.size() != 1) return false;  // a composition's other part holds state of its own
+  const SpecMethod found = method_of(parts[0]);
+  return found.method->role(found.params).resumes_deferred;
+}
+
+void Press::resume_deferred(const DeferredEviction&) {
+  fail("press '{}' holds no deferred eviction to resume: a deferred compressed context is made with deferkv",
+       describe());
+}
+
 void add_press_method(PressMethod method) {
   const std::string& name = method.info.name;
   if (name.empty() || name.find_first_of(":,=+@ \t\n") != std::string::npos) {

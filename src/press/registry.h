@@ -32,6 +32,9 @@ struct PressRole {
   bool reads_the_cache_as_it_is = false;
   // It evicts once, at the end of the prefill (not at decode step d, nor while decoding).
   bool evicts_at_prefill_end_only = true;
+  // It evicts once, at decode step d, scoring with what it captured and the decode steps'
+  // queries only, so it resumes from a deferred compressed context (Press::deferred_eviction).
+  bool resumes_deferred = false;
 };
 
 // The role of most methods: one eviction of the prompt's entries, at the end of the prefill.

@@ -199,6 +199,21 @@ std::string context_id() {
   return fmt::format("ctx-{:016x}{:08x}", rng(), static_cast<uint32_t>(rng()));
 }
 
+// A deferred context's pool and the budget each question's step d chooses from it; null for
+// any other context.
+json deferred_json(const CompressedContext& c) {
+  const DeferredEviction* d = c.deferred();
+  if (d == nullptr) return nullptr;
+  // The pool as the press was given it (all, 4x, 512): the value of pool= in its description.
+  std::string pool = "all";
+  if (const size_t at = c.press().find("pool="); at != std::string::npos) {
+    const size_t from = at + 5;
+    pool = c.press().substr(from, c.press().find(',', from) - from);
+  }
+  return {{"pool", pool}, {"pool_entries", c.kept_entries()}, {"kv_budget", d->budget.describe()},
+          {"budget_entries_per_head", d->budget.resolve(d->prompt_end)}};
+}
+
 // A compressed context as the API shows it (OpenAI-like: id and object first); one spilled to
 // --context-dir shows its id only until a request loads it back.
 json context_json(const std::string& id, const CompressedContext* context, int64_t running, const std::string& model) {
@@ -216,6 +231,7 @@ json context_json(const std::string& id, const CompressedContext* context, int64
           {"cache_type_k", c.cache_type_k()},
           {"cache_type_v", c.cache_type_v()},
           {"mode", context_mode_name(c.mode())},
+          {"deferred", deferred_json(c)},
           {"requests_running", running}};
 }
 
@@ -679,7 +695,8 @@ void HttpServer::handle_detokenize(const httplib::Request& req, httplib::Respons
 // The batch engine's request that makes a context: the body's prompt or messages (the
 // same parser as a completion's), compressed question-agnostically by its press, nothing
 // generated. A press that evicts after the prefill is refused: what it keeps would depend
-// on the question.
+// on the question; deferkv, which resumes, makes a deferred context (each completion from it
+// evicts at its own step d).
 GenerationRequest HttpServer::context_request(const json& body, bool chat) const {
   const CompletionRequest r = parse_completion_request(body, chat, options_.defaults);
   GenerationRequest g;
@@ -688,10 +705,11 @@ GenerationRequest HttpServer::context_request(const json& body, bool chat) const
   g.context_id = context_id();
   g.max_tokens = 0;
   set_press(r, g);
-  if (g.press && press_evicts_after_prefill(g.press->describe())) {
+  if (g.press && press_evicts_after_prefill(g.press->describe()) && !press_resumes_deferred(g.press->describe())) {
     bad_request("kv_press", fmt::format("press '{}' evicts after the prefill (at a decode step or while decoding), "
                                         "so what it keeps depends on the question: a context shared by many "
-                                        "questions needs a press that evicts once at the prompt's end",
+                                        "questions needs a press that evicts once at the prompt's end, or deferkv "
+                                        "(a deferred context: each question evicts at its own step d)",
                                         g.press->describe()));
   }
   return g;

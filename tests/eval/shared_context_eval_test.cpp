@@ -176,6 +176,25 @@ TEST(SharedContextRuns, IndependentTurnsAnswerAsTodaysEvalOfEachQuestion) {
   EXPECT_EQ(run.prefill_tokens_saved, 2 * r.sample.context_tokens);
 }
 
+// DeferKV's deferred context (issue 44 item 5): each turn evicts at its own step d, so it
+// answers as today's question-agnostic eval of that question alone; the cost is the pool's.
+TEST(SharedContextRuns, DeferKvTurnsAnswerAsTodaysEvalOfEachQuestion) {
+  const ModelRuns& r = runs();
+  const SweepMethod deferkv{"deferkv:d=2,pool=4x", KvBudget::per_head(48), "48"};
+  const SampleRunner turns = r.runner(true, TurnMode::kIndependent);
+  const SampleRun run = turns(deferkv, r.sample);
+  ASSERT_EQ(run.turns.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    const SampleRun alone = turns(deferkv, r.single(r.sample.turns[k].question));
+    EXPECT_EQ(run.turns[k].prediction, alone.prediction) << k;
+  }
+  // The context's pool: 4 budgets a head, under the whole context.
+  const ModelConfig& c = r.model->config();
+  const int64_t heads = c.n_layer * c.n_head_kv;
+  EXPECT_GT(run.kv_bytes_after_eviction, heads * 4 * 48 * c.head_dim * 2 * 2);  // f16 keys and values, scores on top
+  EXPECT_LT(run.kv_bytes_after_eviction, heads * r.sample.context_tokens * c.head_dim * 2 * 2);
+}
+
 TEST(SharedContextRuns, MultiTurnReadsTheEarlierQuestionsAndAnswers) {
   const ModelRuns& r = runs();
   const SweepMethod knorm{"knorm", KvBudget::per_head(48), "48"};
@@ -220,7 +239,8 @@ TEST(SharedContextEval, BadValuesAreRefusedByName) {
     e.tasks = {"niah_multikey_1", "cwe"};
   });
   EXPECT_NE(task.find("task cwe cannot ask 2"), std::string::npos) << task;
-  for (const char* press : {"deferkv", "tova"}) {
+  // deferkv makes a deferred context instead (DeferKvTurnsAnswerAsTodaysEvalOfEachQuestion).
+  for (const char* press : {"snapkv:d=2", "tova"}) {
     const std::string error = error_with([&](EvalRequest& e) {
       e.questions_per_context = 2;
       e.presses = {"full", press};

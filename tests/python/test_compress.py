@@ -30,10 +30,11 @@ def test_the_press_changes_the_answer(model):
 
 
 def test_a_press_evicting_after_the_prefill_answers_one_question(model):
-    # DeferKV evicts at decode step d, counted after the question: what it keeps depends on
-    # the question, so the compressed context answers once. (Mutant seen failing: compress
-    # taking the press off after the context, as it did before, never evicts.)
-    ctx = model.compress(CONTEXT, press="deferkv:d=2,window=4", kv_budget=16)
+    # SnapKV deferred to decode step d evicts after the question: what it keeps depends on
+    # the question and its press does not resume from a context (deferkv's does: its context
+    # is deferred, test_context.py), so the compressed context answers once. (Mutant seen
+    # failing: compress taking the press off after the context, as it did before, never evicts.)
+    ctx = model.compress(CONTEXT, press="snapkv:d=2,window=4", kv_budget=16)
     held = ctx.kv.bytes
     answer = ctx.answer(" Lily and Tom", max_tokens=8)
     assert answer.kv.bytes < held  # evicted while answering

@@ -72,6 +72,22 @@ def test_refusals(model, model_path, tmp_path):
     (tmp_path / "cut.dkvctx").write_bytes(data[:-10])
     with pytest.raises(deferkv.Error, match="cut.dkvctx.*truncated"):
         deferkv.Context.load(tmp_path / "cut.dkvctx", model)
-    once = model.compress(CONTEXT, press="deferkv:d=2,window=4", kv_budget=16)
+    once = model.compress(CONTEXT, press="tova", kv_budget=16)
     with pytest.raises(deferkv.Error, match="cannot be saved"):
         once.save(tmp_path / "once.dkvctx")
+
+
+def test_a_deferkv_context_answers_every_question_and_saves(model, tmp_path):
+    """A deferred context (issue 44 item 5): kept as its pool, each answer evicting at its own
+    step d; it answers any number of questions, each as often as asked, and saves."""
+    ctx = model.compress(CONTEXT, press="deferkv:window=4,d=2,pool=2x", kv_budget=12)
+    assert "pool=2x" in ctx.press
+    heads = [head for layer in ctx.kv.positions for head in layer]
+    assert all(len(head) == 24 for head in heads)  # the pool: 2 x the budget per head
+    answers = [ctx.answer(q, max_tokens=10).tokens for q in QUESTIONS]
+    assert [ctx.answer(q, max_tokens=10).tokens for q in QUESTIONS] == answers
+    path = tmp_path / "deferred.dkvctx"
+    ctx.save(path)
+    loaded = deferkv.Context.load(path, model)
+    assert loaded.press == ctx.press and loaded.kv.positions == ctx.kv.positions
+    assert [loaded.answer(q, max_tokens=10).tokens for q in QUESTIONS] == answers

@@ -54,10 +54,10 @@ std::shared_ptr<const Model> model_ptr() {
 // The library's greedy answer: the context compressed on a Session with the press, a fresh
 // Session started from it reading the question.
 std::vector<int32_t> library_answer(const std::vector<int32_t>& context_tokens, const std::string& press,
-                                    const std::vector<int32_t>& question) {
+                                    const std::vector<int32_t>& question, int64_t budget = kBudget) {
   auto pool = std::make_shared<ThreadPool>(1);
   Session compressor(model_ptr(), pool);
-  if (press != "full") compressor.set_press(make_press(press, KvBudget::per_head(kBudget)));
+  if (press != "full") compressor.set_press(make_press(press, KvBudget::per_head(budget)));
   const auto context = CompressedContext::compress(compressor, context_tokens);
   Session s(model_ptr(), pool);
   SamplerParams p;
@@ -193,6 +193,41 @@ TEST(ServerContexts, GreedyAnswerEqualsTheLibrarys) {
   EXPECT_GT(distinct.size(), 1u);
   const std::string metrics = t.get("/metrics")->body;
   EXPECT_EQ(metric_value(metrics, "deferkv_context_hits_total"), static_cast<double>(kQuestions.size()));
+}
+
+// A context made with deferkv is deferred: GET shows its pool and budget, and each
+// completion after it resumes the press and evicts at its own step d, answering as the
+// library's compress/answer (one session resumed from the context) does; a turn that passed
+// step d extends it into a context of that turn's kept set.
+TEST(ServerContexts, ADeferredContextChoosesAtEachCompletionsStepD) {
+  TestServer t;
+  constexpr int64_t kSmallBudget = 12;
+  const std::string press = "deferkv:window=4,pool=3x";
+  const Tokenizer& tok = model().tokenizer();
+  const std::vector<int32_t> tokens = tok.encode(kDocument, true, false);
+  ASSERT_GT(static_cast<int64_t>(tokens.size()), 3 * kSmallBudget);
+  const json made = make_context(t, {{"prompt", kDocument}, {"kv_press", press}, {"kv_budget", kSmallBudget}});
+  const std::string id = made["id"];
+  const json got = parse(t.get("/v1/contexts/" + id));
+  EXPECT_EQ(got["mode"], "deferred");
+  EXPECT_EQ(got["deferred"]["pool"], "3x");
+  EXPECT_EQ(got["deferred"]["budget_entries_per_head"], kSmallBudget);
+  const ModelConfig& cfg = model().config();
+  EXPECT_EQ(got["deferred"]["pool_entries"], cfg.n_layer * cfg.n_head_kv * 3 * kSmallBudget);
+  for (const std::string& question : {kQuestions[0], kQuestions[3]}) {
+    const Answer a = complete(t, id, question);
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(a.pieces, pieces(library_answer(tokens, made["kv_press"], tok.encode(question, false, false),
+                                              kSmallBudget)))
+        << question;
+    EXPECT_EQ(a.usage["kv_context"], id);
+  }
+  const Answer turn = complete(t, id, kQuestions[1], false, true);
+  ASSERT_EQ(turn.status, 200) << turn.body;
+  const json extended = parse(t.get("/v1/contexts/" + turn.body["kv_context"].get<std::string>()));
+  EXPECT_EQ(extended["mode"], "question-agnostic");
+  EXPECT_TRUE(extended["deferred"].is_null());
+  EXPECT_EQ(complete(t, extended["id"], kQuestions[2]).status, 200);
 }
 
 TEST(ServerContexts, ChatJoinsContextAndMessagesByTheTemplate) {
@@ -541,8 +576,9 @@ TEST(ServerContexts, BadInputIsRefusedByNameAndTheServerGoesOn) {
   expect_error(t.post("/v1/contexts", {{"prompt", kDocument}, {"kv_press", "no_such_press"}}), 400, "kv_press");
   expect_error(t.post("/v1/contexts", {{"prompt", kDocument}, {"kv_press", "snapkv"}, {"kv_budget", "many"}}), 400,
                "kv_budget");
-  // DeferKV evicts at a decode step: what it keeps would depend on the question.
-  expect_error(t.post("/v1/contexts", {{"prompt", kDocument}, {"kv_press", "deferkv"}, {"kv_budget", kBudget}}), 400,
+  // A per-step press evicts while decoding: what it keeps would depend on the question
+  // (deferkv makes a deferred context instead: ADeferredContextChoosesAtEachCompletionsStepD).
+  expect_error(t.post("/v1/contexts", {{"prompt", kDocument}, {"kv_press", "tova"}, {"kv_budget", kBudget}}), 400,
                "kv_press");
   expect_error(t.post("/v1/contexts", {{"prompt", "x"}, {"kv_context", "ctx-a"}}), 400, "kv_context");
   // A context longer than the server's context.

@@ -135,6 +135,34 @@ TEST(GenerateCommand, ASavedContextAnswersAsQuestionAgnostic) {
   std::remove(path.c_str());
 }
 
+// A deferkv context is deferred: --context resumes the press, which evicts at the answer's
+// step d, so the answer is the question-agnostic run's; a --kv-budget other than the
+// context's is refused naming both.
+TEST(GenerateCommand, ADeferredContextAnswersAsQuestionAgnostic) {
+  const std::string context = "Once upon a time there was a little girl named Lily. She loved to play outside.";
+  const std::string press = "--press deferkv:window=4,d=2,pool=2x --kv-budget 6 ";
+  const std::string path = ::testing::TempDir() + "generate_deferred.dkvctx";
+  const auto saved = run_cli("generate " + press + "-p '" + context + "' --save-context '" + path + "' 2>&1");
+  ASSERT_EQ(saved.status, 0) << saved.output;
+  EXPECT_NE(saved.output.find("f16/f16, deferred), "), std::string::npos) << saved.output;
+  // The same question ids both ways: --question's are split from the context's text joined
+  // to it (" What" after "outside." is one piece), --context's prompt is encoded alone (its
+  // leading word takes SentencePiece's space), so the latter is given without the space.
+  for (const std::string question : {"What did Lily love?", "Who was Lily?"}) {
+    const auto agnostic = run_cli("generate --temp 0 -n 12 " + press + "-p '" + context + "' --question ' " + question +
+                                  "' --question-agnostic 2>/dev/null");
+    const auto answered = run_cli("generate --temp 0 -n 12 --context '" + path + "' -p '" + question + "' 2>/dev/null");
+    ASSERT_EQ(answered.status, 0);
+    EXPECT_EQ(answered.output, agnostic.output) << question;
+  }
+  const auto other_budget =
+      run_cli("generate --context '" + path + "' --press deferkv:window=4,d=2,pool=2x --kv-budget 7 -p ' x' 2>&1");
+  EXPECT_EQ(other_budget.status, 1);
+  EXPECT_NE(other_budget.output.find("made with budget 6 per head, not 7 per head"), std::string::npos)
+      << other_budget.output;
+  std::remove(path.c_str());
+}
+
 TEST(GenerateCommand, MakeModelThenBenchRunsOnIt) {
   gguf_test::TempDir dir;
   const std::string path = dir.file("bench-model.gguf");

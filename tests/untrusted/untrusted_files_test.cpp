@@ -293,16 +293,16 @@ struct Payload {
 };
 
 TEST_F(UntrustedFiles, CompressedContextCountsBeyondTheFile) {
-  const auto start = [](uint32_t n_layer, uint32_t n_head_kv) {
+  const auto start = [](uint32_t n_layer, uint32_t n_head_kv, const std::string& press = "full", uint8_t mode = 0) {
     Payload p;
-    p.str(std::string(64, 'a')).str("full").str("f16").str("f16").put(uint8_t{0});
+    p.str(std::string(64, 'a')).str(press).str("f16").str("f16").put(mode);
     p.put(n_layer).put(n_head_kv).put(uint32_t{8}).put(int64_t{2});
     return p;
   };
-  const auto file = [&](const std::string& name, const std::string& payload) {
+  const auto file = [&](const std::string& name, const std::string& payload, uint32_t version = 1) {
     std::string out("DKVCTX\r\n", 8);
     Payload h;
-    h.put(uint32_t{1}).put(uint32_t{0}).put(static_cast<uint64_t>(payload.size()));
+    h.put(version).put(uint32_t{0}).put(static_cast<uint64_t>(payload.size()));
     out += h.bytes + sha256_hex(payload) + payload;
     const std::string path = dir.file(name);
     write_text(path, out);
@@ -319,6 +319,13 @@ TEST_F(UntrustedFiles, CompressedContextCountsBeyondTheFile) {
   one_head.put(uint64_t{1}).put(0.5f).put(huge).put(uint32_t{0});
   const std::string entries = file("entries.dkvctx", one_head.bytes);
   expect_refused(metered([&] { CompressedContext::read(entries); }), {"entry count", "1099511627776", entries}, kMiB);
+  // A deferred context (version 2): its head's score count beyond the file.
+  Payload deferred = start(1, 1, "deferkv", 2).put(uint64_t{2}).put(int32_t{1}).put(int32_t{2});
+  deferred.put(uint64_t{1}).put(0.5f).put(uint64_t{0}).put(uint32_t{0});  // an empty head
+  deferred.put(int64_t{1}).put(-1.0).put(int64_t{2}).put(huge);           // budget 1, T = 2, the count
+  const std::string scores = file("scores.dkvctx", deferred.bytes, 2);
+  expect_refused(metered([&] { CompressedContext::read(scores); }),
+                 {"deferred score count", "1099511627776", scores}, kMiB);
 }
 
 }  // namespace

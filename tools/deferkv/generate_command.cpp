@@ -145,6 +145,8 @@ void run_generate(const GenerateArgs& args) {
     const std::unique_ptr<Press> press = make_press_from(args.press);
     try {
       context->check_made_with(press ? press->describe() : context->press(), options.cache_type_k, options.cache_type_v);
+      // A deferred context's budget is still to be chosen at step d: a budget given must be its.
+      if (press && context->deferred()) context->check_deferred_budget(budget_from(args.press));
     } catch (const Error& e) {
       fail("cannot answer after '{}': {}", args.context, e.what());
     }
@@ -158,9 +160,10 @@ void run_generate(const GenerateArgs& args) {
     warn_if_budget_covers_prompt(budget_from(args.press), static_cast<int64_t>(prompt.context.size()));
     context = CompressedContext::compress(*owned, prompt.context);
     context->save(args.save_context);
-    fmt::print(stderr, "context: {} tokens compressed by {} ({}/{}), {} entries kept, {:.2f} MiB, saved to '{}'\n",
+    fmt::print(stderr, "context: {} tokens compressed by {} ({}/{}, {}), {} entries kept, {:.2f} MiB, saved to '{}'\n",
                context->tokens().size(), context->press(), context->cache_type_k(), context->cache_type_v(),
-               context->kept_entries(), context->bytes() / 1048576.0, args.save_context);
+               context_mode_name(context->mode()), context->kept_entries(), context->bytes() / 1048576.0,
+               args.save_context);
     if (!has_question) return;
     owned = std::make_unique<Session>(model, make_thread_pool(args.threads), options);
   }

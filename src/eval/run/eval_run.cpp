@@ -132,11 +132,14 @@ void check_shared_contexts(EvalRequest& r, bool remote) {
     }
   }
   // A context shared by Q questions is compressed before them; a press that evicts later
-  // keeps what depends on the question it is decoding (issue 44 item 5 decides DeferKV).
+  // keeps what depends on the question it is decoding. deferkv is the exception: its context
+  // is deferred (its pool, as the press is given: pool=all by default, the whole context),
+  // and each question evicts at its own step d (docs/compression.md).
   for (const std::string& press : r.presses) {
-    if (press != "full" && press_evicts_after_prefill(press)) {
+    if (press != "full" && press_evicts_after_prefill(press) && !press_resumes_deferred(press)) {
       fail("press '{}' evicts after the prefill (at a decode step or while decoding), so it cannot compress a context "
-           "shared by {} questions; --questions-per-context above 1 takes presses that evict once at the prompt's end",
+           "shared by {} questions; --questions-per-context above 1 takes presses that evict once at the prompt's end, "
+           "and deferkv",
            press, r.questions_per_context);
     }
   }

@@ -58,6 +58,9 @@ SampleRun SampleRunner::run_turns(const SweepMethod& method, const TaskSample& s
 
   SampleRun run;
   if (const auto& eviction = compressing->last_eviction()) run.kv_bytes_after_eviction = eviction->bytes;
+  // A deferred context holds its pool (the whole context with pool=all) and the window's
+  // scores until each question's step d: that is what it costs to keep.
+  if (shared->deferred()) run.kv_bytes_after_eviction = shared->bytes();
   run.prefill_seconds = compressing->timings().prefill_seconds;
   run.capture_seconds = compressing->timings().capture_seconds;
   run.eviction_seconds = compressing->timings().eviction_seconds;

@@ -38,11 +38,15 @@ PromptPress::PromptPress(const PressParams& params, const KvBudget& budget, cons
 
 void PromptPress::on_attach(const PressModelShape&, PressHost& host) { host_ = &host; }
 
+void PromptPress::resume_prompt(int64_t prompt_end) {
+  prompt_end_ = prompt_end;
+  decode_origin_ = prompt_end_;
+  budget_entries_ = budget_.resolve(prompt_end_);
+}
+
 void PromptPress::act(const PressAt& at, KvCache&) {
   if (at.point == PressPoint::kPromptBegin) {
-    prompt_end_ = at.first_position + at.n_tokens;
-    decode_origin_ = prompt_end_;
-    budget_entries_ = budget_.resolve(prompt_end_);
+    resume_prompt(at.first_position + at.n_tokens);
   } else if (at.point == PressPoint::kQuestion) {
     decode_origin_ = at.first_position + at.n_tokens;
   }

@@ -67,6 +67,9 @@ class PromptPress : public Press {
 
  protected:
   const std::string& description() const { return description_; }
+  // Stands where a prefill of positions [0, prompt_end) has just ended, as kPromptBegin of
+  // that prompt leaves it: a deferred eviction resumed on another session.
+  void resume_prompt(int64_t prompt_end);
   int64_t prompt_end() const { return prompt_end_; }        // T; 0 before any prefill
   int64_t decode_origin() const { return decode_origin_; }  // the position of decode step 1's token
   int64_t budget_entries() const { return budget_entries_; }  // b for this prompt

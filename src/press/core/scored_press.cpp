@@ -164,6 +164,69 @@ PressHolding ScoredPress::holding(const PressModelShape&, int64_t prompt_tokens)
   return h;
 }
 
+std::optional<DeferredEviction> ScoredPress::deferred_eviction() const {
+  const bool deferred = parts_.trigger.delay() > 0 && !parts_.trigger.per_step();
+  // Right after the prefill: every layer pooled (or none, the whole prompt waiting), no
+  // decode step captured, no eviction begun.
+  const bool after_prefill = pending_ && evicted_layers_ == 0 && prompt_first_ == 0 &&
+                             std::all_of(decode_attention_.begin(), decode_attention_.end(),
+                                         [](const auto& step) { return step.empty(); });
+  if (!resumes_from_captures() || !deferred || !after_prefill) return std::nullopt;
+  DeferredEviction state{budget(), prompt_end(), {}, {}};
+  for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    for (int64_t g = 0; g < shape_.n_head_kv; ++g) {
+      auto& positions = state.positions.emplace_back();
+      auto& scores = state.scores.emplace_back();
+      if (static_cast<size_t>(l) >= prompt_attention_.size()) continue;  // nothing captured: nothing to cut
+      const CapturedAttention& c = prompt_attention_[static_cast<size_t>(l)];
+      if (static_cast<size_t>(g) >= c.values.size()) continue;
+      // One score per position (CapturedAttention::fit keeps them so), matched again by
+      // position when the resumed press first fits them to its session's heads.
+      positions = c.positions[g];
+      scores = c.values[g];
+      if (scores.size() != positions.size()) {
+        fail("internal: '{}' captured {} scores for {} entries", description(), scores.size(), positions.size());
+      }
+    }
+  }
+  return state;
+}
+
+void ScoredPress::resume_deferred(const DeferredEviction& state) {
+  if (!resumes_from_captures() || parts_.trigger.delay() <= 0 || parts_.trigger.per_step()) {
+    Press::resume_deferred(state);
+  }
+  const auto heads = static_cast<size_t>(shape_.n_layer * shape_.n_head_kv);
+  if (state.positions.size() != heads || state.scores.size() != heads) {
+    fail("press '{}' resumes a deferred eviction of {} heads on a model of {} layers x {} KV heads", description(),
+         state.positions.size(), shape_.n_layer, shape_.n_head_kv);
+  }
+  if (state.budget.describe() != budget().describe()) {
+    fail("press '{}' with budget {} resumes a deferred eviction made with budget {}", description(),
+         budget().describe(), state.budget.describe());
+  }
+  resume_prompt(state.prompt_end);
+  begin_prompt(0);
+  pooled_layers_ = shape_.n_layer;  // the pool was cut in the prefill that exported this
+  prompt_attention_.assign(static_cast<size_t>(shape_.n_layer), {});
+  for (int64_t l = 0; l < shape_.n_layer; ++l) {
+    CapturedAttention& c = prompt_attention_[static_cast<size_t>(l)];
+    for (int64_t g = 0; g < shape_.n_head_kv; ++g) {
+      const size_t i = static_cast<size_t>(l * shape_.n_head_kv + g);
+      if (state.positions[i].size() != state.scores[i].size()) {
+        fail("press '{}': a deferred eviction's head {} has {} positions and {} scores", description(), i,
+             state.positions[i].size(), state.scores[i].size());
+      }
+      c.positions.push_back(state.positions[i]);
+      c.values.push_back(state.scores[i]);
+    }
+    // A version above any head's, and after the restore that filled the heads (version 0
+    // would count every entry as refilled since): the first fit matches the scores to the
+    // entries by position (CapturedAttention::fit).
+    c.versions.assign(c.values.size(), ~uint64_t{0});
+  }
+}
+
 bool ScoredPress::pools_prompt() const {
   return pool_entries_ > 0 && will_evict() && prompt_outgrows(prompt_end(), pool_entries_, parts_.window);
 }

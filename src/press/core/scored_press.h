@@ -153,8 +153,16 @@ class ScoredPress : public PromptPress {
   void act(const PressAt& at, KvCache& cache) override;
   // The pool's entries per KV head with a deferred trigger and pool != all; else -1.
   PressHolding holding(const PressModelShape& shape, int64_t prompt_tokens) const override;
+  // For a scorer that resumes_from_captures(), with a deferred trigger, right after its
+  // prefill: the captured prompt scores of every layer (after the pool's cut); else none.
+  std::optional<DeferredEviction> deferred_eviction() const override;
+  void resume_deferred(const DeferredEviction& state) override;
 
  protected:
+  // The scorer's score at step d reads the captures and the decode steps' attention only
+  // (no state of its own), so a deferred eviction exported after the prefill resumes exactly
+  // (DeferKV). False by default.
+  virtual bool resumes_from_captures() const { return false; }
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.
   virtual std::vector<std::vector<float>> score(const LayerEviction& layer) = 0;
   // The scores that choose the candidate pool at a prompt layer's end (no decode step has

@@ -52,6 +52,10 @@ class DeferKvPress final : public ScoredPress {
   std::vector<std::vector<float>> pool_score(const LayerEviction& layer) override {
     return pooled_candidate_scores(layer, layer.prompt_attention, scoring_);
   }
+  // The fused score reads the window's capture and the decode steps only: a deferred
+  // compressed context stores the first and each question adds its own (the window's
+  // temporal weights depend on d alone, part of the description) [OUR FORMULATION].
+  bool resumes_from_captures() const override { return true; }
 
  private:
   WindowScoring scoring_;
@@ -95,7 +99,11 @@ PressMethod deferkv_method() {
             parts.window = scoring.window;
             return std::make_unique<DeferKvPress>(p, b, std::move(parts), scoring, fusion, pool_first);
           },
-          scored_press_role};
+          [](const PressParams& p) {
+            PressRole role = scored_press_role(p);
+            role.resumes_deferred = true;
+            return role;
+          }};
 }
 
 }  // namespace deferkv

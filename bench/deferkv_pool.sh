@@ -104,7 +104,8 @@ print(int(8 * one * 1.01))")}
 import json, sys
 text = sys.stdin.read()
 r = json.loads(text[text.index("{"):])
-print(f"max_running {r[\"server_metrics\"][\"max_running\"]}, succeeded {r[\"succeeded\"]}/{r[\"requests\"]}")
+m, ok, n = r["server_metrics"]["max_running"], r["succeeded"], r["requests"]
+print(f"max_running {m}, succeeded {ok}/{n}")
 print(json.dumps(r))'
     else
       printf 'refused: %s\n' "$(printf '%s\n' "$result" | grep -m1 error)"

@@ -50,7 +50,7 @@ import torch.nn.functional as F
 from data import EOS, RulerShards
 from gguf_weights import ARRAY, F32, STRING, U32, load_model, read_gguf, write_gguf
 from model import Llama, apply_rope, rope_tables
-from train import learning_rate, save_checkpoint
+from train import learning_rate, open_run, save_checkpoint
 
 # The file's target names (docs/lookaheadkv_weights.md) and the trainer's modules they are.
 PROJECTIONS = {"q": "attn_q", "k": "attn_k", "v": "attn_v", "o": "attn_output",
@@ -350,15 +350,7 @@ def main():
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
-    os.makedirs(args.run, exist_ok=True)
-    recipe_path, checkpoint_path = os.path.join(args.run, "recipe.json"), os.path.join(args.run, "checkpoint.pt")
-    if os.path.exists(recipe_path):
-        recipe = json.load(open(recipe_path))
-    elif args.recipe:
-        recipe = json.load(open(args.recipe))
-        json.dump(recipe, open(recipe_path, "w"), indent=2)
-    else:
-        raise SystemExit("a new run needs --recipe")
+    recipe, checkpoint_path = open_run(args.run, args.recipe)
 
     torch.manual_seed(recipe["seed"])
     model = load_base(recipe["base_model"])

@@ -141,6 +141,21 @@ def save_checkpoint(path, model, optimizer, state):
     os.replace(partial, path)
 
 
+def open_run(run, recipe_arg):
+    """A run's folder: its recipe (copied there when the run starts, so that resuming reads
+    the one it began with, whatever --recipe says then) and its checkpoint's path."""
+    os.makedirs(run, exist_ok=True)
+    recipe_path = os.path.join(run, "recipe.json")
+    if os.path.exists(recipe_path):
+        recipe = json.load(open(recipe_path))
+    elif recipe_arg:
+        recipe = json.load(open(recipe_arg))
+        json.dump(recipe, open(recipe_path, "w"), indent=2)
+    else:
+        raise SystemExit("a new run needs --recipe")
+    return recipe, os.path.join(run, "checkpoint.pt")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run", required=True, help="run folder (checkpoints, log), outside git")
@@ -152,16 +167,7 @@ def main():
     args = parser.parse_args()
 
     torch.set_num_threads(args.threads)
-    os.makedirs(args.run, exist_ok=True)
-    recipe_path = os.path.join(args.run, "recipe.json")
-    checkpoint_path = os.path.join(args.run, "checkpoint.pt")
-    if os.path.exists(recipe_path):
-        recipe = json.load(open(recipe_path))
-    elif args.recipe:
-        recipe = json.load(open(args.recipe))
-        json.dump(recipe, open(recipe_path, "w"), indent=2)
-    else:
-        raise SystemExit("a new run needs --recipe")
+    recipe, checkpoint_path = open_run(args.run, args.recipe)
 
     torch.manual_seed(recipe["seed"])
     cfg = ModelConfig(**recipe["model"])

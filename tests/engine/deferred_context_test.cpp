@@ -30,6 +30,7 @@
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/story_context.h"
 #include "model/test_models.h"
 
 namespace deferkv {
@@ -41,29 +42,11 @@ constexpr int64_t kAnswerTokens = 8;
 const char* const kPresses[] = {"deferkv:window=8,pool=4x", "deferkv:window=8,pool=all", "deferkv:window=8,d=2,pool=4x",
                                 "deferkv:window=8,d=2,pool=all"};
 
-struct Setup {
-  std::shared_ptr<const Model> model;
-  std::vector<int32_t> document;
-  std::vector<std::vector<int32_t>> questions;
-};
+using Setup = testing::ContextSetup;
 
 const Setup& stories() {
-  static const Setup s = [] {
-    Setup s{Model::load(testing::stories_model_path()), {}, {}};
-    const Tokenizer& t = s.model->tokenizer();
-    s.document = t.encode(
-        "Once upon a time, there was a little girl named Lily. She loved to play in the park with her red ball. One "
-        "day, she saw a big dog near the tree. The dog was brown and had a long tail. Lily was scared at first, but "
-        "the dog wagged its tail and smiled. Lily threw the ball and the dog ran to get it. They played all day "
-        "long. When the sun went down, Lily's mom called her home. Lily said goodbye to the dog and went home "
-        "happy. The next day, she went back to the park, and the dog was there again, waiting for her by the tree.",
-        true, false);
-    for (const char* q : {" What color was the ball?", " Where was the dog?", " Who called Lily home?",
-                          " The brown dog had a long tail and"}) {
-      s.questions.push_back(t.encode(q, false, false));
-    }
-    return s;
-  }();
+  static const Setup s = testing::story_context({" What color was the ball?", " Where was the dog?",
+                                                  " Who called Lily home?", " The brown dog had a long tail and"});
   return s;
 }
 

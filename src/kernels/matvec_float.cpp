@@ -14,6 +14,7 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
+// DF: the float vector the weights are converted into (see MatvecF16).
 // R rows at a time with 4 / R accumulators each (four FMA chains in flight). How many
 // rows to stream at once was measured (4096-wide rows, single thread, from L3 and from
 // DRAM): F32 is fastest with four, F16 and BF16 with one, as are the quantised types
@@ -22,11 +23,11 @@ namespace {
 // must fit in registers with the weights, so G is smaller than the quantised kernels'.
 // An activation's accumulators see the same operations in the same order whatever
 // group it is in.
-template <typename T, size_t R, size_t G>
+template <typename T, size_t R, size_t G, class DF = hn::ScalableTag<float>>
 void MatvecFloat(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                  float* y, int64_t ldy, int64_t rows) {
   constexpr size_t A = 4 / R;
-  const hn::ScalableTag<float> df;
+  const DF df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   const auto* base = static_cast<const uint8_t*>(w);
   ForTilesAndGroups<G>(m, rows, [&](auto group, int64_t first, int64_t tile, int64_t tile_rows) {
@@ -79,9 +80,14 @@ void MatvecF32(const void* w, size_t stride, int64_t n, const void* packed, size
                float* y, int64_t ldy, int64_t rows) {
   MatvecFloat<float, 4, 2>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
 }
+// F16 weights convert in 256-bit vectors (8 floats) on every target: on Zen 4 the AVX-512
+// conversion (vcvtph2ps to a zmm) made one-thread decode of the 100M F16 model 37% slower
+// than the AVX2 build of this same kernel (63 against 100 tokens/s; bench/README.md, "F16
+// decode in 256-bit vectors"). BF16's promotion has no such cost there and keeps the full
+// width. Measured on Zen 4 only.
 void MatvecF16(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                float* y, int64_t ldy, int64_t rows) {
-  MatvecFloat<hwy::float16_t, 1, 3>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
+  MatvecFloat<hwy::float16_t, 1, 3, hn::CappedTag<float, 8>>(w, stride, n, packed, packed_stride, m, y, ldy, rows);
 }
 void MatvecBF16(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                 float* y, int64_t ldy, int64_t rows) {

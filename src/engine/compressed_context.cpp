@@ -180,19 +180,34 @@ int64_t CompressedContext::bytes() const {
   return n;
 }
 
-std::shared_ptr<const CompressedContext> CompressedContext::compress(Session& session, const std::vector<int32_t>& tokens,
-                                                                     int64_t question_tokens) {
-  if (session.n_past() != 0) {
-    fail("a context is compressed on a fresh session: this one already holds {} tokens", session.n_past());
-  }
-  const std::string press = session.press() ? session.press()->describe() : "full";
-  const bool deferred = session.press() && press_resumes_deferred(press);
-  if (session.press() && press_evicts_after_prefill(press) && !deferred) {
+namespace {
+
+enum class ContextPress : uint8_t { kAtPrefillEnd, kDeferred };
+
+// What the session's press makes of a context: its cache at the prefill's end, or (deferkv)
+// a deferred context whose questions each evict at their own step d. Any other press that
+// evicts after the prefill is refused: what it keeps depends on what is read after it.
+ContextPress context_kind_of(const Session& session) {
+  if (!session.press()) return ContextPress::kAtPrefillEnd;
+  const std::string press = session.press()->describe();
+  if (press_resumes_deferred(press)) return ContextPress::kDeferred;
+  if (press_evicts_after_prefill(press)) {
     fail("press '{}' evicts after the prefill (at a decode step or while decoding), so what it keeps depends on what "
          "is read after the context: a compressed context, shared by many questions, holds the cache at the "
          "prefill's end only; use a press that evicts once at the prefill's end, or deferkv (each question then "
          "evicts at its own step d)", press);
   }
+  return ContextPress::kAtPrefillEnd;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompressedContext> CompressedContext::compress(Session& session, const std::vector<int32_t>& tokens,
+                                                                     int64_t question_tokens) {
+  if (session.n_past() != 0) {
+    fail("a context is compressed on a fresh session: this one already holds {} tokens", session.n_past());
+  }
+  context_kind_of(session);  // refuses a press that evicts later before the prefill is spent
   session.prefill(tokens, question_tokens);
   return capture(session, tokens, question_tokens);
 }
@@ -201,10 +216,7 @@ std::shared_ptr<const CompressedContext> CompressedContext::capture(const Sessio
                                                                     const std::vector<int32_t>& tokens,
                                                                     int64_t question_tokens) {
   const std::string press = session.press() ? session.press()->describe() : "full";
-  const bool deferred = session.press() && press_resumes_deferred(press);
-  if (session.press() && press_evicts_after_prefill(press) && !deferred) {
-    fail("press '{}' evicts after the prefill, so a compressed context cannot be made with it", press);
-  }
+  const bool deferred = context_kind_of(session) == ContextPress::kDeferred;
   if (session.n_past() == 0 || session.timings().prefill_tokens != static_cast<int64_t>(tokens.size())) {
     fail("a context is captured from a session that has prefilled exactly its {} tokens from the start",
          tokens.size());

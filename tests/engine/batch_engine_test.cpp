@@ -11,6 +11,7 @@
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/batch_engine_test_util.h"
 #include "engine/kv_admission.h"
 #include "engine/session_internals.h"
 #include "kv/kv_cache.h"
@@ -82,22 +83,8 @@ std::vector<int32_t> generated_alone(const std::shared_ptr<const Model>& model, 
   return generate(session, r.prompt, o, sampler).tokens;
 }
 
-void step_until_idle(BatchEngine& engine) {
-  for (int steps = 0; engine.step(); ++steps) ASSERT_LT(steps, 10000) << "the engine never went idle";
-}
-
-// Runs one sequence to its end and returns the engine's stats as each token came.
-std::vector<BatchEngineStats> stats_at_each_token(BatchEngine& engine, SequenceRequest r) {
-  std::vector<BatchEngineStats> at_token;
-  SequenceCallbacks cb;
-  cb.on_token = [&](int32_t) {
-    at_token.push_back(engine.stats());
-    return true;
-  };
-  engine.submit(std::move(r), std::move(cb));
-  step_until_idle(engine);
-  return at_token;
-}
+using testing::stats_at_each_token;
+using testing::step_until_idle;
 
 class BatchEngineTest : public ::testing::TestWithParam<std::string> {
  protected:

@@ -30,6 +30,7 @@
 #include "deferkv/embedding.h"
 #include "deferkv/error.h"
 #include "deferkv/tokenizer.h"
+#include "engine/batch_engine_test_util.h"
 #include "engine/story_context.h"
 #include "model/test_models.h"
 
@@ -228,14 +229,7 @@ TEST(DeferredContext, BatchEngineHoldsThePoolUntilStepD) {
   r.max_tokens = kAnswerTokens;
   r.stop_at_end_of_generation = false;
   r.sampling.temperature = 0;
-  std::vector<BatchEngineStats> at_token;
-  SequenceCallbacks cb;
-  cb.on_token = [&](int32_t) {
-    at_token.push_back(engine.stats());
-    return true;
-  };
-  engine.submit(std::move(r), std::move(cb));
-  for (int steps = 0; engine.step(); ++steps) ASSERT_LT(steps, 10000);
+  const std::vector<BatchEngineStats> at_token = testing::stats_at_each_token(engine, std::move(r));
   ASSERT_EQ(at_token.size(), static_cast<size_t>(kAnswerTokens));
   // Token k is sampled after decode step k - 1: steps 0 and 1 hold the pool, step 2 evicted.
   const ModelConfig& c = stories().model->config();

@@ -164,14 +164,17 @@ PressHolding ScoredPress::holding(const PressModelShape&, int64_t prompt_tokens)
   return h;
 }
 
+bool ScoredPress::defers_to_context() const {
+  return resumes_from_captures() && parts_.trigger.delay() > 0 && !parts_.trigger.per_step();
+}
+
 std::optional<DeferredEviction> ScoredPress::deferred_eviction() const {
-  const bool deferred = parts_.trigger.delay() > 0 && !parts_.trigger.per_step();
   // Right after the prefill: every layer pooled (or none, the whole prompt waiting), no
   // decode step captured, no eviction begun.
   const bool after_prefill = pending_ && evicted_layers_ == 0 && prompt_first_ == 0 &&
                              std::all_of(decode_attention_.begin(), decode_attention_.end(),
                                          [](const auto& step) { return step.empty(); });
-  if (!resumes_from_captures() || !deferred || !after_prefill) return std::nullopt;
+  if (!defers_to_context() || !after_prefill) return std::nullopt;
   DeferredEviction state{budget(), prompt_end(), {}, {}};
   for (int64_t l = 0; l < shape_.n_layer; ++l) {
     for (int64_t g = 0; g < shape_.n_head_kv; ++g) {
@@ -193,9 +196,7 @@ std::optional<DeferredEviction> ScoredPress::deferred_eviction() const {
 }
 
 void ScoredPress::resume_deferred(const DeferredEviction& state) {
-  if (!resumes_from_captures() || parts_.trigger.delay() <= 0 || parts_.trigger.per_step()) {
-    Press::resume_deferred(state);
-  }
+  if (!defers_to_context()) return Press::resume_deferred(state);  // refuses
   const auto heads = static_cast<size_t>(shape_.n_layer * shape_.n_head_kv);
   if (state.positions.size() != heads || state.scores.size() != heads) {
     fail("press '{}' resumes a deferred eviction of {} heads on a model of {} layers x {} KV heads", description(),

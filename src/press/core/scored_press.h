@@ -163,6 +163,9 @@ class ScoredPress : public PromptPress {
   // (no state of its own), so a deferred eviction exported after the prefill resumes exactly
   // (DeferKV). False by default.
   virtual bool resumes_from_captures() const { return false; }
+  // A scorer that resumes from its captures, with a one-time eviction at decode step d: it
+  // exports and resumes a deferred eviction (deferred_eviction, resume_deferred).
+  bool defers_to_context() const;
   // Per KV head, a score for each of its C candidates (more: keep), at least C values.
   virtual std::vector<std::vector<float>> score(const LayerEviction& layer) = 0;
   // The scores that choose the candidate pool at a prompt layer's end (no decode step has

@@ -16,7 +16,8 @@
 # BASES ("snapkv adakv"), LENGTHS (4k), TASKS (the six), THREADS (2), OUT (results/deferkv_pool),
 # MODEL (the eval default: models/deferkv-retrieval-5m.gguf), BIG_MODEL (the 100M Q8_0 model,
 # written when missing), MEM_LENGTHS (4k,16k), CAP (the serving cap; computed when unset),
-# DEFERKV (build/deferkv). A tiny check: SAMPLES=1 BUDGETS=64 DS=2 BASES=snapkv POOLS="4x all"
+# DEFERKV (build/deferkv), SHARD (accuracy only: i/N, one slice of the grid into the same folder;
+# run the N slices side by side with THREADS=1, then `deferkv eval merge`). A tiny check: SAMPLES=1 BUDGETS=64 DS=2 BASES=snapkv POOLS="4x all"
 # TASKS=niah_single_1 LENGTHS=1k MEM_LENGTHS=1k BIG_MODEL=models/deferkv-retrieval-5m.gguf.
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +54,8 @@ deferkv_presses() {  # $1: the d values, $2: the bases, $3: the pools
 accuracy() {
   presses="snapkv;adakv;$(deferkv_presses "$ds" "$bases" "$pools")"
   "$deferkv" eval -m "$model" --bench ruler --tasks "$tasks" --lengths "$lengths" --samples "$samples" \
-    --seed "$seed" --press "$presses" --kv-budget "$budgets" -t "$threads" -o "$out" --name accuracy
+    --seed "$seed" --press "$presses" --kv-budget "$budgets" -t "$threads" -o "$out" --name accuracy \
+    ${SHARD:+--shard "$SHARD"}
 }
 
 # The peak KV per method and length from the sweep's summary.json (the cost table's column).

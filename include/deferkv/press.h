@@ -135,6 +135,9 @@ class PressHost {
   // The frames a prompt may have around its text, the model's chat form first (when deferkv
   // knows the model's chat template), then the plain one.
   virtual std::vector<PromptFrame> prompt_frames() = 0;
+  // The model's GGUF file, at any time: a press whose artifact was trained for one model
+  // finds it beside the file when its description names none (LookaheadKV's weights).
+  virtual const std::string& model_path() = 0;
 
   // Capabilities, at PressPoint::kPromptEnd.
   //

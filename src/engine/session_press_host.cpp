@@ -30,6 +30,8 @@ std::vector<int32_t> Session::Host::encode_text(const std::string& text) {
   return s_.model_->tokenizer().encode(text, false, false);
 }
 
+const std::string& Session::Host::model_path() { return s_.model_->path(); }
+
 std::vector<PromptFrame> Session::Host::prompt_frames() {
   const Tokenizer& tokenizer = s_.model_->tokenizer();
   std::vector<PromptFrame> frames;

@@ -16,6 +16,7 @@ class Session::Host final : public PressHost {
   void reserve_prompt_length_after_prompt(int64_t at_most) override;
   std::vector<int32_t> encode_text(const std::string& text) override;
   std::vector<PromptFrame> prompt_frames() override;
+  const std::string& model_path() override;
   const std::vector<int32_t>& prompt_tokens() override;
   void use_draft_model() override;
   const ModelReadout& read_model_output(ResidualObserver observe) override;

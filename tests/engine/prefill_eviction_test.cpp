@@ -117,6 +117,7 @@ class NoCapabilities final : public PressHost {
   void reserve_prompt_length_after_prompt(int64_t) override { refuse(); }
   std::vector<int32_t> encode_text(const std::string&) override { refuse(); }
   std::vector<PromptFrame> prompt_frames() override { refuse(); }
+  const std::string& model_path() override { refuse(); }
   const std::vector<int32_t>& prompt_tokens() override { refuse(); }
   void use_draft_model() override { refuse(); }
   const ModelReadout& read_model_output(ResidualObserver) override { refuse(); }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 
 #include "base/thread_pool.h"
@@ -240,7 +241,12 @@ std::string attach_error(const std::string& spec) {
 }
 
 TEST(LookaheadWeights, AWrongModelIsAClearErrorAtAttachTime) {
-  EXPECT_MENTIONS(attach_error("lookaheadkv"), "press 'lookaheadkv' needs weights=PATH");
+  // The test model has no weights beside it.
+  EXPECT_MENTIONS(attach_error("lookaheadkv"), "press 'lookaheadkv' needs weights=PATH: none was given and there is no '" +
+                                                   std::filesystem::path(testing::press_test_model_path())
+                                                       .replace_extension(".lookahead.gguf")
+                                                       .string() +
+                                                   "' beside the model");
   TempDir dir;
   const std::string other = RawWeightsFile().write(dir);  // n_embd 8, 2 layers
   EXPECT_MENTIONS(attach_error("lookaheadkv:weights=" + other),

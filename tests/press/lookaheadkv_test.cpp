@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/thread_pool.h"
@@ -311,6 +312,33 @@ TEST(LookaheadKv, GenerationAfterEvictionMatchesADenseMaskedReference) {
       });
   for (size_t s = 0; s < run.logits.size(); ++s) {
     EXPECT_LT(testing::relative_l2(run.logits[s].data(), reference[kTokens - 1 + s]), 1e-4) << "step " << s;
+  }
+}
+
+// Without weights=, the press reads <model>.lookahead.gguf beside the model's file (how the
+// in-house model's trained weights in models/ are found).
+TEST(LookaheadKv, WithoutWeightsItReadsTheFileBesideTheModel) {
+  gguf_test::TempDir dir;
+  const std::string model = dir.file("m.gguf");
+  std::filesystem::copy_file(testing::press_test_model_path(), model);
+  const std::string beside = dir.file("m.lookahead.gguf");
+  std::filesystem::copy_file(testing::press_test_lookahead_weights_path(), beside);
+  const std::string other = dir.file("other.gguf");
+  save_lookahead_weights(other, testing::random_lookahead_weights(testing::model_shape(model), 6, 4, 0.3f, 99));
+  const auto prompt = testing::random_prompt(kPrompt, 21);
+  const KvBudget budget = KvBudget::per_head(24);
+  const auto found = testing::run_press_on_model(model, "lookaheadkv:window=8", budget, prompt, 2);
+  const auto named = testing::run_press_on_model(model, "lookaheadkv:window=8,weights=" + beside, budget, prompt, 2);
+  const auto others = testing::run_press_on_model(model, "lookaheadkv:window=8,weights=" + other, budget, prompt, 2);
+  EXPECT_EQ(found.positions, named.positions);
+  EXPECT_EQ(found.generated, named.generated);
+  EXPECT_GT(testing::differing_heads(found, others), 0);  // other weights keep other entries
+  std::filesystem::remove(beside);
+  try {
+    testing::run_press_on_model(model, "lookaheadkv:window=8", budget, prompt, 2);
+    ADD_FAILURE() << "no error without weights";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no '" + beside + "' beside the model"), std::string::npos) << e.what();
   }
 }
 

@@ -7,9 +7,9 @@
 // target is another copy of every kernel): x86-64 machines without AVX2 get the
 // fallback, slow but correct. AVX3_DL (adds VNNI) is not compiled either: most kernels
 // use no instruction it would add, and building it for them changed nothing measurable.
-// The exceptions ask for it themselves (HWY_WANT_AVX3_DL): gemm_int16.cpp for vpdpwssd,
-// and the int8-activation K-quant matvecs (matvec_k4_int8.cpp, matvec_q6_k.cpp) for
-// vpdpbusd.
+// The exception asks for it itself (HWY_WANT_AVX3_DL): gemm_int16.cpp for vpdpwssd. (The
+// int8-activation K-quant matvecs did, for vpdpbusd, until their 256-bit maddubs form
+// measured faster on Zen 4: matvec_k4_int8.cpp.)
 //
 // On aarch64 (GCC): NEON and the fallback, not SVE yet. SVE's vectors are sizeless types,
 // which C++ does not allow as array elements or struct members, and most kernels keep

@@ -116,18 +116,59 @@ HWY_INLINE void ForTilesAndGroups(int64_t m, int64_t rows, const Fn& fn) {
   }
 }
 
+// out[k] = the sum of v[k]'s lanes, k < 4, each by one tree whatever the other vectors hold
+// (lanes i and i + 2 of each 128-bit block, then the two pairs, then the blocks), so a row's
+// sum is the same bits whichever rows or activations it is reduced with. Four at once: a
+// decode step's weight rows can be short (three Q4_K blocks at n_embd 768), and one
+// horizontal sum per row then cost a tenth of the Q4_K matvec on Zen 4.
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+template <class DF>
+HWY_INLINE auto FoldBlocks(DF df, hn::Vec<DF> v) {
+  if constexpr (hn::MaxLanes(df) * sizeof(float) <= 16) {
+    return v;
+  } else {
+    const hn::Half<DF> dh;
+    return FoldBlocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+}
+#endif
+
+template <class DF>
+HWY_INLINE void StoreSumsOfLanes4(DF df, hn::Vec<DF> v0, hn::Vec<DF> v1, hn::Vec<DF> v2, hn::Vec<DF> v3,
+                                  float* out) {
+#if !HWY_HAVE_SCALABLE && HWY_TARGET != HWY_SCALAR
+  if constexpr (hn::MaxLanes(df) >= 4) {
+    const hn::Repartition<uint64_t, DF> d64;
+    const auto t0 = hn::BitCast(d64, hn::Add(hn::InterleaveLower(df, v0, v1), hn::InterleaveUpper(df, v0, v1)));
+    const auto t1 = hn::BitCast(d64, hn::Add(hn::InterleaveLower(df, v2, v3), hn::InterleaveUpper(df, v2, v3)));
+    const auto sums = hn::Add(hn::BitCast(df, hn::InterleaveLower(d64, t0, t1)),
+                              hn::BitCast(df, hn::InterleaveUpper(d64, t0, t1)));  // [v0, v1, v2, v3] per block
+    const auto folded = FoldBlocks(df, sums);
+    hn::StoreU(folded, hn::DFromV<decltype(folded)>(), out);
+    return;
+  }
+#endif
+  out[0] = hn::GetLane(hn::SumOfLanes(df, v0));
+  out[1] = hn::GetLane(hn::SumOfLanes(df, v1));
+  out[2] = hn::GetLane(hn::SumOfLanes(df, v2));
+  out[3] = hn::GetLane(hn::SumOfLanes(df, v3));
+}
+
 // y[i * ldy + r] = dot(row r, x_i) for M activations x_i and weights stored in blocks:
 // block_fma(row, b, acc) adds block b's share of row r's dot product with x_i to acc[i]
 // (float lanes, summed at the end) for each i < M. Rows are taken one at a time, front
 // to back: reading several rows at once (to share activation loads) measured slower
 // here for matrices streamed from DRAM. Even and odd blocks go to separate
-// accumulators, so two FMA chains overlap. Each x_i's accumulators see the same
-// operations in the same order whatever M is, so y is bit for bit the same as with M = 1.
+// accumulators, so two FMA chains overlap. The lane sums go four at a time
+// (StoreSumsOfLanes4: four rows of one activation, or a row's activations), each by the same
+// tree, so y is bit for bit the same whatever M is.
 template <size_t M, class DF, class BlockFma>
 HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, float* y, int64_t ldy,
                                int64_t rows, const BlockFma& block_fma) {
+  static_assert(M <= 4, "one StoreSumsOfLanes4 per row");
   const auto* base = static_cast<const uint8_t*>(w);
-  for (int64_t r = 0; r < rows; ++r) {
+  // total[i] = the lanes whose sum is dot(row r, x_i).
+  const auto row_dots = [&](int64_t r, hn::Vec<DF> (&total)[M]) DEFERKV_INLINE_LAMBDA {
     const uint8_t* row = base + r * stride;
     hn::Vec<DF> acc0[M], acc1[M];
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { acc0[i] = acc1[i] = hn::Zero(df); });
@@ -137,9 +178,27 @@ HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, 
       block_fma(row, b + 1, acc1);
     }
     if (b < nb) block_fma(row, b, acc0);
-    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
-      y[static_cast<int64_t>(i) * ldy + r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0[i], acc1[i])));
-    });
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { total[i] = hn::Add(acc0[i], acc1[i]); });
+  };
+  int64_t r = 0;
+  if constexpr (M == 1) {
+    for (; r + 4 <= rows; r += 4) {
+      hn::Vec<DF> t0[1], t1[1], t2[1], t3[1];
+      row_dots(r, t0);
+      row_dots(r + 1, t1);
+      row_dots(r + 2, t2);
+      row_dots(r + 3, t3);
+      StoreSumsOfLanes4(df, t0[0], t1[0], t2[0], t3[0], y + r);
+    }
+  }
+  for (; r < rows; ++r) {
+    hn::Vec<DF> total[M];
+    row_dots(r, total);
+    hn::Vec<DF> four[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { four[i] = total[i]; });
+    float sums[4];
+    StoreSumsOfLanes4(df, four[0], four[1], four[2], four[3], sums);
+    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { y[static_cast<int64_t>(i) * ldy + r] = sums[i]; });
   }
 }
 
@@ -152,24 +211,6 @@ HWY_INLINE std::array<PackedActivation, M> PackedViews(const void* packed, size_
   Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { views[i] = packed_view(base + i * stride, n, block); });
   return views;
 }
-
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
-// The int8 K-quant kernels' step (matvec_k4_int8.cpp, matvec_q6_k.cpp): sum + the products
-// of unsigned weight bytes w and signed activation bytes x, summed in fours and multiplied by
-// the int16 sub-block scales. vpdpbusd then vpdpwssd on AVX3_DL, written out because Highway
-// 1.0 has no VNNI ops and does not compile AVX3_DL with avx512vnni (gemm_int16.cpp's
-// DotPairs does the same); maddubs then madd on AVX3.
-HWY_INLINE __m512i AddScaledByteDots(__m512i sum, __m512i w, __m512i x, __m512i scale) {
-#if HWY_TARGET == HWY_AVX3_DL
-  __m512i partial = _mm512_setzero_si512();
-  asm("vpdpbusd %[x], %[w], %[p]" : [p] "+v"(partial) : [w] "v"(w), [x] "v"(x));
-  asm("vpdpwssd %[scale], %[p], %[s]" : [s] "+v"(sum) : [p] "v"(partial), [scale] "v"(scale));
-  return sum;
-#else
-  return _mm512_add_epi32(sum, _mm512_madd_epi16(_mm512_maddubs_epi16(w, x), scale));
-#endif
-}
-#endif
 
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -1,24 +1,21 @@
 // Q4_K and Q5_K weights x the int8 form of the activation (packed_activation.h; chosen by
-// KQuantActivation, matvec.h). The values stay bytes (Q5_K's fifth bit merged in from qh) and meet the int8 activation in x86's
-// unsigned-by-signed byte multiply-adds; each sub-block's int32 partial sums are multiplied
-// by its six-bit scale with an int16 multiply-add, so one exact int32 sum per activation
-// covers the block and its float scales are applied once, as in matvec_q4_k.cpp and
-// matvec_q5_k.cpp (which widen the values to int16 instead: half the multiply-adds per instruction). The mins
-// contribute dmin * sum_j m_j * (the activation's 32-value sums). Per target:
-//  - AVX-512 with VNNI (AVX3_DL, asked for here as gemm_int16.cpp does): vpdpbusd gives
-//    partial sums of four products (|.| <= 4 * 31 * 127, so an int16 in each int32 lane's
-//    low half), then vpdpwssd with [scale, 0] pairs adds scale * partial to the block sum.
-//  - AVX-512 (AVX3) and AVX2: vpmaddubsw sums pairs into int16 (|.| <= 2 * 31 * 127, never
-//    saturating), then vpmaddwd with the scale in every int16 lane.
+// KQuantActivation, matvec.h). The values stay bytes (Q5_K's fifth bit merged in from qh) and
+// meet the int8 activation in x86's unsigned-by-signed byte multiply-adds; each sub-block's
+// int32 partial sums are multiplied by its six-bit scale with an int16 multiply-add, so one
+// exact int32 sum per activation covers the block and its float scales are applied once, as
+// in matvec_q4_k.cpp and matvec_q5_k.cpp (which widen the values to int16 instead: half the
+// multiply-adds per instruction). The mins contribute dmin * sum_j m_j * (the activation's
+// 32-value sums). Per target:
+//  - x86 (AVX2 and both AVX-512 targets): 256-bit vectors, one sub-block each; vpmaddubsw
+//    sums pairs into int16 (|.| <= 2 * 31 * 127, never saturating), then vpmaddwd with the
+//    scale in every int16 lane. On Zen 4 the AVX-512 form (a 32-byte chunk in both halves
+//    of a 512-bit vector, vpdpbusd then vpdpwssd) decoded the 100M Q4_K model 12% slower at
+//    one thread and 9% slower with four sequences, and a 256-bit vpdpbusd form 12% slower
+//    (bench/README.md, "K-quant decode in 256-bit vectors"); rerun on an Intel AVX-512 CPU
+//    before widening it there.
 //  - the others (the portable fallback, NEON): bytes widened to int16, Highway's widening
 //    multiply-add, then the scale multiplied in int32.
-// With 512-bit vectors a 32-byte chunk c of qs (sub-blocks 2c and 2c+1 in its low and high
-// nibbles) is loaded into both halves and the upper half shifted right by 4, so the vector
-// holds the weights of x's 64 values 64c.. in order and x is one contiguous load (Q5_K's
-// qh bytes likewise, shifted by 2c and 2c + 1); AVX2's 256-bit vectors take one sub-block
-// each. A block is decoded once for a group of
-// activations (kernel_helpers-inl.h).
-#define HWY_WANT_AVX3_DL
+// A block is decoded once for a group of activations (kernel_helpers-inl.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_k4_int8.cpp"
 #include "kernels/hwy_targets.h"
@@ -37,7 +34,7 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-using D16 = hn::CappedTag<int16_t, 32>;  // a sub-block is 32 values
+using D16 = hn::CappedTag<int16_t, 16>;  // at most 256 bits (above); a sub-block is 32 values
 using D32 = hn::Repartition<int32_t, D16>;
 using DF = hn::Repartition<float, D16>;
 using V32 = hn::Vec<D32>;
@@ -57,42 +54,7 @@ template <size_t M, class Block>
 HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
                           const std::array<PackedActivationInt8, M>& x, int64_t b, V32 (&sum)[M]) {
   constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
-  const __m512i mask = _mm512_set1_epi8(0x0f);
-  const __m512i shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  const __m512i bytes = scales.Bytes().raw;  // every 128-bit block: sc[0..7], m[0..7]
-  // Byte shuffle indices picking sc[0] for the lower half and sc[1] for the upper, the
-  // other bytes zeroed (index 0x80); adding 2c then picks sc[2c] and sc[2c + 1].
-#if HWY_TARGET == HWY_AVX3_DL
-  const __m512i pick =  // int32 lanes [sc, 0] for vpdpwssd
-      _mm512_inserti64x4(_mm512_set1_epi32(static_cast<int>(0x80808000u)),
-                         _mm256_set1_epi32(static_cast<int>(0x80808001u)), 1);
-#else
-  const __m512i pick =  // int16 lanes sc for vpmaddwd
-      _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(0x8000)),
-                         _mm256_set1_epi16(static_cast<int16_t>(0x8001)), 1);
-#endif
-  Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
-    const __m512i q =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c)));
-    __m512i w = _mm512_and_si512(_mm512_srlv_epi16(q, shift), mask);
-    if constexpr (kFifthBit) {
-      const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh)));
-      const __m512i bit_shift = _mm512_add_epi16(_mm512_set1_epi16(static_cast<int16_t>(2 * c)), _mm512_srli_epi16(shift, 2));
-      const __m512i fifth = _mm512_and_si512(_mm512_srlv_epi16(qh, bit_shift), _mm512_set1_epi8(1));
-      w = _mm512_or_si512(w, _mm512_slli_epi16(fifth, 4));
-    }
-#if HWY_TARGET == HWY_AVX3_DL
-    const __m512i scale = _mm512_shuffle_epi8(bytes, _mm512_add_epi32(pick, _mm512_set1_epi32(2 * c)));
-#else
-    const __m512i scale = _mm512_shuffle_epi8(bytes, _mm512_add_epi16(pick, _mm512_set1_epi16(2 * c)));
-#endif
-    Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
-      const __m512i xv = _mm512_loadu_si512(x[i].q + b * kQK + 64 * c);
-      sum[i] = V32{AddScaledByteDots(sum[i].raw, w, xv, scale)};
-    });
-  });
-#elif HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
   const __m256i mask = _mm256_set1_epi8(0x0f);
   Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c));

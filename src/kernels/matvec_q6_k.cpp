@@ -7,13 +7,10 @@
 // six-bit values stay bytes in [0, 63] and meet the int8 activation in x86's byte
 // multiply-adds, the int32 partial sums are multiplied by the scales with an int16
 // multiply-add, and the offset comes off per block as 32 * sum_s scale_s * (the
-// activation's 16-value sum s). AVX-512 with VNNI (asked for here, as gemm_int16.cpp
-// does): vpdpbusd (partials of 4 products, |.| <= 4 * 63 * 127 < 2^15) then vpdpwssd
-// with [scale, 0] pairs; AVX-512 and AVX2: vpmaddubsw (|.| <= 2 * 63 * 127) then
-// vpmaddwd; the other targets widen to int16 as MatvecQ6K does (offset included). With
-// 512-bit vectors the bytes of ql for one half's 64 contiguous values are one load, the
-// qh bytes are loaded into both halves and shifted by 0/2 (or 4/6) there.
-#define HWY_WANT_AVX3_DL
+// activation's 16-value sum s). On x86 (AVX2 and AVX-512): vpmaddubsw (|.| <= 2 * 63 * 127)
+// then vpmaddwd in 256-bit vectors, as matvec_k4_int8.cpp and for the same reason (the
+// AVX-512 form was slower on Zen 4); the other targets widen to int16 as MatvecQ6K does
+// (offset included).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_q6_k.cpp"
 #include "kernels/hwy_targets.h"
@@ -116,59 +113,14 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size
   });
 }
 
-using D16 = hn::CappedTag<int16_t, 32>;
+using D16 = hn::CappedTag<int16_t, 16>;  // at most 256 bits (above)
 using V32 = hn::Vec<hn::Repartition<int32_t, D16>>;
 
 // sum[i] += the block's dot with x_i in integers (before d and x_i's d), i < M.
 template <size_t M>
 HWY_INLINE void BlockDotsQ6Int8(const BlockQ6_K& block, const std::array<PackedActivationInt8, M>& x, int64_t b,
                                 V32 (&sum)[M]) {
-#if HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX3
-  const __m512i low4 = _mm512_set1_epi8(0x0f), low2 = _mm512_set1_epi8(0x03);
-  const __m128i raw_scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block.scales));
-  const __m512i upper = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(1), 1);  // 1 in the upper half
-#if HWY_TARGET == HWY_AVX3_DL
-  // Int32 lanes [scale, 0]: scale 4 lanes (16 values) at a time.
-  const __m512i scales32 = _mm512_and_si512(_mm512_cvtepi8_epi32(raw_scales), _mm512_set1_epi32(0xffff));
-  const __m512i quarter = _mm512_srli_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0), 2);
-#else
-  // Int16 lanes scale: 8 lanes (16 values) at a time.
-  const __m512i scales16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(raw_scales));
-  const __m512i eighth = _mm512_srli_epi16(
-      _mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7,
-                       6, 5, 4, 3, 2, 1, 0),
-      3);
-#endif
-  Unroll<2>([&](auto half) DEFERKV_INLINE_LAMBDA {
-    const __m512i ql = _mm512_loadu_si512(block.ql + 64 * half);
-    const __m512i qh =
-        _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh + 32 * half)));
-    // Part p: groups 2p and 2p + 1, values 128 * half + 64 * p onwards, x's order.
-    Unroll<2>([&](auto p) DEFERKV_INLINE_LAMBDA {
-      const __m512i nibbles = p == 0 ? _mm512_and_si512(ql, low4) : _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4);
-      const __m512i shift = _mm512_add_epi16(_mm512_set1_epi16(static_cast<int16_t>(4 * p)), _mm512_slli_epi16(upper, 1));
-      const __m512i high = _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, shift), low2), 4);
-      const __m512i w = _mm512_or_si512(nibbles, high);
-      const int first_scale = 8 * half + 4 * p;
-#if HWY_TARGET == HWY_AVX3_DL
-      const __m512i scale = _mm512_permutexvar_epi32(_mm512_add_epi32(quarter, _mm512_set1_epi32(first_scale)), scales32);
-#else
-      const __m512i scale = _mm512_permutexvar_epi16(_mm512_add_epi16(eighth, _mm512_set1_epi16(first_scale)), scales16);
-#endif
-      Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
-        const __m512i xv = _mm512_loadu_si512(x[i].q + b * kQK + 128 * half + 64 * p);
-        sum[i] = V32{AddScaledByteDots(sum[i].raw, w, xv, scale)};
-      });
-    });
-  });
-  // The offset: 32 * sum_s scale_s * sums16_s, in the lower half's lanes.
-  const __m256i scales_wide = _mm256_cvtepi8_epi16(raw_scales);
-  Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
-    const __m256i sums16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[i].sums16 + b * 16));
-    const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(scales_wide, sums16), 5);
-    sum[i] = V32{_mm512_sub_epi32(sum[i].raw, _mm512_zextsi256_si512(offset))};
-  });
-#elif HWY_TARGET == HWY_AVX2
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
   const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
   Unroll<2>([&](auto half) DEFERKV_INLINE_LAMBDA {
     const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh + 32 * half));

@@ -236,12 +236,18 @@ void clear_added_press_methods() {
   }  // freed outside the lock: a method's state may take locks of its own (Python's GIL)
 }
 
-bool press_needs_draft_model(const std::string& spec) {
+namespace {
+bool some_part_runs(const std::string& spec, ExtraForward forward) {
   for (const std::string& part : press_parts(spec)) {
     const SpecMethod found = method_of(part);
-    if (found.method->role(found.params).extra_forward == ExtraForward::kDraft) return true;
+    if (found.method->role(found.params).extra_forward == forward) return true;
   }
   return false;
 }
+}  // namespace
+
+bool press_needs_draft_model(const std::string& spec) { return some_part_runs(spec, ExtraForward::kDraft); }
+
+bool press_runs_learned_rows(const std::string& spec) { return some_part_runs(spec, ExtraForward::kRows); }
 
 }  // namespace deferkv

@@ -44,6 +44,11 @@ PressRole prompt_press_role(const PressParams& params);
 // speckv): a session without one refuses its prefill.
 bool press_needs_draft_model(const std::string& spec);
 
+// Whether a press built from `spec` (a valid one) runs learned rows (ExtraForward::kRows:
+// lookaheadkv), whose weights are trained for one model: found beside the model when the
+// spec names none, so the press builds without them and fails only when set on a session.
+bool press_runs_learned_rows(const std::string& spec);
+
 struct PressMethod {
   PressInfo info;
   // A function, so that a method added while the program runs can hold what it needs.

@@ -136,13 +136,15 @@ KvpressPresses kvpress_presses(const std::vector<std::string>& given, bool have_
   if (given.empty() || given == std::vector<std::string>{"full"}) {
     for (const PressInfo& info : press_catalogue()) {
       if (!info.uses_budget) continue;  // "full", decode-time presses: no ratio to run at
-      // A press that does not build with its defaults needs a file made for one model
-      // (compresskv's profile, lookaheadkv's weights): a user names it with its file.
+      // A press that needs a file made for one model (compresskv's profile, which it
+      // cannot build without, and lookaheadkv's weights, which only some models have beside
+      // them): a user names it.
       try {
         make_press(info.name, probe);
       } catch (const Error&) {
         continue;
       }
+      if (press_runs_learned_rows(info.name)) continue;
       if (!have_draft_model && press_needs_draft_model(info.name)) continue;
       out.agnostic.push_back(info.name);
       if (info.name == "deferkv") out.agnostic.emplace_back("deferkv:d=4");

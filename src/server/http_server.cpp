@@ -265,7 +265,7 @@ struct CompletionReply {
   json head;         // id, object, created, model: the start of the response and of each chunk
   json press;        // what usage echoes
   ClientConnection client;
-  std::string extended_context;  // kv_context_extend: the id the new context gets, "" none
+  std::string extended_context{};  // kv_context_extend: the id the new context gets, "" none
   std::vector<Choice> choices{};
   bool cancelled = false;  // its client left
 

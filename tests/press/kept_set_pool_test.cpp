@@ -67,13 +67,25 @@ std::vector<int64_t> counts(const std::string& base, const std::vector<Scores>& 
   return std::vector<int64_t>(heads.size(), per_head);
 }
 
-// The pool: SnapKV's score (the window's attention, max-pooled) under the base's
-// allocation at P - w candidates per head, the window added.
-Kept reference_pool(const std::string& base, int64_t pool) {
+// s[i] := max(s[i - ahead .. i]): each score carried to the `ahead` candidates after it.
+Scores carried_ahead(const Scores& s, int64_t ahead) {
+  Scores out(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    out[i] = *std::max_element(s.begin() + static_cast<int64_t>(i) - std::min<int64_t>(ahead, static_cast<int64_t>(i)),
+                               s.begin() + static_cast<int64_t>(i) + 1);
+  }
+  return out;
+}
+
+// The pool: SnapKV's score (the window's attention, max-pooled; with pool_ahead, carried
+// ahead) under the base's allocation at P - w candidates per head, the window added.
+Kept reference_pool(const std::string& base, int64_t pool, int64_t ahead = 0) {
   Kept out;
   for (int64_t l = 0; l < kLayers; ++l) {
     std::vector<Scores> heads;
-    for (int64_t g = 0; g < kShape.n_head_kv; ++g) heads.push_back(testing::max_pool(window_attention(l, g), kKernel));
+    for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
+      heads.push_back(carried_ahead(testing::max_pool(window_attention(l, g), kKernel), ahead));
+    }
     const std::vector<int64_t> n = counts(base, heads, pool - kWindow);
     out.emplace_back();
     for (int64_t g = 0; g < kShape.n_head_kv; ++g) {
@@ -149,7 +161,7 @@ TEST(DeferKvPool, ASmallPoolIsTheWindowsChoiceAndStepDChoosesFromIt) {
     for (const int64_t pool : {base == "snapkv" ? 96 : 120}) {  // one pool each: the test stays quick
       const std::string spec = "deferkv:d=1,base=" + base + ",pool=" + std::to_string(pool);
       SCOPED_TRACE(spec);
-      const Kept want_pool = reference_pool(base, pool);
+      const Kept want_pool = reference_pool(base, pool, 8);  // pool_ahead's default
       EXPECT_EQ(run(spec, 0).positions, want_pool);
       const testing::PressRun after = run(spec, 1);
       const testing::PressRun all = run("deferkv:d=1,base=" + base, 1);
@@ -170,6 +182,21 @@ TEST(DeferKvPool, ASmallPoolIsTheWindowsChoiceAndStepDChoosesFromIt) {
       }
       EXPECT_TRUE(outside);
     }
+  }
+}
+
+// pool_ahead=n: each candidate's pool score is the highest window score of itself and the n
+// candidates before it, so the entries after the ones the window reads (the continuation
+// the first decode steps copy) come into the pool. Mutant seen failing: pool_score ignoring
+// pool_ahead (the pool is then the plain window's, which this test shows differs).
+TEST(DeferKvPool, PoolAheadCarriesEachWindowScoreToTheEntriesAfterIt) {
+  for (const std::string base : {"snapkv", "adakv"}) {
+    const std::string spec = "deferkv:d=2,base=" + base + ",pool=96,pool_ahead=";
+    SCOPED_TRACE(spec);
+    const Kept want = reference_pool(base, 96, 5);
+    EXPECT_NE(want, reference_pool(base, 96, 0));
+    EXPECT_EQ(run(spec + "5", 0).positions, want);
+    EXPECT_EQ(run(spec + "0", 0).positions, reference_pool(base, 96, 0));
   }
 }
 

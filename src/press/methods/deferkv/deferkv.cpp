@@ -15,7 +15,11 @@
 // pool=P [OUR FORMULATION] (the paper keeps the whole prompt until step d): each layer is
 // cut inside the prefill to a candidate pool of P entries per KV head by the prompt
 // window's scores under the base's allocation (press/core/candidate_pool.h); the first d
-// steps decode on the pool and step d chooses the budget from it.
+// steps decode on the pool and step d chooses the budget from it. pool_ahead=n carries each
+// window score to the n entries after it first: the decode steps read on from where the
+// window reads (a copied value's later tokens), which the window's own scores leave out.
+#include <algorithm>
+
 #include "deferkv/error.h"
 #include "press/core/window_scoring.h"
 #include "press/methods/deferkv/temporal_fusion.h"
@@ -26,8 +30,9 @@ namespace {
 class DeferKvPress final : public ScoredPress {
  public:
   DeferKvPress(const PressParams& params, const KvBudget& budget, ScoredParts parts, const WindowScoring& scoring,
-               const TemporalFusion& fusion, bool pool_first)
-      : ScoredPress(params, budget, std::move(parts)), scoring_(scoring), fusion_(fusion), pool_first_(pool_first) {}
+               const TemporalFusion& fusion, bool pool_first, int64_t pool_ahead)
+      : ScoredPress(params, budget, std::move(parts)), scoring_(scoring), fusion_(fusion), pool_first_(pool_first),
+        pool_ahead_(pool_ahead) {}
 
  protected:
   std::vector<std::vector<float>> score(const LayerEviction& layer) override {
@@ -50,7 +55,11 @@ class DeferKvPress final : public ScoredPress {
   // scores with the base's pooling (SnapKV's score, scaled by eta^d in block mode; the
   // discounted window in per_query mode).
   std::vector<std::vector<float>> pool_score(const LayerEviction& layer) override {
-    return pooled_candidate_scores(layer, layer.prompt_attention, scoring_);
+    std::vector<std::vector<float>> scores = pooled_candidate_scores(layer, layer.prompt_attention, scoring_);
+    if (pool_ahead_ > 0) {
+      for (int64_t g = 0; g < layer.n_head_kv(); ++g) scores[g] = carried_ahead(scores[g], layer.candidates[g]);
+    }
+    return scores;
   }
   // The fused score reads the window's capture and the decode steps only: a deferred
   // compressed context stores the first and each question adds its own (the window's
@@ -58,9 +67,20 @@ class DeferKvPress final : public ScoredPress {
   bool resumes_from_captures() const override { return true; }
 
  private:
+  // s[i] := max(s[i - pool_ahead], ..., s[i]) over the first n candidates: an entry the window
+  // attends to brings the pool_ahead entries after it into the pool.
+  std::vector<float> carried_ahead(const std::vector<float>& s, int64_t n) const {
+    std::vector<float> out(s);
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t j = std::max<int64_t>(0, i - pool_ahead_); j < i; ++j) out[i] = std::max(out[i], s[j]);
+    }
+    return out;
+  }
+
   WindowScoring scoring_;
   TemporalFusion fusion_;
   bool pool_first_;
+  int64_t pool_ahead_;
 };
 
 }  // namespace
@@ -74,6 +94,8 @@ PressMethod deferkv_method() {
       {"no_temporal_weighting", "false", "ablation: eta = 1"},
       {"pool_order", "fuse_then_pool", "fuse_then_pool | pool_then_fuse (each observation pooled before fusion)"},
       candidate_pool_parameter(),
+      {"pool_ahead", "8", "with a pool: each entry also takes the highest window score of the n entries before it "
+                          "(the continuation the first decode steps read comes into the pool)"},
   };
   for (const auto& group : {window_scoring_parameters(32, 7, Pooling::kMax),
                             allocation_parameters(AllocationKey::kBase, AllocationKind::kUniform),
@@ -97,7 +119,8 @@ PressMethod deferkv_method() {
             const auto steps = static_cast<int64_t>(fusion.decode_weights.size());
             if (steps > 0) parts.capture.observations.push_back(Observation::decode_steps(steps));
             parts.window = scoring.window;
-            return std::make_unique<DeferKvPress>(p, b, std::move(parts), scoring, fusion, pool_first);
+            const int64_t pool_ahead = p.get_int("pool_ahead", 0, 1 << 20);
+            return std::make_unique<DeferKvPress>(p, b, std::move(parts), scoring, fusion, pool_first, pool_ahead);
           },
           [](const PressParams& p) {
             PressRole role = scored_press_role(p);

@@ -39,5 +39,25 @@ TEST(RetrievalModel, IsEvalsDefaultAndFindsHeldOutNeedlesAt1K) {
   EXPECT_GE(row["scores"]["vt"].get<double>(), 30.0) << row.dump();
 }
 
+// LookaheadKV's weights shipped beside the model (models/README.md, "LookaheadKV weights"),
+// found without weights=: on 10 held-out S-NIAH-2 samples at 1K and 64 entries per head
+// they kept the needle in 10 (SnapKV in 1), and MK-NIAH-1's key in 5 (SnapKV in 0).
+TEST(RetrievalModel, ItsLookaheadWeightsAreFoundAndKeepHeldOutNeedles) {
+  gguf_test::TempDir dir;
+  const testing::CliResult r = testing::run_cli(
+      "eval --bench ruler --tasks niah_single_2,niah_multikey_1 --lengths 1k --samples 10 --word-split heldout "
+      "-t 2 --kv-budget 64 --press 'lookaheadkv;snapkv' -o '" + dir.path().string() + "' 2>&1");
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto summary = nlohmann::json::parse(
+      testing::read_file((std::filesystem::canonical(dir.path() / "latest") / "summary.json").string()));
+  const nlohmann::json& rows = summary["tables"][0]["rows"];
+  ASSERT_EQ(rows.size(), 2u) << summary.dump();
+  const nlohmann::json& lookahead = rows[0]["label"] == "lookaheadkv@64" ? rows[0] : rows[1];
+  const nlohmann::json& snapkv = rows[0]["label"] == "lookaheadkv@64" ? rows[1] : rows[0];
+  EXPECT_GE(lookahead["scores"]["niah_single_2"].get<double>(), 90.0) << lookahead.dump();
+  EXPECT_GE(lookahead["scores"]["niah_multikey_1"].get<double>(), 30.0) << lookahead.dump();
+  EXPECT_LE(snapkv["scores"]["niah_single_2"].get<double>(), 30.0) << snapkv.dump();
+}
+
 }  // namespace
 }  // namespace deferkv

@@ -9,10 +9,9 @@
 //  - x86 (AVX2 and both AVX-512 targets): 256-bit vectors, one sub-block each; vpmaddubsw
 //    sums pairs into int16 (|.| <= 2 * 31 * 127, never saturating), then vpmaddwd with the
 //    scale in every int16 lane. On Zen 4 the AVX-512 form (a 32-byte chunk in both halves
-//    of a 512-bit vector, vpdpbusd then vpdpwssd) decoded the 100M Q4_K model 12% slower at
-//    one thread and 9% slower with four sequences, and a 256-bit vpdpbusd form 12% slower
-//    (bench/README.md, "K-quant decode in 256-bit vectors"); rerun on an Intel AVX-512 CPU
-//    before widening it there.
+//    of a 512-bit vector, vpdpbusd then vpdpwssd) decoded the 100M Q4_K model about 12%
+//    slower at one thread, and so did a 256-bit vpdpbusd form (bench/README.md, "K-quant
+//    decode in 256-bit vectors"); rerun on an Intel AVX-512 CPU before widening it there.
 //  - the others (the portable fallback, NEON): bytes widened to int16, Highway's widening
 //    multiply-add, then the scale multiplied in int32.
 // A block is decoded once for a group of activations (kernel_helpers-inl.h).

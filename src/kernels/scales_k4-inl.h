@@ -62,9 +62,6 @@ class BlockScalesK4 {
     return hn::BitCast(D16(), hn::TableLookupBytesOr0(bytes_, index));
   }
 
-  // Every 128-bit block: sc[0..7], m[0..7] (for byte shuffles of the caller's own).
-  HWY_INLINE hn::Vec<hn::Repartition<uint8_t, D16>> Bytes() const { return bytes_; }
-
   // acc += scale * sum_j m[j] * xsum[j] (xsum: the activation's 8 sub-block sums).
   template <class VF>
   HWY_INLINE void AccumulateMins(const int16_t* xsum, float scale, VF& acc) const {

@@ -24,14 +24,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "deferkv/error.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/int16_rows.h"
 #include "kernels/kernel_helpers-inl.h"
+#include "kernels/matvec.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
+#include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 
 #ifndef DEFERKV_GEMM_INT16_SHARED
@@ -42,18 +45,19 @@ namespace {
 size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 // Byte offsets of a token panel's arrays, and its size:
-//   q: int32 [n / 2][T], the pair of values 2p, 2p + 1 of token t at [p][t];
+//   q: int32 [n / 2][T], the pair of values 2p, 2p + 1 of token t at [p][t] (int16 tokens),
+//      or int32 [n / 4][T], values 4p .. 4p + 3 of token t at [p][t] (int8 tokens);
 //   d: float [nb][T], the tokens' block scales;
 //   sums: int32 [nb * 4][T] (256-blocks), pairs of the tokens' 32-value sums.
 struct PanelLayout {
   size_t d, sums, bytes;
 };
 
-PanelLayout panel_layout(int64_t n, int block, int64_t tokens) {
+PanelLayout panel_layout(int64_t n, int block, int64_t tokens, bool int8_tokens) {
   const auto t = static_cast<size_t>(tokens);
   const auto nb = static_cast<size_t>(n / block);
   PanelLayout layout;
-  layout.d = round_up(static_cast<size_t>(n) / 2 * t * sizeof(int32_t));
+  layout.d = round_up(static_cast<size_t>(n) * (int8_tokens ? 1 : 2) * t);
   layout.sums = layout.d + round_up(nb * t * sizeof(float));
   layout.bytes = layout.sums + (block == kQK ? round_up(nb * 4 * t * sizeof(int32_t)) : 0);
   return layout;
@@ -74,6 +78,56 @@ int32_t load_pair(const int16_t* p) {
   int32_t pair;
   std::memcpy(&pair, p, sizeof(pair));
   return pair;
+}
+
+int32_t load_four(const void* p) {
+  int32_t four;
+  std::memcpy(&four, p, sizeof(four));
+  return four;
+}
+
+// The byte form of a tile of Q4_K/Q5_K rows, for the int8 micro-kernel (AVX2): value k of
+// row r is at(r, k)[0] * sc[r * n / 32 + k / 32] * scale[r * nb + b] - min_scale[...] *
+// mins[...] as in Int16Rows, but the six-bit scale stays apart so that the value fits a
+// byte (Q5_K's fifth bit merged in). Rows in groups of kInt8GroupRows, each run of 32
+// values of a group's rows side by side.
+constexpr int64_t kInt8GroupRows = 3;
+static_assert(kRowMultiple % kInt8GroupRows == 0);
+
+struct Int8Rows {
+  int64_t n = 0;
+  uint8_t* q = nullptr;        // [count rounded up to the group][n]
+  int16_t* sc = nullptr;       // [count][n / 32]
+  float* scale = nullptr;      // [count][nb]
+  int16_t* mins = nullptr;     // [count][nb][8]
+  float* min_scale = nullptr;  // [count][nb]
+
+  uint8_t* at(int64_t r, int64_t k) const {
+    const int64_t group = r / kInt8GroupRows, j = r % kInt8GroupRows;
+    return q + (group * n + k / 32 * 32) * kInt8GroupRows + j * 32 + k % 32;
+  }
+};
+
+// Int8Rows of `count` rows in `scratch` (bytes != nullptr: only the size).
+Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, size_t* bytes = nullptr) {
+  const auto values = static_cast<size_t>((count + kInt8GroupRows - 1) / kInt8GroupRows * kInt8GroupRows * n);
+  const auto blocks = static_cast<size_t>(count * (n / kQK));
+  auto* at = static_cast<unsigned char*>(scratch);
+  size_t used = 0;
+  const auto take = [&](size_t size) {
+    unsigned char* start = at == nullptr ? nullptr : at + used;
+    used += round_up(size);
+    return start;
+  };
+  Int8Rows rows;
+  rows.n = n;
+  rows.q = take(values);
+  rows.sc = reinterpret_cast<int16_t*>(take(static_cast<size_t>(count * (n / 32)) * sizeof(int16_t)));
+  rows.scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
+  rows.mins = reinterpret_cast<int16_t*>(take(blocks * 8 * sizeof(int16_t)));
+  rows.min_scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
+  if (bytes != nullptr) *bytes = used;
+  return rows;
 }
 
 }  // namespace
@@ -124,6 +178,42 @@ HWY_INLINE V32 DotPairs(V32 a, V32 b, V32 sum) {
 
 int64_t PanelTokens() { return 2 * static_cast<int64_t>(hn::Lanes(D32())); }
 
+// The float sums of R rows x the panel's T tokens at the end of block b: out[j * T + t] +=
+// acc[j] * (row r + j's block scale) * (token t's), less the row's min term where the type
+// has one (Rows: Int16Rows or Int8Rows, which keep these arrays alike).
+template <size_t R, bool kMins, class Rows>
+HWY_INLINE void EndBlock(const V32 (&acc)[R][2], const Rows& w, int64_t r, int64_t b, int64_t nb,
+                         const float* xd, const int32_t* xs, float* out) {
+  const D32 d32;
+  const DF df;
+  const auto L = static_cast<int64_t>(hn::Lanes(d32));
+  const int64_t T = 2 * L;
+  const auto dx0 = hn::LoadU(df, xd + b * T);
+  const auto dx1 = hn::LoadU(df, xd + b * T + L);
+  Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+    const auto scale = hn::Set(df, w.scale[(r + j) * nb + b]);
+    float* o = out + j * T;
+    hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][0]), hn::Mul(scale, dx0), hn::LoadU(df, o)), df, o);
+    hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][1]), hn::Mul(scale, dx1), hn::LoadU(df, o + L)), df, o + L);
+  });
+  if constexpr (kMins) {
+    // - min_scale * sum_s mins[s] * (the token's sum over sub-block s), times the token's d.
+    Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+      const int16_t* mins = w.mins + ((r + j) * nb + b) * 8;
+      V32 m0 = hn::Zero(d32), m1 = hn::Zero(d32);
+      for (int64_t s = 0; s < 4; ++s) {
+        const V32 pair = hn::Set(d32, load_pair(mins + 2 * s));
+        m0 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T), pair, m0);
+        m1 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T + L), pair, m1);
+      }
+      const auto min_scale = hn::Set(df, w.min_scale[(r + j) * nb + b]);
+      float* o = out + j * T;
+      hn::StoreU(hn::NegMulAdd(hn::ConvertTo(df, m0), hn::Mul(min_scale, dx0), hn::LoadU(df, o)), df, o);
+      hn::StoreU(hn::NegMulAdd(hn::ConvertTo(df, m1), hn::Mul(min_scale, dx1), hn::LoadU(df, o + L)), df, o + L);
+    });
+  }
+}
+
 // out[j * T + t] = row r + j's dot product with token t of the panel over blocks
 // [b0, b1), for j < R, added to what out holds if `accumulate`.
 template <size_t R, bool kMins>
@@ -158,42 +248,112 @@ HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
         });
       }
     }
-    const auto dx0 = hn::LoadU(df, xd + b * T);
-    const auto dx1 = hn::LoadU(df, xd + b * T + L);
-    Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-      const auto scale = hn::Set(df, w.scale[(r + j) * nb + b]);
-      float* o = out + j * T;
-      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][0]), hn::Mul(scale, dx0), hn::LoadU(df, o)), df, o);
-      hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][1]), hn::Mul(scale, dx1), hn::LoadU(df, o + L)), df, o + L);
-    });
-    if constexpr (kMins) {
-      // - min_scale * sum_s mins[s] * (the token's sum over sub-block s), times the token's d.
-      Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-        const int16_t* mins = w.mins + ((r + j) * nb + b) * 8;
-        V32 m0 = hn::Zero(d32), m1 = hn::Zero(d32);
-        for (int64_t s = 0; s < 4; ++s) {
-          const V32 pair = hn::Set(d32, load_pair(mins + 2 * s));
-          m0 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T), pair, m0);
-          m1 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T + L), pair, m1);
+    EndBlock<R, kMins>(acc, w, r, b, nb, xd, xs, out);
+  }
+}
+
+#if HWY_TARGET == HWY_AVX2
+// The int8 micro-kernel (AVX2, Q4_K and Q5_K): the weights stay bytes (Int8Rows) and meet
+// int8 tokens in vpmaddubsw, 32 multiply-adds an instruction against vpmaddwd's 16 (AVX2
+// has no VNNI to fold the add into either). Each int16 lane then holds two products;
+// kSteps groups of four values are summed in int16 before vpmaddwd applies the
+// sub-block's six-bit scale and widens to int32: 2 * kSteps * 15 * 127 <= 30480 for Q4_K
+// at 8 steps (the whole sub-block), 2 * kSteps * 31 * 127 <= 31496 for Q5_K at 4, so no
+// int16 sum saturates. R rows x 2 token vectors of int32 and of int16 sums, two token
+// vectors and a broadcast fit AVX2's 16 registers at R = 3.
+constexpr size_t kTileR8 = static_cast<size_t>(kInt8GroupRows);
+static_assert(kTileR8 <= kTileR, "RunTile's float sums are sized for kTileR rows");
+
+template <size_t R, int kSteps>
+HWY_INLINE void MicroTileInt8(const Int8Rows& w, int64_t r, const uint8_t* panel, const PanelLayout& layout,
+                              int64_t b0, int64_t b1, bool accumulate, float* out) {
+  static_assert(8 % kSteps == 0);
+  constexpr int64_t L = 8, T = 2 * L;
+  const int64_t nb = w.n / kQK, subs = w.n / 32;
+  const auto* xq = reinterpret_cast<const int32_t*>(panel);
+  const auto* xd = reinterpret_cast<const float*>(panel + layout.d);
+  const auto* xs = reinterpret_cast<const int32_t*>(panel + layout.sums);
+  if (!accumulate) {
+    for (int64_t i = 0; i < static_cast<int64_t>(R) * T; i += L) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
+  }
+  for (int64_t b = b0; b < b1; ++b) {
+    V32 acc[R][2];
+    Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA { acc[j][0] = acc[j][1] = V32{_mm256_setzero_si256()}; });
+    for (int64_t s = 0; s < 8; ++s) {
+      const int64_t k0 = b * kQK + 32 * s;
+      const uint8_t* run = w.at(r, k0);  // row r + j's 32 values at run + 32 * j
+      const int32_t* x = xq + k0 / 4 * T;
+      for (int h = 0; h < 8; h += kSteps) {
+        __m256i part[R][2];
+        Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA { part[j][0] = part[j][1] = _mm256_setzero_si256(); });
+        Unroll<kSteps>([&](auto step) DEFERKV_INLINE_LAMBDA {
+          const int64_t p = h + static_cast<int64_t>(step);
+          const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + p * T));
+          const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + p * T + L));
+          Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+            const __m256i four = _mm256_set1_epi32(load_four(run + 32 * j + 4 * p));
+            part[j][0] = _mm256_add_epi16(part[j][0], _mm256_maddubs_epi16(four, x0));
+            part[j][1] = _mm256_add_epi16(part[j][1], _mm256_maddubs_epi16(four, x1));
+          });
+        });
+        Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+          const __m256i sc = _mm256_set1_epi16(w.sc[(r + j) * subs + b * 8 + s]);
+          acc[j][0] = V32{_mm256_add_epi32(acc[j][0].raw, _mm256_madd_epi16(part[j][0], sc))};
+          acc[j][1] = V32{_mm256_add_epi32(acc[j][1].raw, _mm256_madd_epi16(part[j][1], sc))};
+        });
+      }
+    }
+    EndBlock<R, true>(acc, w, r, b, nb, xd, xs, out);
+  }
+}
+
+// Q4_K/Q5_K rows into Int8Rows: the value bytes as matvec_k4_int8.cpp forms them.
+template <class Block>
+void DecodeK4Bytes(const void* rows, size_t row_stride, int64_t count, const Int8Rows& out) {
+  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
+  const __m256i mask = _mm256_set1_epi8(0x0f);
+  const __m256i one = _mm256_set1_epi8(1);
+  const int64_t nb = out.n / kQK, subs = out.n / 32;
+  for (int64_t r = 0; r < count; ++r) {
+    const auto* blocks = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(rows) + r * row_stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      const Block& block = blocks[b];
+      const ScalesK4 s = unpack_scales_k4(block.scales);
+      const int64_t at = r * nb + b;
+      out.scale[at] = fp16_to_fp32(block.d);
+      out.min_scale[at] = fp16_to_fp32(block.dmin);
+      for (int j = 0; j < 8; ++j) {
+        out.mins[at * 8 + j] = s.m[j];
+        out.sc[r * subs + b * 8 + j] = s.sc[j];
+      }
+      for (int c = 0; c < 4; ++c) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, mask);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
+        if constexpr (kFifthBit) {
+          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh));
+          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
+          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
         }
-        const auto min_scale = hn::Set(df, w.min_scale[(r + j) * nb + b]);
-        float* o = out + j * T;
-        hn::StoreU(hn::NegMulAdd(hn::ConvertTo(df, m0), hn::Mul(min_scale, dx0), hn::LoadU(df, o)), df, o);
-        hn::StoreU(hn::NegMulAdd(hn::ConvertTo(df, m1), hn::Mul(min_scale, dx1), hn::LoadU(df, o + L)), df, o + L);
-      });
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 64 * c)), lo);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 64 * c + 32)), hi);
+      }
     }
   }
 }
 
-// MicroTile for `rows` <= kTileR rows: one instantiation per count.
-template <bool kMins>
-HWY_INLINE void MicroTileRows(int64_t rows, const Int16Rows& w, int64_t r, const uint8_t* panel, const PanelLayout& layout, int64_t b0, int64_t b1,
-                              bool accumulate, float* out) {
-  Unroll<kTileR + 1>([&](auto count) DEFERKV_INLINE_LAMBDA {
+bool Int8Kernel(DType weight_type) { return weight_type == DType::Q4_K || weight_type == DType::Q5_K; }
+#else
+bool Int8Kernel(DType) { return false; }
+#endif
+
+// Calls micro(std::integral_constant<size_t, count>{}) for rows == count <= kRows: one
+// instantiation of a micro-kernel per row count.
+template <size_t kRows, class Micro>
+HWY_INLINE void ForRowCount(int64_t rows, const Micro& micro) {
+  Unroll<kRows + 1>([&](auto count) DEFERKV_INLINE_LAMBDA {
     if constexpr (count != 0) {
-      if (rows == static_cast<int64_t>(count)) {
-        MicroTile<count, kMins>(w, r, panel, layout, b0, b1, accumulate, out);
-      }
+      if (rows == static_cast<int64_t>(count)) micro(count);
     }
   });
 }
@@ -202,11 +362,13 @@ HWY_INLINE void MicroTileRows(int64_t rows, const Int16Rows& w, int64_t r, const
 // panels, read once per micro-kernel of rows, stays in L2 (kTokenChunkBytes) instead of
 // streaming from L3 when m x n is large. The float sums of a chunk continue those of the
 // chunks before it (through y, exactly), so chunking does not change a result.
-template <bool kMins>
-void RunTile(const Int16Rows& w, int64_t count, const uint8_t* tokens,
-             const PanelLayout& layout, int64_t m, float* y, int64_t ldy) {
-  const int64_t T = PanelTokens(), panels = (m + T - 1) / T, block = w.block, nb = w.n / block;
-  const int64_t chunk_blocks = std::max<int64_t>(1, kTokenChunkBytes / (panels * T * 2 * block));
+// micro(rows, j0, panel, b0, b1, accumulate, out) runs a micro-kernel of rows <= kRows
+// rows from tile row j0 over blocks [b0, b1).
+template <size_t kRows, class Micro>
+void RunTile(int64_t n, int block, int64_t value_bytes, int64_t count, const uint8_t* tokens,
+             const PanelLayout& layout, int64_t m, float* y, int64_t ldy, const Micro& micro) {
+  const int64_t T = PanelTokens(), panels = (m + T - 1) / T, nb = n / block;
+  const int64_t chunk_blocks = std::max<int64_t>(1, kTokenChunkBytes / (panels * T * value_bytes * block));
   HWY_ALIGN float out[kTileR * 2 * HWY_MAX_BYTES / sizeof(int32_t)];
   for (int64_t b0 = 0; b0 < nb; b0 += chunk_blocks) {
     const int64_t b1 = std::min(nb, b0 + chunk_blocks);
@@ -214,14 +376,14 @@ void RunTile(const Int16Rows& w, int64_t count, const uint8_t* tokens,
     for (int64_t p = 0; p < panels; ++p) {
       const uint8_t* panel = tokens + static_cast<size_t>(p) * layout.bytes;
       const int64_t valid = std::min(T, m - p * T);
-      for (int64_t j0 = 0; j0 < count; j0 += static_cast<int64_t>(kTileR)) {
-        const int64_t rows = std::min(static_cast<int64_t>(kTileR), count - j0);
+      for (int64_t j0 = 0; j0 < count; j0 += static_cast<int64_t>(kRows)) {
+        const int64_t rows = std::min(static_cast<int64_t>(kRows), count - j0);
         if (accumulate) {
           for (int64_t t = 0; t < T; ++t) {
             for (int64_t j = 0; j < rows; ++j) out[j * T + t] = t < valid ? y[(p * T + t) * ldy + j0 + j] : 0.0f;
           }
         }
-        MicroTileRows<kMins>(rows, w, j0, panel, layout, b0, b1, accumulate, out);
+        micro(rows, j0, panel, b0, b1, accumulate, out);
         for (int64_t t = 0; t < valid; ++t) {
           float* yt = y + (p * T + t) * ldy + j0;
           for (int64_t j = 0; j < rows; ++j) yt[j] = out[j * T + t];
@@ -231,34 +393,85 @@ void RunTile(const Int16Rows& w, int64_t count, const uint8_t* tokens,
   }
 }
 
-void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
-               const void* tokens, int64_t m, float* y, int64_t ldy, void* scratch) {
-  const auto block = static_cast<int>(dtype_block_elems(weight_type));
-  const PanelLayout layout = panel_layout(n, block, PanelTokens());
+// The int16 form: rows decoded by int16_rows.h, MicroTile.
+template <bool kMins>
+void RunTileInt16(const Int16Rows& w, int64_t count, const uint8_t* tokens, const PanelLayout& layout, int64_t m,
+                  float* y, int64_t ldy) {
+  RunTile<kTileR>(w.n, w.block, 2, count, tokens, layout, m, y, ldy,
+                  [&](int64_t rows, int64_t j0, const uint8_t* panel, int64_t b0, int64_t b1, bool accumulate,
+                      float* out) {
+                    ForRowCount<kTileR>(rows, [&](auto r) DEFERKV_INLINE_LAMBDA {
+                      MicroTile<r, kMins>(w, j0, panel, layout, b0, b1, accumulate, out);
+                    });
+                  });
+}
+
+// The int8 form (Int8Kernel's types on AVX2): rows decoded here, MicroTileInt8.
+void GemmInt8(DType weight_type, const uint8_t* w, size_t row_stride, int64_t n, int64_t rows,
+              const uint8_t* tokens, const PanelLayout& layout, int64_t m, float* y, int64_t ldy, void* scratch) {
+#if HWY_TARGET == HWY_AVX2
   const int64_t tile = tile_rows(n);
+  const bool q5 = weight_type == DType::Q5_K;
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    const int64_t count = std::min(tile, rows - r0);
+    const Int8Rows decoded = int8_rows_in(scratch, count, n);
+    if (q5) {
+      DecodeK4Bytes<BlockQ5_K>(w + r0 * row_stride, row_stride, count, decoded);
+    } else {
+      DecodeK4Bytes<BlockQ4_K>(w + r0 * row_stride, row_stride, count, decoded);
+    }
+    RunTile<kTileR8>(n, kQK, 1, count, tokens, layout, m, y + r0, ldy,
+                     [&](int64_t rows_here, int64_t j0, const uint8_t* panel, int64_t b0, int64_t b1,
+                         bool accumulate, float* out) {
+                       ForRowCount<kTileR8>(rows_here, [&](auto r) DEFERKV_INLINE_LAMBDA {
+                         if (q5) {
+                           MicroTileInt8<r, 4>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                         } else {
+                           MicroTileInt8<r, 8>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                         }
+                       });
+                     });
+  }
+#else
+  (void)weight_type, (void)w, (void)row_stride, (void)n, (void)rows, (void)tokens, (void)layout, (void)m, (void)y,
+      (void)ldy, (void)scratch;
+  fail("gemm_int16: no int8 kernel on this target");
+#endif
+}
+
+// int8_tokens: the tokens were packed in the int8 form (gemm_int16_takes_int8).
+void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
+               const void* tokens, bool int8_tokens, int64_t m, float* y, int64_t ldy, void* scratch) {
+  const auto block = static_cast<int>(dtype_block_elems(weight_type));
+  const PanelLayout layout = panel_layout(n, block, PanelTokens(), int8_tokens);
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* panels = static_cast<const uint8_t*>(tokens);
+  if (int8_tokens) {
+    GemmInt8(weight_type, w, row_stride, n, rows, panels, layout, m, y, ldy, scratch);
+    return;
+  }
+  const int64_t tile = tile_rows(n);
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
     const Int16Rows decoded = int16_rows_in(scratch, weight_type, count, n, static_cast<int64_t>(kTileR));
     decode_int16_rows(weight_type, w + r0 * row_stride, row_stride, count, decoded);
     if (decoded.mins != nullptr) {
-      RunTile<true>(decoded, count, panels, layout, m, y + r0, ldy);
+      RunTileInt16<true>(decoded, count, panels, layout, m, y + r0, ldy);
     } else {
-      RunTile<false>(decoded, count, panels, layout, m, y + r0, ldy);
+      RunTileInt16<false>(decoded, count, panels, layout, m, y + r0, ldy);
     }
   }
 }
 
 bool Supported() { return true; }
-
 #else  // other CPUs: matmul's float path serves the quantised types.
 
 int64_t PanelTokens() { return 2; }
-void GemmInt16(DType, const void*, size_t, int64_t, int64_t, const void*, int64_t, float*, int64_t, void*) {
+void GemmInt16(DType, const void*, size_t, int64_t, int64_t, const void*, bool, int64_t, float*, int64_t, void*) {
   fail("gemm_int16: needs AVX2 or AVX-512 (check gemm_int16_serves first)");
 }
 bool Supported() { return false; }
+bool Int8Kernel(DType) { return false; }
 
 #endif
 
@@ -272,6 +485,7 @@ namespace {
 HWY_EXPORT(PanelTokens);
 HWY_EXPORT(GemmInt16);
 HWY_EXPORT(Supported);
+HWY_EXPORT(Int8Kernel);
 
 // Fewer tokens than this take matmul's matvec path instead. A panel costs as much for one
 // token as for T (32 with AVX-512): at 16 tokens the two paths took the same time, at 32
@@ -286,19 +500,24 @@ bool gemm_int16_serves(DType weight_type, int64_t m) {
 
 int64_t gemm_int16_panel_tokens() { return HWY_DYNAMIC_DISPATCH(PanelTokens)(); }
 
+bool gemm_int16_takes_int8(DType weight_type) {
+  return kquant_activation() == KQuantActivation::kInt8 && HWY_DYNAMIC_DISPATCH(Int8Kernel)(weight_type);
+}
+
 size_t gemm_int16_tokens_bytes(DType weight_type, int64_t n, int64_t m) {
   const int64_t t = gemm_int16_panel_tokens();
   const int block = static_cast<int>(dtype_block_elems(weight_type));
-  return static_cast<size_t>((m + t - 1) / t) * panel_layout(n, block, t).bytes;
+  return static_cast<size_t>((m + t - 1) / t) * panel_layout(n, block, t, gemm_int16_takes_int8(weight_type)).bytes;
 }
 
 void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int64_t n, int64_t m,
                             int64_t first_panel, int64_t panels, void* out) {
   const int64_t T = gemm_int16_panel_tokens();
   const int block = static_cast<int>(dtype_block_elems(weight_type));
-  const PanelLayout layout = panel_layout(n, block, T);
+  const bool int8_tokens = gemm_int16_takes_int8(weight_type);
+  const PanelLayout layout = panel_layout(n, block, T, int8_tokens);
   const int64_t nb = n / block;
-  std::vector<unsigned char> packed(packed_layout(n, block).total);
+  std::vector<unsigned char> packed(int8_tokens ? packed_layout_int8(n).total : packed_layout(n, block).total);
   for (int64_t p = first_panel; p < first_panel + panels; ++p) {
     auto* panel = static_cast<unsigned char*>(out) + static_cast<size_t>(p) * layout.bytes;
     if ((p + 1) * T > m) std::memset(panel, 0, layout.bytes);
@@ -306,6 +525,14 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
     auto* d = reinterpret_cast<float*>(panel + layout.d);
     auto* sums = reinterpret_cast<int32_t*>(panel + layout.sums);
     for (int64_t t = 0; t < T && p * T + t < m; ++t) {
+      if (int8_tokens) {
+        pack_int8_blocks(x + (p * T + t) * ldx, n, packed.data());
+        const PackedActivationInt8 token = packed_view_int8(packed.data(), n);
+        for (int64_t k = 0; k < n; k += 4) q[k / 4 * T + t] = load_four(token.q + k);
+        for (int64_t b = 0; b < nb; ++b) d[b * T + t] = token.d[b];
+        for (int64_t s = 0; s < nb * 8; s += 2) sums[s / 2 * T + t] = load_pair(token.sums + s);
+        continue;
+      }
       pack_int16_blocks(x + (p * T + t) * ldx, n, block, packed.data());
       const PackedActivation token = packed_view(packed.data(), n, block);
       for (int64_t k = 0; k < n; k += 2) q[k / 2 * T + t] = load_pair(token.q + k);
@@ -318,13 +545,18 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
 }
 
 size_t gemm_int16_scratch_bytes(DType weight_type, int64_t n) {
-  // A tile is a multiple of every target's kTileR rows, so its groups are whole.
-  return has_int16_rows(weight_type) ? int16_rows_bytes(weight_type, tile_rows(n), n, 1) : 0;
+  // A tile is a multiple of every target's kTileR rows, so its groups are whole. The int8
+  // form of a tile (Q4_K and Q5_K) takes less, but which form runs is decided later.
+  if (!has_int16_rows(weight_type)) return 0;
+  size_t int8_bytes = 0;
+  int8_rows_in(nullptr, tile_rows(n), n, &int8_bytes);
+  return std::max(int16_rows_bytes(weight_type, tile_rows(n), n, 1), int8_bytes);
 }
 
 void gemm_int16(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
                 const void* tokens, int64_t m, float* y, int64_t ldy, void* scratch) {
-  HWY_DYNAMIC_DISPATCH(GemmInt16)(weight_type, weights, row_stride, n, rows, tokens, m, y, ldy, scratch);
+  HWY_DYNAMIC_DISPATCH(GemmInt16)(weight_type, weights, row_stride, n, rows, tokens,
+                                  gemm_int16_takes_int8(weight_type), m, y, ldy, scratch);
 }
 }  // namespace deferkv
 #endif

@@ -25,15 +25,23 @@ using testing::WeightMatrix;
 
 constexpr DType kIntegerTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
-// Token i as gemm_int16 multiplies it: quantised to int16 blocks, then read back.
+// Token i as gemm_int16 multiplies it on the target now: quantised to int16 blocks, or to
+// int8 where gemm_int16_takes_int8, then read back.
 std::vector<float> as_packed(DType type, const float* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  if (gemm_int16_takes_int8(type)) {
+    std::vector<unsigned char> packed(packed_layout_int8(n).total);
+    pack_int8_blocks(x, n, packed.data());
+    const PackedActivationInt8 view = packed_view_int8(packed.data(), n);
+    for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(view.q[k]) * view.d[k / 256];
+    return out;
+  }
   // The int16 blocks gemm_int16 packs itself (pack_activation gives K-quants the int8 form
-  // under KQuantActivation::kInt8, which the GEMM does not use).
+  // under KQuantActivation::kInt8).
   const int block = static_cast<int>(dtype_block_elems(type));
   std::vector<unsigned char> packed(packed_layout(n, block).total);
   pack_int16_blocks(x, n, block, packed.data());
   const PackedActivation view = packed_view(packed.data(), n, block);
-  std::vector<float> out(static_cast<size_t>(n));
   for (int64_t k = 0; k < n; ++k) out[k] = static_cast<float>(view.q[k]) * view.d[k / block];
   return out;
 }
@@ -86,6 +94,65 @@ TEST(GemmInt16, MatchesFloat64OfTheQuantisedOperands) {
       });
     }
   }
+}
+
+// Every value at its type's largest magnitude against tokens at the int8 and int16 forms'
+// largest: the int32 sums, and the int8 kernel's int16 sums of a few steps, must not
+// saturate (a kernel summing a whole Q5_K sub-block in int16 fails here).
+TEST(GemmInt16, LargestValuesAgainstLargestTokensDoNotOverflow) {
+  const int64_t rows = 8, n = 512, m = 20;
+  for (DType type : kIntegerTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    WeightMatrix w = quantise_matrix(type, random_normal(static_cast<size_t>(rows * n), 31), rows, n);
+    // Every value byte set (Q4_0/Q8_0 blocks start with their fp16 scale, K-quant blocks end
+    // with qs): the largest nibble, Q5_K's fifth bit, Q6_K's top bits; the largest scales too.
+    for (int64_t r = 0; r < rows; ++r) {
+      unsigned char* row = w.bytes.data() + r * w.stride;
+      const size_t block_bytes = dtype_row_bytes(type, dtype_block_elems(type));
+      for (size_t at = 0; at < static_cast<size_t>(dtype_row_bytes(type, n)); at += block_bytes) {
+        // Past d (and dmin), which lead every block but Q6_K's (ql, qh, scales, d).
+        const size_t values_from = type == DType::Q6_K ? 0 : type == DType::Q4_0 || type == DType::Q8_0 ? 2 : 4;
+        const size_t values_to = type == DType::Q6_K ? block_bytes - 2 : block_bytes;
+        for (size_t i = values_from; i < values_to; ++i) {
+          if (type == DType::Q8_0) {
+            row[at + i] = 0x81;  // -127
+          } else if (type == DType::Q6_K && i >= 192) {
+            row[at + i] = 0x7f;  // its int8 scales: 127
+          } else {
+            row[at + i] = 0xff;  // nibbles 15, fifth and sixth bits, six-bit scales and mins 63
+          }
+        }
+      }
+    }
+    std::vector<float> x(static_cast<size_t>(m * n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i / n) % 2 == 0 ? 1.0f : -1.0f;  // every q at +-qmax
+    for_each_integer_target([&] {
+      std::vector<float> y(static_cast<size_t>(m * rows), NAN);
+      run(w, x, m, 0, rows, y.data(), rows);
+      for (int64_t i = 0; i < m; ++i) {
+        const std::vector<float> xi = as_packed(type, x.data() + i * n, n);
+        const auto ref = reference_dots(w, xi.data());
+        for (int64_t r = 0; r < rows; ++r) {
+          ASSERT_NEAR(y[i * rows + r], ref.dot[r], 1e-5 * ref.magnitude[r]) << "token " << i << " row " << r;
+        }
+      }
+    });
+  }
+}
+
+// Q4_K and Q5_K take int8 tokens on AVX2 (the byte kernel), unless the K-quant setting
+// asks for int16; other types and the AVX-512 targets take int16.
+TEST(GemmInt16, TakesInt8TokensForQ4KAndQ5KOnAvx2) {
+  testing::for_each_simd_target({int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}}, [&](const char* name) {
+    const bool avx2 = std::strcmp(name, hwy::TargetName(HWY_AVX2)) == 0;
+    for (DType type : kIntegerTypes) {
+      EXPECT_EQ(avx2 && (type == DType::Q4_K || type == DType::Q5_K), gemm_int16_takes_int8(type))
+          << dtype_name(type);
+    }
+    set_kquant_activation(KQuantActivation::kInt16);
+    EXPECT_FALSE(gemm_int16_takes_int8(DType::Q4_K));
+    set_kquant_activation(KQuantActivation::kInt8);
+  });
 }
 
 TEST(GemmInt16, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {

@@ -48,18 +48,28 @@ size_t round_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
 //   q: int32 [n / 2][T], the pair of values 2p, 2p + 1 of token t at [p][t] (int16 tokens),
 //      or int32 [n / 4][T], values 4p .. 4p + 3 of token t at [p][t] (int8 tokens);
 //   d: float [nb][T], the tokens' block scales;
-//   sums: int32 [nb * 4][T] (256-blocks), pairs of the tokens' 32-value sums.
+//   sums: int32 [nb * 4][T] (256-blocks), pairs of the tokens' 32-value sums; or
+//      int32 [nb * 8][T], pairs of their 16-value sums (Q6_K's int8 tokens).
 struct PanelLayout {
   size_t d, sums, bytes;
 };
 
-PanelLayout panel_layout(int64_t n, int block, int64_t tokens, bool int8_tokens) {
+// How gemm_int16 takes the tokens for a type on a target.
+struct TokenForm {
+  bool int8 = false;        // int8 values (gemm_int16_takes_int8), else int16
+  bool sums_of_16 = false;  // the panel's sums are of 16 values (int8 tokens for Q6_K)
+};
+
+TokenForm token_form(DType weight_type, bool int8) { return {int8, int8 && weight_type == DType::Q6_K}; }
+
+PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
   const auto t = static_cast<size_t>(tokens);
   const auto nb = static_cast<size_t>(n / block);
+  const size_t sum_pairs = block == kQK ? (form.sums_of_16 ? 8 : 4) : 0;
   PanelLayout layout;
-  layout.d = round_up(static_cast<size_t>(n) * (int8_tokens ? 1 : 2) * t);
+  layout.d = round_up(static_cast<size_t>(n) * (form.int8 ? 1 : 2) * t);
   layout.sums = layout.d + round_up(nb * t * sizeof(float));
-  layout.bytes = layout.sums + (block == kQK ? round_up(nb * 4 * t * sizeof(int32_t)) : 0);
+  layout.bytes = layout.sums + round_up(nb * sum_pairs * t * sizeof(int32_t));
   return layout;
 }
 
@@ -86,20 +96,26 @@ int32_t load_four(const void* p) {
   return four;
 }
 
-// The byte form of a tile of Q4_K/Q5_K rows, for the int8 micro-kernel (AVX2): value k of
-// row r is at(r, k)[0] * sc[r * n / 32 + k / 32] * scale[r * nb + b] - min_scale[...] *
-// mins[...] as in Int16Rows, but the six-bit scale stays apart so that the value fits a
-// byte (Q5_K's fifth bit merged in). Rows in groups of kInt8GroupRows, each run of 32
-// values of a group's rows side by side.
+// The byte form of a tile of Q4_K/Q5_K/Q6_K rows, for the int8 micro-kernel (AVX2): value k
+// of row r is the byte at(r, k)[0] times its sub-block's integer scale
+// sc[r * n / sub + k / sub] and the block's scale[r * nb + b], less min_scale[r * nb + b]
+// times mins[(r * nb + b) * 256 / sub + (k % 256) / sub]. The sub-block scale stays apart
+// so that the value fits a byte:
+//  - Q4_K, Q5_K (sub 32): the nibble (Q5_K's fifth bit merged in), the six-bit scale and
+//    min, d and dmin, as in Int16Rows;
+//  - Q6_K (sub 16): the six-bit value q + 32 >= 0 and the int8 scale, d; the min term
+//    takes the offset back off (mins = 32 * scale, min_scale = d).
+// Rows in groups of kInt8GroupRows, each run of 32 values of a group's rows side by side.
 constexpr int64_t kInt8GroupRows = 3;
 static_assert(kRowMultiple % kInt8GroupRows == 0);
 
 struct Int8Rows {
   int64_t n = 0;
+  int64_t sub = 32;            // values per sub-block scale: 32, or 16 (Q6_K)
   uint8_t* q = nullptr;        // [count rounded up to the group][n]
-  int16_t* sc = nullptr;       // [count][n / 32]
+  int16_t* sc = nullptr;       // [count][n / sub]
   float* scale = nullptr;      // [count][nb]
-  int16_t* mins = nullptr;     // [count][nb][8]
+  int16_t* mins = nullptr;     // [count][nb][256 / sub]
   float* min_scale = nullptr;  // [count][nb]
 
   uint8_t* at(int64_t r, int64_t k) const {
@@ -109,7 +125,7 @@ struct Int8Rows {
 };
 
 // Int8Rows of `count` rows in `scratch` (bytes != nullptr: only the size).
-Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, size_t* bytes = nullptr) {
+Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, int64_t sub, size_t* bytes = nullptr) {
   const auto values = static_cast<size_t>((count + kInt8GroupRows - 1) / kInt8GroupRows * kInt8GroupRows * n);
   const auto blocks = static_cast<size_t>(count * (n / kQK));
   auto* at = static_cast<unsigned char*>(scratch);
@@ -121,10 +137,11 @@ Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, size_t* bytes = n
   };
   Int8Rows rows;
   rows.n = n;
+  rows.sub = sub;
   rows.q = take(values);
-  rows.sc = reinterpret_cast<int16_t*>(take(static_cast<size_t>(count * (n / 32)) * sizeof(int16_t)));
+  rows.sc = reinterpret_cast<int16_t*>(take(static_cast<size_t>(count * (n / sub)) * sizeof(int16_t)));
   rows.scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
-  rows.mins = reinterpret_cast<int16_t*>(take(blocks * 8 * sizeof(int16_t)));
+  rows.mins = reinterpret_cast<int16_t*>(take(blocks * static_cast<size_t>(kQK / sub) * sizeof(int16_t)));
   rows.min_scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
   if (bytes != nullptr) *bytes = used;
   return rows;
@@ -180,8 +197,9 @@ int64_t PanelTokens() { return 2 * static_cast<int64_t>(hn::Lanes(D32())); }
 
 // The float sums of R rows x the panel's T tokens at the end of block b: out[j * T + t] +=
 // acc[j] * (row r + j's block scale) * (token t's), less the row's min term where the type
-// has one (Rows: Int16Rows or Int8Rows, which keep these arrays alike).
-template <size_t R, bool kMins, class Rows>
+// has one: kMinPairs pairs of mins a block against as many pairs of the panel's sums (0:
+// none). Rows: Int16Rows or Int8Rows, which keep these arrays alike.
+template <size_t R, int kMinPairs, class Rows>
 HWY_INLINE void EndBlock(const V32 (&acc)[R][2], const Rows& w, int64_t r, int64_t b, int64_t nb,
                          const float* xd, const int32_t* xs, float* out) {
   const D32 d32;
@@ -196,15 +214,15 @@ HWY_INLINE void EndBlock(const V32 (&acc)[R][2], const Rows& w, int64_t r, int64
     hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][0]), hn::Mul(scale, dx0), hn::LoadU(df, o)), df, o);
     hn::StoreU(hn::MulAdd(hn::ConvertTo(df, acc[j][1]), hn::Mul(scale, dx1), hn::LoadU(df, o + L)), df, o + L);
   });
-  if constexpr (kMins) {
+  if constexpr (kMinPairs > 0) {
     // - min_scale * sum_s mins[s] * (the token's sum over sub-block s), times the token's d.
     Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-      const int16_t* mins = w.mins + ((r + j) * nb + b) * 8;
+      const int16_t* mins = w.mins + ((r + j) * nb + b) * 2 * kMinPairs;
       V32 m0 = hn::Zero(d32), m1 = hn::Zero(d32);
-      for (int64_t s = 0; s < 4; ++s) {
+      for (int64_t s = 0; s < kMinPairs; ++s) {
         const V32 pair = hn::Set(d32, load_pair(mins + 2 * s));
-        m0 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T), pair, m0);
-        m1 = DotPairs(hn::LoadU(d32, xs + (b * 4 + s) * T + L), pair, m1);
+        m0 = DotPairs(hn::LoadU(d32, xs + (b * kMinPairs + s) * T), pair, m0);
+        m1 = DotPairs(hn::LoadU(d32, xs + (b * kMinPairs + s) * T + L), pair, m1);
       }
       const auto min_scale = hn::Set(df, w.min_scale[(r + j) * nb + b]);
       float* o = out + j * T;
@@ -248,28 +266,29 @@ HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
         });
       }
     }
-    EndBlock<R, kMins>(acc, w, r, b, nb, xd, xs, out);
+    EndBlock<R, kMins ? 4 : 0>(acc, w, r, b, nb, xd, xs, out);
   }
 }
 
 #if HWY_TARGET == HWY_AVX2
-// The int8 micro-kernel (AVX2, Q4_K and Q5_K): the weights stay bytes (Int8Rows) and meet
-// int8 tokens in vpmaddubsw, 32 multiply-adds an instruction against vpmaddwd's 16 (AVX2
-// has no VNNI to fold the add into either). Each int16 lane then holds two products;
-// kSteps groups of four values are summed in int16 before vpmaddwd applies the
-// sub-block's six-bit scale and widens to int32: 2 * kSteps * 15 * 127 <= 30480 for Q4_K
-// at 8 steps (the whole sub-block), 2 * kSteps * 31 * 127 <= 31496 for Q5_K at 4, so no
-// int16 sum saturates. R rows x 2 token vectors of int32 and of int16 sums, two token
-// vectors and a broadcast fit AVX2's 16 registers at R = 3.
+// The int8 micro-kernel (AVX2; Q4_K, Q5_K, Q6_K): the weights stay bytes (Int8Rows) and
+// meet int8 tokens in vpmaddubsw, 32 multiply-adds an instruction against vpmaddwd's 16
+// (AVX2 has no VNNI to fold the add into either). Each int16 lane then holds two
+// products; kSteps groups of four values are summed in int16 before vpmaddwd applies the
+// sub-block's scale and widens to int32. No int16 sum saturates: 2 * kSteps * (the
+// largest byte) * 127 is 30480 for Q4_K at 8 steps (a whole sub-block), 31496 for Q5_K
+// at 4 and 32004 for Q6_K at 2 (its sub-blocks are 4 steps). R rows x 2 token vectors of
+// int32 and of int16 sums, two token vectors and a broadcast fit AVX2's 16 registers at
+// R = 3. kSub: values per sub-block scale; kMinPairs as EndBlock's.
 constexpr size_t kTileR8 = static_cast<size_t>(kInt8GroupRows);
 static_assert(kTileR8 <= kTileR, "RunTile's float sums are sized for kTileR rows");
 
-template <size_t R, int kSteps>
+template <size_t R, int kSteps, int kSub, int kMinPairs>
 HWY_INLINE void MicroTileInt8(const Int8Rows& w, int64_t r, const uint8_t* panel, const PanelLayout& layout,
                               int64_t b0, int64_t b1, bool accumulate, float* out) {
-  static_assert(8 % kSteps == 0);
+  static_assert(8 % kSteps == 0 && kSub % (4 * kSteps) == 0, "a sub-block is whole groups of kSteps");
   constexpr int64_t L = 8, T = 2 * L;
-  const int64_t nb = w.n / kQK, subs = w.n / 32;
+  const int64_t nb = w.n / kQK, subs = w.n / kSub;
   const auto* xq = reinterpret_cast<const int32_t*>(panel);
   const auto* xd = reinterpret_cast<const float*>(panel + layout.d);
   const auto* xs = reinterpret_cast<const int32_t*>(panel + layout.sums);
@@ -297,13 +316,13 @@ HWY_INLINE void MicroTileInt8(const Int8Rows& w, int64_t r, const uint8_t* panel
           });
         });
         Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-          const __m256i sc = _mm256_set1_epi16(w.sc[(r + j) * subs + b * 8 + s]);
+          const __m256i sc = _mm256_set1_epi16(w.sc[(r + j) * subs + (k0 + 4 * h) / kSub]);
           acc[j][0] = V32{_mm256_add_epi32(acc[j][0].raw, _mm256_madd_epi16(part[j][0], sc))};
           acc[j][1] = V32{_mm256_add_epi32(acc[j][1].raw, _mm256_madd_epi16(part[j][1], sc))};
         });
       }
     }
-    EndBlock<R, true>(acc, w, r, b, nb, xd, xs, out);
+    EndBlock<R, kMinPairs>(acc, w, r, b, nb, xd, xs, out);
   }
 }
 
@@ -342,7 +361,43 @@ void DecodeK4Bytes(const void* rows, size_t row_stride, int64_t count, const Int
   }
 }
 
-bool Int8Kernel(DType weight_type) { return weight_type == DType::Q4_K || weight_type == DType::Q5_K; }
+// Q6_K rows into Int8Rows: the six-bit values as q6_k_values-inl.h assembles them, in bytes.
+void DecodeQ6KBytes(const void* rows, size_t row_stride, int64_t count, const Int8Rows& out) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f);
+  const __m256i bits45 = _mm256_set1_epi8(0x30);
+  const int64_t nb = out.n / kQK, subs = out.n / 16;
+  for (int64_t r = 0; r < count; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(rows) + r * row_stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ6_K& block = blocks[b];
+      const int64_t at = r * nb + b;
+      out.scale[at] = out.min_scale[at] = fp16_to_fp32(block.d);
+      for (int i = 0; i < 16; ++i) {
+        const auto scale = static_cast<int8_t>(block.scales[i]);
+        out.sc[r * subs + b * 16 + i] = scale;
+        out.mins[at * 16 + i] = static_cast<int16_t>(32 * scale);
+      }
+      for (int half = 0; half < 2; ++half) {
+        const auto* ql = reinterpret_cast<const __m256i*>(block.ql + 64 * half);
+        const __m256i a = _mm256_loadu_si256(ql), c = _mm256_loadu_si256(ql + 1);
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh + 32 * half));
+        const __m256i group[4] = {
+            _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45)),
+            _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), _mm256_and_si256(h, bits45)),
+            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4),
+                            _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45))};
+        for (int g = 0; g < 4; ++g) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 128 * half + 32 * g)), group[g]);
+        }
+      }
+    }
+  }
+}
+
+bool Int8Kernel(DType weight_type) {
+  return weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K;
+}
 #else
 bool Int8Kernel(DType) { return false; }
 #endif
@@ -411,23 +466,30 @@ void GemmInt8(DType weight_type, const uint8_t* w, size_t row_stride, int64_t n,
               const uint8_t* tokens, const PanelLayout& layout, int64_t m, float* y, int64_t ldy, void* scratch) {
 #if HWY_TARGET == HWY_AVX2
   const int64_t tile = tile_rows(n);
-  const bool q5 = weight_type == DType::Q5_K;
+  const int64_t sub = weight_type == DType::Q6_K ? 16 : 32;
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
-    const Int8Rows decoded = int8_rows_in(scratch, count, n);
-    if (q5) {
-      DecodeK4Bytes<BlockQ5_K>(w + r0 * row_stride, row_stride, count, decoded);
-    } else {
-      DecodeK4Bytes<BlockQ4_K>(w + r0 * row_stride, row_stride, count, decoded);
+    const Int8Rows decoded = int8_rows_in(scratch, count, n, sub);
+    const uint8_t* from = w + r0 * row_stride;
+    switch (weight_type) {
+      case DType::Q4_K: DecodeK4Bytes<BlockQ4_K>(from, row_stride, count, decoded); break;
+      case DType::Q5_K: DecodeK4Bytes<BlockQ5_K>(from, row_stride, count, decoded); break;
+      default: DecodeQ6KBytes(from, row_stride, count, decoded); break;
     }
     RunTile<kTileR8>(n, kQK, 1, count, tokens, layout, m, y + r0, ldy,
                      [&](int64_t rows_here, int64_t j0, const uint8_t* panel, int64_t b0, int64_t b1,
                          bool accumulate, float* out) {
                        ForRowCount<kTileR8>(rows_here, [&](auto r) DEFERKV_INLINE_LAMBDA {
-                         if (q5) {
-                           MicroTileInt8<r, 4>(decoded, j0, panel, layout, b0, b1, accumulate, out);
-                         } else {
-                           MicroTileInt8<r, 8>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                         switch (weight_type) {
+                           case DType::Q4_K:
+                             MicroTileInt8<r, 8, 32, 4>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                             break;
+                           case DType::Q5_K:
+                             MicroTileInt8<r, 4, 32, 4>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                             break;
+                           default:
+                             MicroTileInt8<r, 2, 16, 8>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                             break;
                          }
                        });
                      });
@@ -443,7 +505,7 @@ void GemmInt8(DType weight_type, const uint8_t* w, size_t row_stride, int64_t n,
 void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
                const void* tokens, bool int8_tokens, int64_t m, float* y, int64_t ldy, void* scratch) {
   const auto block = static_cast<int>(dtype_block_elems(weight_type));
-  const PanelLayout layout = panel_layout(n, block, PanelTokens(), int8_tokens);
+  const PanelLayout layout = panel_layout(n, block, PanelTokens(), token_form(weight_type, int8_tokens));
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* panels = static_cast<const uint8_t*>(tokens);
   if (int8_tokens) {
@@ -507,17 +569,18 @@ bool gemm_int16_takes_int8(DType weight_type) {
 size_t gemm_int16_tokens_bytes(DType weight_type, int64_t n, int64_t m) {
   const int64_t t = gemm_int16_panel_tokens();
   const int block = static_cast<int>(dtype_block_elems(weight_type));
-  return static_cast<size_t>((m + t - 1) / t) * panel_layout(n, block, t, gemm_int16_takes_int8(weight_type)).bytes;
+  const TokenForm form = token_form(weight_type, gemm_int16_takes_int8(weight_type));
+  return static_cast<size_t>((m + t - 1) / t) * panel_layout(n, block, t, form).bytes;
 }
 
 void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int64_t n, int64_t m,
                             int64_t first_panel, int64_t panels, void* out) {
   const int64_t T = gemm_int16_panel_tokens();
   const int block = static_cast<int>(dtype_block_elems(weight_type));
-  const bool int8_tokens = gemm_int16_takes_int8(weight_type);
-  const PanelLayout layout = panel_layout(n, block, T, int8_tokens);
+  const TokenForm form = token_form(weight_type, gemm_int16_takes_int8(weight_type));
+  const PanelLayout layout = panel_layout(n, block, T, form);
   const int64_t nb = n / block;
-  std::vector<unsigned char> packed(int8_tokens ? packed_layout_int8(n).total : packed_layout(n, block).total);
+  std::vector<unsigned char> packed(form.int8 ? packed_layout_int8(n).total : packed_layout(n, block).total);
   for (int64_t p = first_panel; p < first_panel + panels; ++p) {
     auto* panel = static_cast<unsigned char*>(out) + static_cast<size_t>(p) * layout.bytes;
     if ((p + 1) * T > m) std::memset(panel, 0, layout.bytes);
@@ -525,12 +588,14 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
     auto* d = reinterpret_cast<float*>(panel + layout.d);
     auto* sums = reinterpret_cast<int32_t*>(panel + layout.sums);
     for (int64_t t = 0; t < T && p * T + t < m; ++t) {
-      if (int8_tokens) {
+      if (form.int8) {
         pack_int8_blocks(x + (p * T + t) * ldx, n, packed.data());
         const PackedActivationInt8 token = packed_view_int8(packed.data(), n);
         for (int64_t k = 0; k < n; k += 4) q[k / 4 * T + t] = load_four(token.q + k);
         for (int64_t b = 0; b < nb; ++b) d[b * T + t] = token.d[b];
-        for (int64_t s = 0; s < nb * 8; s += 2) sums[s / 2 * T + t] = load_pair(token.sums + s);
+        const int16_t* token_sums = form.sums_of_16 ? token.sums16 : token.sums;
+        const int64_t count = nb * (form.sums_of_16 ? 16 : 8);
+        for (int64_t s = 0; s < count; s += 2) sums[s / 2 * T + t] = load_pair(token_sums + s);
         continue;
       }
       pack_int16_blocks(x + (p * T + t) * ldx, n, block, packed.data());
@@ -546,10 +611,10 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
 
 size_t gemm_int16_scratch_bytes(DType weight_type, int64_t n) {
   // A tile is a multiple of every target's kTileR rows, so its groups are whole. The int8
-  // form of a tile (Q4_K and Q5_K) takes less, but which form runs is decided later.
+  // form of a tile (K-quants on AVX2) takes less, but which form runs is decided later.
   if (!has_int16_rows(weight_type)) return 0;
   size_t int8_bytes = 0;
-  int8_rows_in(nullptr, tile_rows(n), n, &int8_bytes);
+  int8_rows_in(nullptr, tile_rows(n), n, 16, &int8_bytes);
   return std::max(int16_rows_bytes(weight_type, tile_rows(n), n, 1), int8_bytes);
 }
 

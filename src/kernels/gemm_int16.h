@@ -9,8 +9,8 @@
 // the dequantisation to float, and it runs on AVX-512 VNNI's vpdpwssd where the CPU has
 // it: 32 multiply-adds per instruction against 16 for float32 FMA.
 //
-// On AVX2 without AVX-512, Q4_K and Q5_K weights stay bytes instead and meet tokens
-// quantised to int8 (the form their decode matvecs take, packed_activation.h) in
+// On AVX2 without AVX-512, K-quant weights (Q4_K, Q5_K, Q6_K) stay bytes instead and meet
+// tokens quantised to int8 (the form their decode matvecs take, packed_activation.h) in
 // vpmaddubsw, twice the multiply-adds of vpmaddwd (gemm_int16_takes_int8); each block's
 // sum is exact in int32 as well.
 //
@@ -32,7 +32,7 @@ bool gemm_int16_serves(DType weight_type, int64_t m);
 
 int64_t gemm_int16_panel_tokens();
 // Whether the tokens for `weight_type` weights are quantised to int8 rather than int16 on
-// this CPU now (Q4_K and Q5_K on AVX2, under KQuantActivation::kInt8, matvec.h). The
+// this CPU now (the K-quants on AVX2, under KQuantActivation::kInt8, matvec.h). The
 // packing and the product read it each call: never change the setting between them.
 bool gemm_int16_takes_int8(DType weight_type);
 // Bytes the token panels of m tokens of n values take.

@@ -140,17 +140,19 @@ TEST(GemmInt16, LargestValuesAgainstLargestTokensDoNotOverflow) {
   }
 }
 
-// Q4_K and Q5_K take int8 tokens on AVX2 (the byte kernel), unless the K-quant setting
-// asks for int16; other types and the AVX-512 targets take int16.
-TEST(GemmInt16, TakesInt8TokensForQ4KAndQ5KOnAvx2) {
+// The K-quants take int8 tokens on AVX2 (the byte kernel), unless the K-quant setting asks
+// for int16; Q4_0, Q8_0 and the AVX-512 targets take int16.
+TEST(GemmInt16, TakesInt8TokensForKQuantsOnAvx2) {
   testing::for_each_simd_target({int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}}, [&](const char* name) {
     const bool avx2 = std::strcmp(name, hwy::TargetName(HWY_AVX2)) == 0;
     for (DType type : kIntegerTypes) {
-      EXPECT_EQ(avx2 && (type == DType::Q4_K || type == DType::Q5_K), gemm_int16_takes_int8(type))
+      const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
+      EXPECT_EQ(avx2 && k_quant, gemm_int16_takes_int8(type))
           << dtype_name(type);
     }
     set_kquant_activation(KQuantActivation::kInt16);
     EXPECT_FALSE(gemm_int16_takes_int8(DType::Q4_K));
+    EXPECT_FALSE(gemm_int16_takes_int8(DType::Q6_K));
     set_kquant_activation(KQuantActivation::kInt8);
   });
 }

@@ -23,7 +23,11 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -56,14 +60,21 @@ struct PanelLayout {
 
 // How gemm_int16 takes the tokens for a type on a target.
 struct TokenForm {
-  bool int8 = false;        // int8 values (gemm_int16_takes_int8), else int16
+  bool int8 = false;        // int8 values (gemm_int16_takes_int8), else int16 (or bf16)
   bool sums_of_16 = false;  // the panel's sums are of 16 values (int8 tokens for Q6_K)
+  bool bf16 = false;        // bf16 pairs and nothing else (BF16 weights)
 };
 
-TokenForm token_form(DType weight_type, bool int8) { return {int8, int8 && weight_type == DType::Q6_K}; }
+TokenForm token_form(DType weight_type, bool int8) {
+  return {int8, int8 && weight_type == DType::Q6_K, weight_type == DType::BF16};
+}
 
 PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
   const auto t = static_cast<size_t>(tokens);
+  if (form.bf16) {
+    const size_t values = round_up(static_cast<size_t>(n) * 2 * t);
+    return {values, values, values};
+  }
   const auto nb = static_cast<size_t>(n / block);
   const size_t sum_pairs = block == kQK ? (form.sums_of_16 ? 8 : 4) : 0;
   PanelLayout layout;
@@ -71,6 +82,16 @@ PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
   layout.sums = layout.d + round_up(nb * t * sizeof(float));
   layout.bytes = layout.sums + round_up(nb * sum_pairs * t * sizeof(int32_t));
   return layout;
+}
+
+// BF16 weights (AVX-512 BF16, gemm_int16.h) sum their products in float32 a block of
+// values at a time, each block's sum then added in order: the largest of 256, 128, 64 and 32
+// that divides a row, so that a result depends on n alone, never on m or chunking.
+int bf16_block(int64_t n) {
+  for (int block : {256, 128, 64}) {
+    if (n % block == 0) return block;
+  }
+  return 32;
 }
 
 // Weight rows decoded at a time: about 128 KiB of int16 values, a multiple of every
@@ -193,6 +214,17 @@ HWY_INLINE V32 DotPairs(V32 a, V32 b, V32 sum) {
 #endif
 }
 
+#if HWY_TARGET <= HWY_AVX3
+// sum + the products of a's and b's bf16 lanes, pairwise added into float32 lanes: AVX-512
+// BF16's vdpbf16ps, 32 multiply-adds an instruction against FMA's 16. Only run where the
+// CPU has it (gemm_int16_serves); written out as DotPairs' VNNI is, for the same reason.
+HWY_INLINE hn::Vec<DF> DotPairs(V32 a, V32 b, hn::Vec<DF> sum) {
+  __m512 raw = sum.raw;
+  asm("vdpbf16ps %[b], %[a], %[sum]" : [sum] "+v"(raw) : [a] "v"(a.raw), [b] "v"(b.raw));
+  return hn::Vec<DF>{raw};
+}
+#endif
+
 int64_t PanelTokens() { return 2 * static_cast<int64_t>(hn::Lanes(D32())); }
 
 // The float sums of R rows x the panel's T tokens at the end of block b: out[j * T + t] +=
@@ -233,10 +265,12 @@ HWY_INLINE void EndBlock(const V32 (&acc)[R][2], const Rows& w, int64_t r, int64
 }
 
 // out[j * T + t] = row r + j's dot product with token t of the panel over blocks
-// [b0, b1), for j < R, added to what out holds if `accumulate`.
-template <size_t R, bool kMins>
+// [b0, b1), for j < R, added to what out holds if `accumulate`. kBf16: the rows and tokens
+// are bf16 pairs, summed in float32 (a block's sum added to out as it is).
+template <size_t R, bool kMins, bool kBf16 = false>
 HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
                           const PanelLayout& layout, int64_t b0, int64_t b1, bool accumulate, float* out) {
+  using Acc = std::conditional_t<kBf16, hn::Vec<DF>, V32>;
   const D32 d32;
   const DF df;
   const auto L = static_cast<int64_t>(hn::Lanes(d32));
@@ -249,8 +283,15 @@ HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
     for (int64_t i = 0; i < static_cast<int64_t>(R) * T; i += L) hn::StoreU(hn::Zero(df), df, out + i);
   }
   for (int64_t b = b0; b < b1; ++b) {
-    V32 acc[R][2];
-    Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA { acc[j][0] = acc[j][1] = hn::Zero(d32); });
+    const Acc zero = [&] {
+      if constexpr (kBf16) {
+        return hn::Zero(df);
+      } else {
+        return hn::Zero(d32);
+      }
+    }();
+    Acc acc[R][2];
+    Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA { acc[j][0] = acc[j][1] = zero; });
     // A run of kRunValues values of the group's rows at a time: pair p of row r + j lies
     // at run[j * kRunPairs + p].
     for (int64_t k0 = b * block; k0 < (b + 1) * block; k0 += Int16Rows::kRunValues) {
@@ -266,7 +307,15 @@ HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
         });
       }
     }
-    EndBlock<R, kMins ? 4 : 0>(acc, w, r, b, nb, xd, xs, out);
+    if constexpr (kBf16) {
+      Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+        float* o = out + j * T;
+        hn::StoreU(hn::Add(hn::LoadU(df, o), acc[j][0]), df, o);
+        hn::StoreU(hn::Add(hn::LoadU(df, o + L), acc[j][1]), df, o + L);
+      });
+    } else {
+      EndBlock<R, kMins ? 4 : 0>(acc, w, r, b, nb, xd, xs, out);
+    }
   }
 }
 
@@ -448,18 +497,48 @@ void RunTile(int64_t n, int block, int64_t value_bytes, int64_t count, const uin
   }
 }
 
-// The int16 form: rows decoded by int16_rows.h, MicroTile.
-template <bool kMins>
+// The int16 form (rows decoded by int16_rows.h) and the bf16 one: MicroTile.
+template <bool kMins, bool kBf16 = false>
 void RunTileInt16(const Int16Rows& w, int64_t count, const uint8_t* tokens, const PanelLayout& layout, int64_t m,
                   float* y, int64_t ldy) {
   RunTile<kTileR>(w.n, w.block, 2, count, tokens, layout, m, y, ldy,
                   [&](int64_t rows, int64_t j0, const uint8_t* panel, int64_t b0, int64_t b1, bool accumulate,
                       float* out) {
                     ForRowCount<kTileR>(rows, [&](auto r) DEFERKV_INLINE_LAMBDA {
-                      MicroTile<r, kMins>(w, j0, panel, layout, b0, b1, accumulate, out);
+                      MicroTile<r, kMins, kBf16>(w, j0, panel, layout, b0, b1, accumulate, out);
                     });
                   });
 }
+
+// BF16 weights (Bf16Kernel's targets): each tile's rows copied into Int16Rows' layout
+// (runs of 32 values of the group's rows side by side), their bits unchanged.
+void GemmBf16(const uint8_t* w, size_t row_stride, int64_t n, int64_t rows, const uint8_t* tokens,
+              const PanelLayout& layout, int64_t m, float* y, int64_t ldy, void* scratch) {
+#if HWY_TARGET <= HWY_AVX3
+  const int64_t tile = tile_rows(n);
+  Int16Rows tiled;
+  tiled.n = n;
+  tiled.block = bf16_block(n);
+  tiled.group_rows = static_cast<int64_t>(kTileR);
+  tiled.q = static_cast<int16_t*>(scratch);
+  for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+    const int64_t count = std::min(tile, rows - r0);
+    for (int64_t r = 0; r < count; ++r) {
+      const uint8_t* row = w + (r0 + r) * row_stride;
+      for (int64_t k = 0; k < n; k += Int16Rows::kRunValues) {
+        std::memcpy(tiled.at(r, k), row + k * 2, Int16Rows::kRunValues * 2);
+      }
+    }
+    RunTileInt16<false, true>(tiled, count, tokens, layout, m, y + r0, ldy);
+  }
+#else
+  (void)w, (void)row_stride, (void)n, (void)rows, (void)tokens, (void)layout, (void)m, (void)y, (void)ldy,
+      (void)scratch;
+  fail("gemm_int16: no bf16 kernel on this target");
+#endif
+}
+
+bool Bf16Kernel() { return HWY_TARGET <= HWY_AVX3; }
 
 // The int8 form (Int8Kernel's types on AVX2): rows decoded here, MicroTileInt8.
 void GemmInt8(DType weight_type, const uint8_t* w, size_t row_stride, int64_t n, int64_t rows,
@@ -508,6 +587,10 @@ void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_
   const PanelLayout layout = panel_layout(n, block, PanelTokens(), token_form(weight_type, int8_tokens));
   const auto* w = static_cast<const uint8_t*>(weights);
   const auto* panels = static_cast<const uint8_t*>(tokens);
+  if (weight_type == DType::BF16) {
+    GemmBf16(w, row_stride, n, rows, panels, layout, m, y, ldy, scratch);
+    return;
+  }
   if (int8_tokens) {
     GemmInt8(weight_type, w, row_stride, n, rows, panels, layout, m, y, ldy, scratch);
     return;
@@ -534,6 +617,7 @@ void GemmInt16(DType, const void*, size_t, int64_t, int64_t, const void*, bool, 
 }
 bool Supported() { return false; }
 bool Int8Kernel(DType) { return false; }
+bool Bf16Kernel() { return false; }
 
 #endif
 
@@ -548,15 +632,59 @@ HWY_EXPORT(PanelTokens);
 HWY_EXPORT(GemmInt16);
 HWY_EXPORT(Supported);
 HWY_EXPORT(Int8Kernel);
+HWY_EXPORT(Bf16Kernel);
 
 // Fewer tokens than this take matmul's matvec path instead. A panel costs as much for one
 // token as for T (32 with AVX-512): at 16 tokens the two paths took the same time, at 32
 // the GEMM half (kernels_bench's gemm_int16 against matmul_small_m, 4096 x 4096, Q4_K).
 constexpr int64_t kMinTokens = 16;
+// BF16 weights: below this, matmul's matvec route (float32 tokens against the widened
+// weights) is as fast, and a panel of 32 tokens would be mostly padding.
+constexpr int64_t kBf16MinTokens = 32;
+
+std::atomic<Bf16Activation>& bf16_setting() {
+  static std::atomic<Bf16Activation> setting{[] {
+    const char* value = std::getenv(kBf16ActivationVariable);
+    return value != nullptr && *value != '\0' ? parse_bf16_activation(value) : Bf16Activation::kBf16;
+  }()};
+  return setting;
+}
+
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
-bool gemm_int16_serves(DType weight_type, int64_t m) {
+Bf16Activation parse_bf16_activation(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "bf16") return Bf16Activation::kBf16;
+  if (lower == "f32") return Bf16Activation::kF32;
+  fail("{}='{}' is not a BF16 activation form (known: bf16, f32)", kBf16ActivationVariable, name);
+}
+
+Bf16Activation bf16_activation() { return bf16_setting().load(std::memory_order_relaxed); }
+
+void set_bf16_activation(Bf16Activation form) { bf16_setting().store(form, std::memory_order_relaxed); }
+
+bool gemm_int16_takes_bf16() {
+  return bf16_activation() == Bf16Activation::kBf16 && cpu_has_avx512_bf16() && HWY_DYNAMIC_DISPATCH(Bf16Kernel)();
+}
+
+bool gemm_int16_serves(DType weight_type, int64_t n, int64_t m) {
+  if (weight_type == DType::BF16) {
+    return m >= kBf16MinTokens && n % Int16Rows::kRunValues == 0 && gemm_int16_takes_bf16();
+  }
   return m >= kMinTokens && has_int16_rows(weight_type) && HWY_DYNAMIC_DISPATCH(Supported)();
 }
 
@@ -588,6 +716,13 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
     auto* d = reinterpret_cast<float*>(panel + layout.d);
     auto* sums = reinterpret_cast<int32_t*>(panel + layout.sums);
     for (int64_t t = 0; t < T && p * T + t < m; ++t) {
+      if (form.bf16) {
+        const float* xt = x + (p * T + t) * ldx;
+        for (int64_t k = 0; k < n; k += 2) {
+          q[k / 2 * T + t] = static_cast<int32_t>(fp32_to_bf16(xt[k]) | uint32_t{fp32_to_bf16(xt[k + 1])} << 16);
+        }
+        continue;
+      }
       if (form.int8) {
         pack_int8_blocks(x + (p * T + t) * ldx, n, packed.data());
         const PackedActivationInt8 token = packed_view_int8(packed.data(), n);
@@ -612,6 +747,7 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
 size_t gemm_int16_scratch_bytes(DType weight_type, int64_t n) {
   // A tile is a multiple of every target's kTileR rows, so its groups are whole. The int8
   // form of a tile (K-quants on AVX2) takes less, but which form runs is decided later.
+  if (weight_type == DType::BF16) return round_up(static_cast<size_t>(tile_rows(n) * n) * sizeof(uint16_t));
   if (!has_int16_rows(weight_type)) return 0;
   size_t int8_bytes = 0;
   int8_rows_in(nullptr, tile_rows(n), n, 16, &int8_bytes);

@@ -20,15 +20,32 @@
 // tokens side by side, so that one vector load gives the same pair of every token.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "tensor/dtype.h"
 
 namespace deferkv {
 
-// Whether the prefill of m tokens against `weight_type` weights goes through gemm_int16
-// on this CPU (its type has integer rows, the CPU is x86 with AVX2 or better, and m
-// reaches the threshold).
-bool gemm_int16_serves(DType weight_type, int64_t m);
+// Whether the prefill of m tokens of n values against `weight_type` weights goes through
+// gemm_int16 on this CPU: its type has integer rows, the CPU is x86 with AVX2 or better,
+// and m reaches the threshold; or BF16 weights on a CPU with AVX-512 BF16 (below).
+bool gemm_int16_serves(DType weight_type, int64_t n, int64_t m);
+
+// BF16 weights on a CPU with AVX-512 BF16 (Zen 4, Sapphire Rapids) take the same route
+// with the tokens rounded to bf16, summed in float32 by vdpbf16ps (twice FMA's
+// multiply-adds), as llama.cpp does for them: a prompt's logits then carry the tokens'
+// bf16 rounding (about 1e-3 relative), where decode keeps float32 tokens. kF32 keeps every
+// BF16 prefill on the float32 GEMM instead; DEFERKV_BF16_ACTIVATION=bf16|f32 in the
+// environment picks it, read on first use (docs/cli.md).
+enum class Bf16Activation { kBf16, kF32 };
+inline constexpr const char* kBf16ActivationVariable = "DEFERKV_BF16_ACTIVATION";
+// "bf16" or "f32" (any case); error naming the known values otherwise.
+Bf16Activation parse_bf16_activation(const std::string& name);
+Bf16Activation bf16_activation();
+// Overrides the setting for the whole process (tests).
+void set_bf16_activation(Bf16Activation form);
+// Whether BF16 prompts take bf16 tokens here now (the setting, the CPU and the target).
+bool gemm_int16_takes_bf16();
 
 int64_t gemm_int16_panel_tokens();
 // Whether the tokens for `weight_type` weights are quantised to int8 rather than int16 on

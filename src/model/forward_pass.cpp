@@ -97,7 +97,7 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
     linear_by_matvec(w, x, n, y);
     return;
   }
-  if (gemm_int16_serves(w.type, n)) {
+  if (gemm_int16_serves(w.type, w.cols, n)) {
     linear_by_int16_gemm(w, x, n, y, input);
     return;
   }

@@ -5,15 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "deferkv/error.h"
 #include "kernel_test_util.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
+#include "kernels/quant.h"
 
 namespace deferkv {
 namespace {
@@ -29,6 +33,10 @@ constexpr DType kIntegerTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType:
 // int8 where gemm_int16_takes_int8, then read back.
 std::vector<float> as_packed(DType type, const float* x, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
+  if (type == DType::BF16) {  // rounded to bf16
+    for (int64_t k = 0; k < n; ++k) out[k] = bf16_to_fp32(fp32_to_bf16(x[k]));
+    return out;
+  }
   if (gemm_int16_takes_int8(type)) {
     std::vector<unsigned char> packed(packed_layout_int8(n).total);
     pack_int8_blocks(x, n, packed.data());
@@ -67,11 +75,20 @@ struct Shape {
   int64_t rows, n, m;
 };
 
+// The types gemm_int16 runs on the target now: the integer ones, and BF16 where the CPU has
+// AVX-512 BF16 and the target is AVX-512 (n = 96 has no block of 64, so the bf16 sums go by
+// blocks of 32 there).
+std::vector<DType> types_run_here() {
+  std::vector<DType> types(std::begin(kIntegerTypes), std::end(kIntegerTypes));
+  if (gemm_int16_serves(DType::BF16, 96, 32)) types.push_back(DType::BF16);
+  return types;
+}
+
 TEST(GemmInt16, MatchesFloat64OfTheQuantisedOperands) {
   // Partial row tiles, partial token panels, several weight tiles (768 columns: 84 rows),
   // and enough tokens that the values are taken in chunks (600 tokens: 3 blocks of 256).
   const Shape shapes[] = {{1, 256, 1}, {7, 256, 33}, {45, 768, 70}, {200, 512, 19}, {13, 1024, 600}};
-  for (DType type : kIntegerTypes) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16}) {
     for (const Shape& s : shapes) {
       SCOPED_TRACE(::testing::Message() << dtype_name(type) << " rows " << s.rows << " n " << s.n << " m " << s.m);
       // Offsets per row so that the mins are far from zero.
@@ -82,6 +99,8 @@ TEST(GemmInt16, MatchesFloat64OfTheQuantisedOperands) {
       const WeightMatrix w = quantise_matrix(type, values, s.rows, s.n);
       const std::vector<float> x = random_normal(static_cast<size_t>(s.m * s.n), 12, 3.0f);
       for_each_integer_target([&] {
+        const std::vector<DType> here = types_run_here();
+        if (std::find(here.begin(), here.end(), type) == here.end()) return;
         std::vector<float> y(static_cast<size_t>(s.m * s.rows), NAN);
         run(w, x, s.m, 0, s.rows, y.data(), s.rows);
         for (int64_t i = 0; i < s.m; ++i) {
@@ -160,11 +179,13 @@ TEST(GemmInt16, TakesInt8TokensForKQuantsOnAvx2) {
 TEST(GemmInt16, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {
   // 600 tokens of 1024 values are taken in chunks of values; one token alone is not.
   const int64_t rows = 50, n = 1024, m = 600;
-  for (DType type : kIntegerTypes) {
+  for (DType type : {DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::BF16}) {
     SCOPED_TRACE(dtype_name(type));
     const WeightMatrix w = quantise_matrix(type, random_normal(static_cast<size_t>(rows * n), 21), rows, n);
     const std::vector<float> x = random_normal(static_cast<size_t>(m * n), 22);
     for_each_integer_target([&] {
+      const std::vector<DType> here = types_run_here();
+      if (std::find(here.begin(), here.end(), type) == here.end()) return;
       std::vector<float> all(static_cast<size_t>(m * rows));
       run(w, x, m, 0, rows, all.data(), rows);
       // Rows in two uneven parts, as threads split them.
@@ -185,9 +206,37 @@ TEST(GemmInt16, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {
 
 TEST(GemmInt16, ServesItsTypesFromItsThreshold) {
   const bool x86_simd = (hwy::SupportedTargets() & (HWY_AVX2 | HWY_AVX3 | HWY_AVX3_DL)) != 0;
-  EXPECT_FALSE(gemm_int16_serves(DType::Q4_K, 15));
-  for (DType type : kIntegerTypes) EXPECT_EQ(x86_simd, gemm_int16_serves(type, 16)) << dtype_name(type);
-  for (DType type : {DType::F32, DType::F16, DType::BF16}) EXPECT_FALSE(gemm_int16_serves(type, 512));
+  EXPECT_FALSE(gemm_int16_serves(DType::Q4_K, 256, 15));
+  for (DType type : kIntegerTypes) EXPECT_EQ(x86_simd, gemm_int16_serves(type, 256, 16)) << dtype_name(type);
+  for (DType type : {DType::F32, DType::F16}) EXPECT_FALSE(gemm_int16_serves(type, 256, 512));
+}
+
+// BF16 weights from 32 tokens of a multiple of 32 values, where the CPU has AVX-512 BF16
+// and the dispatched target is AVX-512; never under DEFERKV_BF16_ACTIVATION=f32.
+TEST(GemmInt16, ServesBf16WhereTheCpuHasIt) {
+#if HWY_ARCH_X86
+  const bool cpu = __builtin_cpu_supports("avx512bf16") != 0;
+#else
+  const bool cpu = false;
+#endif
+  testing::for_each_simd_target({int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}}, [&](const char* name) {
+    const bool avx512 = std::strcmp(name, hwy::TargetName(HWY_AVX2)) != 0;
+    EXPECT_EQ(cpu && avx512, gemm_int16_serves(DType::BF16, 256, 32));
+    EXPECT_FALSE(gemm_int16_serves(DType::BF16, 256, 31));
+    EXPECT_FALSE(gemm_int16_serves(DType::BF16, 48, 512));
+    set_bf16_activation(Bf16Activation::kF32);
+    EXPECT_FALSE(gemm_int16_serves(DType::BF16, 256, 512));
+    set_bf16_activation(Bf16Activation::kBf16);
+  });
+  EXPECT_EQ(parse_bf16_activation("F32"), Bf16Activation::kF32);
+  try {
+    parse_bf16_activation("fp16");
+    FAIL() << "fp16 accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("DEFERKV_BF16_ACTIVATION='fp16'"), std::string::npos) << message;
+    EXPECT_NE(message.find("bf16, f32"), std::string::npos) << message;
+  }
 }
 
 }  // namespace

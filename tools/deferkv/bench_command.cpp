@@ -17,6 +17,7 @@
 #include "common_options.h"
 #include "deferkv/error.h"
 #include "deferkv/session.h"
+#include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/simd_target.h"
 #include "tensor/gguf_file.h"
@@ -144,7 +145,8 @@ void run_bench(const BenchArgs& args) {
                      {"kv_bytes_per_entry", r.kv_bytes_per_entry}, {"test", r.test}, {"depth", r.depth},
                      {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second},
                      {"simd_target", simd_target_name()},
-                     {"kquant_activation", kquant_activation() == KQuantActivation::kInt8 ? "int8" : "int16"}});
+                     {"kquant_activation", kquant_activation() == KQuantActivation::kInt8 ? "int8" : "int16"},
+                     {"bf16_activation", gemm_int16_takes_bf16() ? "bf16" : "f32"}});
     }
     write_report(args.output, out.dump(2) + "\n");
     return;

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "common_options.h"
 #include "deferkv/error.h"
+#include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/simd_target.h"
 
@@ -54,6 +55,8 @@ int main(int argc, char** argv) {
     deferkv::cap_simd_target_from_environment();
     // DEFERKV_KQUANT_ACTIVATION=int16|int8 (kernels/matvec.h): a bad value fails here, not mid-run.
     deferkv::kquant_activation();
+    // DEFERKV_BF16_ACTIVATION=bf16|f32 (kernels/gemm_int16.h), likewise.
+    deferkv::bf16_activation();
     std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
     std::vector<char*> pointers;
     for (std::string& a : args) pointers.push_back(a.data());

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -63,10 +64,12 @@ struct TokenForm {
   bool int8 = false;        // int8 values (gemm_int16_takes_int8), else int16 (or bf16)
   bool sums_of_16 = false;  // the panel's sums are of 16 values (int8 tokens for Q6_K)
   bool bf16 = false;        // bf16 pairs and nothing else (BF16 weights)
+  bool offsets = false;     // int8 tokens for Q4_0: d per 32 values, sums int32 [nb][T] of
+                            // 8 times the block's values (Q4_0 stores q + 8)
 };
 
 TokenForm token_form(DType weight_type, bool int8) {
-  return {int8, int8 && weight_type == DType::Q6_K, weight_type == DType::BF16};
+  return {int8, int8 && weight_type == DType::Q6_K, weight_type == DType::BF16, int8 && weight_type == DType::Q4_0};
 }
 
 PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
@@ -76,7 +79,7 @@ PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
     return {values, values, values};
   }
   const auto nb = static_cast<size_t>(n / block);
-  const size_t sum_pairs = block == kQK ? (form.sums_of_16 ? 8 : 4) : 0;
+  const size_t sum_pairs = form.offsets ? 1 : block == kQK ? (form.sums_of_16 ? 8 : 4) : 0;
   PanelLayout layout;
   layout.d = round_up(static_cast<size_t>(n) * (form.int8 ? 1 : 2) * t);
   layout.sums = layout.d + round_up(nb * t * sizeof(float));
@@ -117,15 +120,17 @@ int32_t load_four(const void* p) {
   return four;
 }
 
-// The byte form of a tile of Q4_K/Q5_K/Q6_K rows, for the int8 micro-kernel (AVX2): value k
-// of row r is the byte at(r, k)[0] times its sub-block's integer scale
+// The byte form of a tile of Q4_K/Q5_K/Q6_K/Q4_0 rows, for the int8 micro-kernel (AVX2):
+// value k of row r is the byte at(r, k)[0] times its sub-block's integer scale
 // sc[r * n / sub + k / sub] and the block's scale[r * nb + b], less min_scale[r * nb + b]
-// times mins[(r * nb + b) * 256 / sub + (k % 256) / sub]. The sub-block scale stays apart
-// so that the value fits a byte:
+// times mins[(r * nb + b) * block / sub + (k % block) / sub]. The sub-block scale stays
+// apart so that the value fits a byte:
 //  - Q4_K, Q5_K (sub 32): the nibble (Q5_K's fifth bit merged in), the six-bit scale and
 //    min, d and dmin, as in Int16Rows;
 //  - Q6_K (sub 16): the six-bit value q + 32 >= 0 and the int8 scale, d; the min term
-//    takes the offset back off (mins = 32 * scale, min_scale = d).
+//    takes the offset back off (mins = 32 * scale, min_scale = d);
+//  - Q4_0 (block 32): the nibble q + 8 and d; no sub-block scale or mins (the micro-kernel
+//    takes the offset off with the tokens' sums, TokenForm::offsets).
 // Rows in groups of kInt8GroupRows, each run of 32 values of a group's rows side by side.
 constexpr int64_t kInt8GroupRows = 3;
 static_assert(kRowMultiple % kInt8GroupRows == 0);
@@ -146,9 +151,10 @@ struct Int8Rows {
 };
 
 // Int8Rows of `count` rows in `scratch` (bytes != nullptr: only the size).
-Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, int64_t sub, size_t* bytes = nullptr) {
+Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, int64_t sub, int64_t block,
+                      size_t* bytes = nullptr) {
   const auto values = static_cast<size_t>((count + kInt8GroupRows - 1) / kInt8GroupRows * kInt8GroupRows * n);
-  const auto blocks = static_cast<size_t>(count * (n / kQK));
+  const auto blocks = static_cast<size_t>(count * (n / block));
   auto* at = static_cast<unsigned char*>(scratch);
   size_t used = 0;
   const auto take = [&](size_t size) {
@@ -162,7 +168,7 @@ Int8Rows int8_rows_in(void* scratch, int64_t count, int64_t n, int64_t sub, size
   rows.q = take(values);
   rows.sc = reinterpret_cast<int16_t*>(take(static_cast<size_t>(count * (n / sub)) * sizeof(int16_t)));
   rows.scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
-  rows.mins = reinterpret_cast<int16_t*>(take(blocks * static_cast<size_t>(kQK / sub) * sizeof(int16_t)));
+  rows.mins = reinterpret_cast<int16_t*>(take(blocks * static_cast<size_t>(block / sub) * sizeof(int16_t)));
   rows.min_scale = reinterpret_cast<float*>(take(blocks * sizeof(float)));
   if (bytes != nullptr) *bytes = used;
   return rows;
@@ -332,23 +338,26 @@ HWY_INLINE void MicroTile(const Int16Rows& w, int64_t r, const uint8_t* panel,
 constexpr size_t kTileR8 = static_cast<size_t>(kInt8GroupRows);
 static_assert(kTileR8 <= kTileR, "RunTile's float sums are sized for kTileR rows");
 
-template <size_t R, int kSteps, int kSub, int kMinPairs>
+template <size_t R, int kSteps, int kSub, int kMinPairs, int kBlock = kQK>
 HWY_INLINE void MicroTileInt8(const Int8Rows& w, int64_t r, const uint8_t* panel, const PanelLayout& layout,
                               int64_t b0, int64_t b1, bool accumulate, float* out) {
   static_assert(8 % kSteps == 0 && kSub % (4 * kSteps) == 0, "a sub-block is whole groups of kSteps");
+  // Q4_0 (kBlock 32): no sub-block scale, and 8 times the block's token values taken off.
+  constexpr bool kQ4_0 = kBlock == kQ32;
   constexpr int64_t L = 8, T = 2 * L;
-  const int64_t nb = w.n / kQK, subs = w.n / kSub;
+  const int64_t nb = w.n / kBlock, subs = w.n / kSub;
   const auto* xq = reinterpret_cast<const int32_t*>(panel);
   const auto* xd = reinterpret_cast<const float*>(panel + layout.d);
   const auto* xs = reinterpret_cast<const int32_t*>(panel + layout.sums);
+  const __m256i ones = _mm256_set1_epi16(1);
   if (!accumulate) {
     for (int64_t i = 0; i < static_cast<int64_t>(R) * T; i += L) _mm256_storeu_ps(out + i, _mm256_setzero_ps());
   }
   for (int64_t b = b0; b < b1; ++b) {
     V32 acc[R][2];
     Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA { acc[j][0] = acc[j][1] = V32{_mm256_setzero_si256()}; });
-    for (int64_t s = 0; s < 8; ++s) {
-      const int64_t k0 = b * kQK + 32 * s;
+    for (int64_t s = 0; s < kBlock / 32; ++s) {
+      const int64_t k0 = b * kBlock + 32 * s;
       const uint8_t* run = w.at(r, k0);  // row r + j's 32 values at run + 32 * j
       const int32_t* x = xq + k0 / 4 * T;
       for (int h = 0; h < 8; h += kSteps) {
@@ -365,11 +374,19 @@ HWY_INLINE void MicroTileInt8(const Int8Rows& w, int64_t r, const uint8_t* panel
           });
         });
         Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
-          const __m256i sc = _mm256_set1_epi16(w.sc[(r + j) * subs + (k0 + 4 * h) / kSub]);
+          const __m256i sc = kQ4_0 ? ones : _mm256_set1_epi16(w.sc[(r + j) * subs + (k0 + 4 * h) / kSub]);
           acc[j][0] = V32{_mm256_add_epi32(acc[j][0].raw, _mm256_madd_epi16(part[j][0], sc))};
           acc[j][1] = V32{_mm256_add_epi32(acc[j][1].raw, _mm256_madd_epi16(part[j][1], sc))};
         });
       }
+    }
+    if constexpr (kQ4_0) {
+      const __m256i offset0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + b * T));
+      const __m256i offset1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + b * T + L));
+      Unroll<R>([&](auto j) DEFERKV_INLINE_LAMBDA {
+        acc[j][0] = V32{_mm256_sub_epi32(acc[j][0].raw, offset0)};
+        acc[j][1] = V32{_mm256_sub_epi32(acc[j][1].raw, offset1)};
+      });
     }
     EndBlock<R, kMinPairs>(acc, w, r, b, nb, xd, xs, out);
   }
@@ -444,8 +461,25 @@ void DecodeQ6KBytes(const void* rows, size_t row_stride, int64_t count, const In
   }
 }
 
+// Q4_0 rows into Int8Rows: the nibbles, values 0-15 of a block then 16-31.
+void DecodeQ40Bytes(const void* rows, size_t row_stride, int64_t count, const Int8Rows& out) {
+  const __m128i low4 = _mm_set1_epi8(0x0f);
+  const int64_t nb = out.n / kQ32;
+  for (int64_t r = 0; r < count; ++r) {
+    const auto* blocks = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(rows) + r * row_stride);
+    for (int64_t b = 0; b < nb; ++b) {
+      out.scale[r * nb + b] = fp16_to_fp32(blocks[b].d);
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blocks[b].qs));
+      uint8_t* run = out.at(r, b * kQ32);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(run), _mm_and_si128(q, low4));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(run + 16), _mm_and_si128(_mm_srli_epi16(q, 4), low4));
+    }
+  }
+}
+
 bool Int8Kernel(DType weight_type) {
-  return weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K;
+  return weight_type == DType::Q4_K || weight_type == DType::Q5_K || weight_type == DType::Q6_K ||
+         weight_type == DType::Q4_0;
 }
 #else
 bool Int8Kernel(DType) { return false; }
@@ -546,16 +580,18 @@ void GemmInt8(DType weight_type, const uint8_t* w, size_t row_stride, int64_t n,
 #if HWY_TARGET == HWY_AVX2
   const int64_t tile = tile_rows(n);
   const int64_t sub = weight_type == DType::Q6_K ? 16 : 32;
+  const int block = static_cast<int>(dtype_block_elems(weight_type));
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
-    const Int8Rows decoded = int8_rows_in(scratch, count, n, sub);
+    const Int8Rows decoded = int8_rows_in(scratch, count, n, sub, block);
     const uint8_t* from = w + r0 * row_stride;
     switch (weight_type) {
       case DType::Q4_K: DecodeK4Bytes<BlockQ4_K>(from, row_stride, count, decoded); break;
       case DType::Q5_K: DecodeK4Bytes<BlockQ5_K>(from, row_stride, count, decoded); break;
+      case DType::Q4_0: DecodeQ40Bytes(from, row_stride, count, decoded); break;
       default: DecodeQ6KBytes(from, row_stride, count, decoded); break;
     }
-    RunTile<kTileR8>(n, kQK, 1, count, tokens, layout, m, y + r0, ldy,
+    RunTile<kTileR8>(n, block, 1, count, tokens, layout, m, y + r0, ldy,
                      [&](int64_t rows_here, int64_t j0, const uint8_t* panel, int64_t b0, int64_t b1,
                          bool accumulate, float* out) {
                        ForRowCount<kTileR8>(rows_here, [&](auto r) DEFERKV_INLINE_LAMBDA {
@@ -565,6 +601,9 @@ void GemmInt8(DType weight_type, const uint8_t* w, size_t row_stride, int64_t n,
                              break;
                            case DType::Q5_K:
                              MicroTileInt8<r, 4, 32, 4>(decoded, j0, panel, layout, b0, b1, accumulate, out);
+                             break;
+                           case DType::Q4_0:
+                             MicroTileInt8<r, 8, 32, 0, kQ32>(decoded, j0, panel, layout, b0, b1, accumulate, out);
                              break;
                            default:
                              MicroTileInt8<r, 2, 16, 8>(decoded, j0, panel, layout, b0, b1, accumulate, out);
@@ -723,6 +762,24 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
         }
         continue;
       }
+      if (form.offsets) {  // Q4_0: int8 in blocks of 32, and 8 times each block's sum
+        const float* xt = x + (p * T + t) * ldx;
+        int8_t values[kQ32];
+        for (int64_t b = 0; b < nb; ++b) {
+          float amax = 0.0f;
+          for (int64_t i = 0; i < kQ32; ++i) amax = std::max(amax, std::fabs(xt[b * kQ32 + i]));
+          const float inv = amax > 0.0f ? static_cast<float>(kPackedMaxInt8) / amax : 0.0f;
+          int32_t sum = 0;
+          for (int64_t i = 0; i < kQ32; ++i) {
+            values[i] = static_cast<int8_t>(std::nearbyint(xt[b * kQ32 + i] * inv));
+            sum += values[i];
+          }
+          for (int64_t i = 0; i < kQ32; i += 4) q[(b * kQ32 + i) / 4 * T + t] = load_four(values + i);
+          d[b * T + t] = amax / static_cast<float>(kPackedMaxInt8);
+          sums[b * T + t] = 8 * sum;
+        }
+        continue;
+      }
       if (form.int8) {
         pack_int8_blocks(x + (p * T + t) * ldx, n, packed.data());
         const PackedActivationInt8 token = packed_view_int8(packed.data(), n);
@@ -750,7 +807,7 @@ size_t gemm_int16_scratch_bytes(DType weight_type, int64_t n) {
   if (weight_type == DType::BF16) return round_up(static_cast<size_t>(tile_rows(n) * n) * sizeof(uint16_t));
   if (!has_int16_rows(weight_type)) return 0;
   size_t int8_bytes = 0;
-  int8_rows_in(nullptr, tile_rows(n), n, 16, &int8_bytes);
+  int8_rows_in(nullptr, tile_rows(n), n, 16, static_cast<int64_t>(dtype_block_elems(weight_type)), &int8_bytes);
   return std::max(int16_rows_bytes(weight_type, tile_rows(n), n, 1), int8_bytes);
 }
 

@@ -37,6 +37,15 @@ std::vector<float> as_packed(DType type, const float* x, int64_t n) {
     for (int64_t k = 0; k < n; ++k) out[k] = bf16_to_fp32(fp32_to_bf16(x[k]));
     return out;
   }
+  if (gemm_int16_takes_int8(type) && type == DType::Q4_0) {  // int8 blocks of 32
+    for (int64_t b = 0; b < n / 32; ++b) {
+      float amax = 0.0f;
+      for (int64_t i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+      const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+      for (int64_t i = 0; i < 32; ++i) out[b * 32 + i] = std::nearbyint(x[b * 32 + i] * inv) * (amax / 127.0f);
+    }
+    return out;
+  }
   if (gemm_int16_takes_int8(type)) {
     std::vector<unsigned char> packed(packed_layout_int8(n).total);
     pack_int8_blocks(x, n, packed.data());
@@ -159,14 +168,14 @@ TEST(GemmInt16, LargestValuesAgainstLargestTokensDoNotOverflow) {
   }
 }
 
-// The K-quants take int8 tokens on AVX2 (the byte kernel), unless the K-quant setting asks
-// for int16; Q4_0, Q8_0 and the AVX-512 targets take int16.
-TEST(GemmInt16, TakesInt8TokensForKQuantsOnAvx2) {
+// The K-quants and Q4_0 take int8 tokens on AVX2 (the byte kernel), unless the K-quant
+// setting asks for int16; Q8_0 and the AVX-512 targets take int16.
+TEST(GemmInt16, TakesInt8TokensForKQuantsAndQ4_0OnAvx2) {
   testing::for_each_simd_target({int64_t{HWY_AVX3_DL}, int64_t{HWY_AVX3}, int64_t{HWY_AVX2}}, [&](const char* name) {
     const bool avx2 = std::strcmp(name, hwy::TargetName(HWY_AVX2)) == 0;
     for (DType type : kIntegerTypes) {
-      const bool k_quant = type == DType::Q4_K || type == DType::Q5_K || type == DType::Q6_K;
-      EXPECT_EQ(avx2 && k_quant, gemm_int16_takes_int8(type))
+      const bool bytes = type != DType::Q8_0;
+      EXPECT_EQ(avx2 && bytes, gemm_int16_takes_int8(type))
           << dtype_name(type);
     }
     set_kquant_activation(KQuantActivation::kInt16);

@@ -13,6 +13,12 @@
 // The weights are decoded a tile of rows at a time (int16_rows.h) into the calling
 // thread's scratch; every panel of tokens then runs against the tile while it is in L2.
 //
+// Two other forms share the tiles, panels and loops:
+//  - int8 (AVX2; the K-quants and Q4_0, gemm_int16_takes_int8): the weights decoded to
+//    bytes (Int8Rows) against int8 tokens, MicroTileInt8;
+//  - bf16 (AVX-512 with the BF16 extension; BF16 weights): the rows copied as they are into
+//    the int16 layout, bf16 token pairs, MicroTile summing in float32 with vdpbf16ps.
+//
 // Built for AVX2, AVX-512 and AVX-512 with VNNI (Highway's AVX3_DL, enabled for this file
 // only: hwy_targets.h leaves it out of the other kernels, which gain nothing from it).
 #define HWY_WANT_AVX3_DL

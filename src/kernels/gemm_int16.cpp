@@ -666,6 +666,8 @@ bool Bf16Kernel() { return false; }
 
 #endif
 
+const char* DispatchedTarget() { return hwy::TargetName(HWY_TARGET); }
+
 }  // namespace
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -678,6 +680,7 @@ HWY_EXPORT(GemmInt16);
 HWY_EXPORT(Supported);
 HWY_EXPORT(Int8Kernel);
 HWY_EXPORT(Bf16Kernel);
+HWY_EXPORT(DispatchedTarget);
 
 // Fewer tokens than this take matmul's matvec path instead. A panel costs as much for one
 // token as for T (32 with AVX-512): at 16 tokens the two paths took the same time, at 32
@@ -734,6 +737,8 @@ bool gemm_int16_serves(DType weight_type, int64_t n, int64_t m) {
 }
 
 int64_t gemm_int16_panel_tokens() { return HWY_DYNAMIC_DISPATCH(PanelTokens)(); }
+
+const char* gemm_int16_target() { return HWY_DYNAMIC_DISPATCH(DispatchedTarget)(); }
 
 bool gemm_int16_takes_int8(DType weight_type) {
   return kquant_activation() == KQuantActivation::kInt8 && HWY_DYNAMIC_DISPATCH(Int8Kernel)(weight_type);

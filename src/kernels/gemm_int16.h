@@ -48,6 +48,10 @@ void set_bf16_activation(Bf16Activation form);
 bool gemm_int16_takes_bf16();
 
 int64_t gemm_int16_panel_tokens();
+// The instruction set gemm_int16 runs on now (Highway's name: "AVX2", "AVX3", "AVX3_DL"):
+// which form a type takes depends on it. A sanitizer build compiles the kernels for the
+// machine's own set only (cmake/layers.cmake), whatever a test forces.
+const char* gemm_int16_target();
 // Whether the tokens for `weight_type` weights are quantised to int8 rather than int16 on
 // this CPU now (the K-quants on AVX2, under KQuantActivation::kInt8, matvec.h). The
 // packing and the product read it each call: never change the setting between them.

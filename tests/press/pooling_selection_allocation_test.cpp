@@ -133,7 +133,7 @@ TEST(Allocation, PyramidReferenceRoundingFloorsTheStepAndCanExceedTheTotal) {
 }
 
 // One layer of two heads with 10 candidates each, average base 4.
-LayerShare two_heads(int64_t layer, int64_t n_layer) { return {layer, n_layer, 4, 12, 8, {10, 10}}; }
+LayerShare two_heads(int64_t layer, int64_t n_layer) { return {layer, n_layer, 4, 12, 8, {10, 10}, 0}; }
 
 TEST(Allocation, EveryRuleThroughAllocate) {
   const std::vector<std::vector<float>> s = {{0.9f, 0.8f, 0.7f, 0.6f, 0.5f, 0.01f, 0.01f, 0.01f, 0.01f, 0.01f},
@@ -173,7 +173,7 @@ TEST(Allocation, CalibratedLayerBudgetsFollowTheErrorScores) {
   AllocationRule rule;
   rule.kind = AllocationKind::kCalibrated;
   rule.layer_scores = {0.75, 0.25};
-  const LayerShare layer0{0, 2, 92, 100, 8, {150, 150}}, layer1{1, 2, 92, 100, 8, {150, 150}};
+  const LayerShare layer0{0, 2, 92, 100, 8, {150, 150}, 0}, layer1{1, 2, 92, 100, 8, {150, 150}, 0};
   const std::vector<std::vector<float>> s(2, std::vector<float>(150, 0.0f));
   EXPECT_EQ(allocate(rule, layer0, head_scores(s)), (std::vector<int64_t>{126, 126}));
   EXPECT_EQ(allocate(rule, layer1, head_scores(s)), (std::vector<int64_t>{58, 58}));

@@ -51,9 +51,11 @@ std::vector<int64_t> per_head(const LayerShare& layer, int64_t count) {
 }
 
 // Every head of a layer has the same candidates at a prompt's first eviction; the pyramid
-// takes the smallest so no head is asked for more than it has.
+// takes the smallest so no head is asked for more than it has (per_head clamps it to each
+// head's own where the pyramid is shaped on the prompt's, LayerShare::pyramid_candidates).
 int64_t pyramid_budget(const AllocationRule& rule, const LayerShare& layer) {
-  const int64_t c = *std::min_element(layer.candidates.begin(), layer.candidates.end());
+  const int64_t c = layer.pyramid_candidates > 0 ? layer.pyramid_candidates
+                                                 : *std::min_element(layer.candidates.begin(), layer.candidates.end());
   return pyramid_layer_budgets(layer.base, c, layer.n_layer, rule.beta, rule.rounding)[layer.layer];
 }
 

@@ -42,6 +42,11 @@ struct LayerShare {
   int64_t budget;    // b: entries per head, protected ones included
   int64_t reserved;  // the protected entries per head counted in b (window, sinks)
   std::vector<int64_t> candidates;  // per KV head
+  // The candidates per head the pyramid is shaped on: the prompt's (before any cut), so that
+  // a deferred eviction from a candidate pool, whose layers hold pyramids of the pool's size,
+  // gives each layer the share it would have had from the whole prompt. 0: the fewest of
+  // `candidates` (per-step evictions, whose candidates are the cache's).
+  int64_t pyramid_candidates = 0;
 };
 
 // How a method's parameters name its allocation: alloc=uniform | pyramid | adakv |

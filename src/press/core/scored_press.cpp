@@ -365,7 +365,12 @@ std::vector<std::vector<int32_t>> ScoredPress::choose(const LayerEviction& layer
   // The sinks are kept without asking; the other candidates share what is left of b.
   const int64_t room = std::max<int64_t>(0, layer.budget - layer.window);
   const int64_t sinks = std::min(parts_.selection.sinks, room);
-  LayerShare share{layer.layer, layer.n_layer, room - sinks, layer.budget, layer.window + sinks, {}};
+  // The pyramid's shape comes from the prompt's candidates, not from what a candidate pool left
+  // (a pool's top layers hold a pyramid of P: shaped on them, step d's pyramid turned over
+  // and kept whole pools there, over the budget). Per-step evictions read the cache's.
+  const int64_t prompt_candidates =
+      parts_.trigger.per_step() ? 0 : std::max<int64_t>(0, prompt_end() - layer.window - sinks);
+  LayerShare share{layer.layer, layer.n_layer, room - sinks, layer.budget, layer.window + sinks, {}, prompt_candidates};
   HeadScores rest;
   std::vector<int64_t> head_sinks;
   for (int64_t g = 0; g < layer.n_head_kv(); ++g) {
@@ -492,7 +497,7 @@ std::vector<PressParameter> with_shared_parameters(std::vector<PressParameter> o
   }
   if (defaults.triggers) {
     own.push_back(delay_parameter("0"));
-    own.push_back(candidate_pool_parameter());
+    own.push_back(candidate_pool_parameter("all"));
     for (const auto& p : per_step_parameters(defaults.per_step)) own.push_back(p);
     own.push_back(ratio_of_parameter());
   }

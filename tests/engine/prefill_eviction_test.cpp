@@ -321,11 +321,12 @@ TEST(PrefillEviction, FullCacheIsThatOfBatchByBatch) {
 }
 
 // Presses that read the whole prompt in every layer after the prefill act at its end: their
-// peak is the whole prompt in every layer, as they declare to the admission.
+// peak is the whole prompt in every layer, as they declare to the admission. (DeferKV only
+// with pool=all: its default pool cuts each layer inside the prefill, kept_set_pool_test.cpp.)
 TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
   const std::vector<int32_t> prompt = testing::random_prompt(200, 3);
-  for (const std::string spec : {"laq", "lookaheadkv:weights={lookahead_weights}", "behavior_preserving", "deferkv:d=2",
-                                 "laq+moment_kv:decode_budget=4", "kvzip:chunk_size=64"}) {
+  for (const std::string spec : {"laq", "lookaheadkv:weights={lookahead_weights}", "behavior_preserving",
+                                 "deferkv:d=2,pool=all", "laq+moment_kv:decode_budget=4", "kvzip:chunk_size=64"}) {
     const testing::PressRun run = testing::run_press(spec, KvBudget::per_head(kBudget), prompt, 2);
     const KvCache& cache = kv_cache_of(*run.session);
     const int64_t full = cache.n_layer() * cache.n_head_kv() * 200 * cache.bytes_per_entry();
@@ -335,7 +336,7 @@ TEST(PrefillEviction, PressesThatNeedTheFullCacheKeepTheirPeak) {
     const PressPoints points = run.session->press()->points();
     EXPECT_FALSE(points.evicts_each_prompt_layer()) << spec;
     EXPECT_FALSE(points.has(PressPoint::kPromptLayerEnd)) << spec;
-    EXPECT_EQ(points.has(PressPoint::kPromptEnd), spec != "deferkv:d=2") << spec;
+    EXPECT_EQ(points.has(PressPoint::kPromptEnd), spec != "deferkv:d=2,pool=all") << spec;
   }
 }
 

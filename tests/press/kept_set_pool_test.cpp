@@ -236,7 +236,7 @@ TEST(DeferKvPool, PeakIsOneLayersPromptBesideThePoolsAsProjected) {
   EXPECT_EQ(p.after_eviction, (kBudget + 2) * heads * entry * kLayers);
   EXPECT_EQ(stats.bytes, (kBudget + 2) * heads * entry * kLayers);  // after step 2: b + the 2 tokens
   // pool=all: the whole prompt in every layer until step d.
-  const testing::PressRun all = run("deferkv:d=2", 2);
+  const testing::PressRun all = run("deferkv:d=2,pool=all", 2);
   EXPECT_GE(all.session->kv_stats().peak_bytes, kLayers * (kPrompt + 1) * heads * entry);
   EXPECT_EQ(all.session->press()->holding(press_shape(r.session->model().config()), kPrompt).pool, -1);
 }

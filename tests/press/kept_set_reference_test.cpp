@@ -455,6 +455,8 @@ Scores deferkv_scores(int64_t l, int64_t g, int64_t d, bool per_query) {
   return max_pool(first(fused, kPrompt - kWindow), kKernel);
 }
 
+// The paper's DeferKV keeps the whole prompt until step d (pool=all); the default pool
+// (2x the budget) has its own reference in kept_set_pool_test.cpp.
 TEST(KeptSetReference, DeferKV) {
   for (int64_t d : {1, 2}) {
     for (const std::string mode : {"block", "per_query"}) {
@@ -462,7 +464,8 @@ TEST(KeptSetReference, DeferKV) {
         const auto score = [&](int64_t l, int64_t g) { return deferkv_scores(l, g, d, mode == "per_query"); };
         const LayerRule rule =
             base == "snapkv" ? top_per_head(kBudget - kWindow) : adakv_rule(kBudget - kWindow, 0.2);
-        const std::string spec = "deferkv:d=" + std::to_string(d) + ",temporal_mode=" + mode + ",base=" + base;
+        const std::string spec =
+            "deferkv:pool=all,d=" + std::to_string(d) + ",temporal_mode=" + mode + ",base=" + base;
         expect_kept(spec, with_window(kept_by(score, rule), kWindow), d);
       }
     }
@@ -473,7 +476,7 @@ TEST(KeptSetReference, DeferKvOverMoreBases) {
   // PyramidKV's allocation (both roundings) and ChunkKV's selection under the fused score.
   for (int64_t d : {1, 2}) {
     const auto score = [&](int64_t l, int64_t g) { return deferkv_scores(l, g, d, false); };
-    const std::string spec = "deferkv:d=" + std::to_string(d);
+    const std::string spec = "deferkv:pool=all,d=" + std::to_string(d);
     for (const std::string rounding : {"exact", "reference"}) {
       const auto budgets = rounding == "exact"
                                ? testing::pyramid_budgets(kBudget - kWindow, kPrompt - kWindow, kLayers, 20)
@@ -494,7 +497,8 @@ TEST(KeptSetReference, DeferKvOverMoreBases) {
 
 TEST(KeptSetReference, DeferKvDecodesOnTheFullCacheUntilItEvicts) {
   // The reference trace's decode queries are those of the full-cache tokens y_1, y_2.
-  const auto run = testing::run_press_on_model(model_path(), "deferkv:d=2", KvBudget::per_head(kBudget), full_cache().prompt, 2);
+  const auto run =
+      testing::run_press_on_model(model_path(), "deferkv:d=2,pool=all", KvBudget::per_head(kBudget), full_cache().prompt, 2);
   EXPECT_EQ(run.generated, full_cache().generated);
 }
 

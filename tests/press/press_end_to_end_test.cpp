@@ -39,6 +39,9 @@ const std::vector<PressCase>& all_cases() {
       {"deferkv:window=8,no_decode_feedback=true", 8, true, true},
       {"deferkv:window=8,no_temporal_weighting=true", 8, true, true},
       {"deferkv:window=8,d=2,pool_order=pool_then_fuse", 8, true, true},
+      // The cases above run the default pool (2x the budget); the paper's whole prompt too.
+      {"deferkv:window=8,pool=all", 8, true, true},
+      {"deferkv:window=8,d=2,base=pyramidkv,pool=all", 8, false, true},
       {"h2o", 8, true, true},
       {"h2o:per_step=true", 0, true, false},
       {"expected_attention", 0, true, true},
@@ -155,7 +158,9 @@ TEST(DeferKv, WithoutDecodeFeedbackKeepsExactlyTheBasesSet) {
   for (const std::string base : {"snapkv", "pyramidkv", "adakv"}) {
     SCOPED_TRACE(base);
     const auto one_shot = run_press(base + ":window=8", KvBudget::per_head(40), prompt, 3);
-    const auto deferred = run_press("deferkv:window=8,d=2,no_decode_feedback=true,base=" + base,
+    // pool=all: a pool chosen with scores carried ahead (pool_ahead) may leave out an entry
+    // of the base's set; the ablation is the paper's, on the whole prompt.
+    const auto deferred = run_press("deferkv:window=8,d=2,no_decode_feedback=true,pool=all,base=" + base,
                                     KvBudget::per_head(40), prompt, 3);
     for (size_t l = 0; l < one_shot.positions.size(); ++l) {
       for (size_t g = 0; g < one_shot.positions[l].size(); ++g) {
@@ -173,11 +178,14 @@ TEST(DeferKv, DecodeFeedbackChangesTheKeptSet) {
   EXPECT_GT(testing::differing_heads(snap, deferred), 0);
 }
 
+// With pool=all (the paper's): the first d steps run on the whole prompt. (With a pool they
+// run on the pool, kept_set_pool_test.cpp.)
 TEST(DeferKv, FirstTokensEqualFullCacheDecoding) {
   const auto prompt = random_prompt(kPrompt, 9);
   const auto full = run_press("full", {}, prompt, 8);
   for (int64_t d : {1, 2, 4}) {
-    const auto run = run_press("deferkv:window=8,d=" + std::to_string(d), KvBudget::per_head(24), prompt, 8);
+    const auto run =
+        run_press("deferkv:window=8,pool=all,d=" + std::to_string(d), KvBudget::per_head(24), prompt, 8);
     // y_1 comes from the prefill and y_2 .. y_{d+1} from decode steps 1..d on the full cache.
     EXPECT_TRUE(std::equal(full.generated.begin(), full.generated.begin() + d + 1, run.generated.begin())) << d;
     ASSERT_TRUE(run.session->last_eviction().has_value());
@@ -210,7 +218,8 @@ TEST_P(CompressedCache, MatchesADenseMaskedReference) {
   // f64 twin round to different steps (rare; see forward_cache_types_test.cpp).
   const double tolerance = type == DType::Q8_0 ? 1e-3 : 1e-4;
   for (const std::string spec :
-       {"snapkv:window=8", "adakv:window=8", "deferkv:window=8,d=2,base=adakv", "h2o", "behavior_preserving:window=8"}) {
+       {"snapkv:window=8", "adakv:window=8", "deferkv:window=8,d=2,base=adakv,pool=all", "h2o",
+        "behavior_preserving:window=8"}) {
     SCOPED_TRACE(spec);
     const auto run = run_press(spec, KvBudget::per_head(32), prompt, 5, GetParam());
     const int64_t evicted_after = run.session->last_eviction()->decode_step;  // queries after it see the cut cache

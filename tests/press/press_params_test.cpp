@@ -21,7 +21,7 @@ TEST(PressSpec, DescribeFillsEveryDefault) {
             "chunk=0,reuse=1,d=0,pool=all,per_step=false,every=0,ratio_of=prompt");
   EXPECT_EQ(make_press("deferkv:d=2,base=adakv", KvBudget::per_head(64))->describe(),
             "deferkv:d=2,eta=0.7,temporal_mode=block,no_decode_feedback=false,no_temporal_weighting=false,"
-            "pool_order=fuse_then_pool,pool=all,pool_ahead=8,window=32,kernel=7,pooling=max,gqa=mean,base=adakv,"
+            "pool_order=fuse_then_pool,pool=2x,pool_ahead=8,window=32,kernel=7,pooling=max,gqa=mean,base=adakv,"
             "rounding=exact,beta=20,alpha=0.2,profile=,ratios=,chunk=0,reuse=1");
 }
 

@@ -126,13 +126,13 @@ TEST(QuestionAgnostic, QuestionAwareIsOnePrefillOfContextAndQuestion) {
   EXPECT_EQ(aware.generated, one_prompt.generated);
 }
 
-// DeferKV d=2 (block fusion, base snapkv): the window of the context's last 32 queries is
-// one observation one step older than decode step 1; steps 1 and 2 are the answer's first
-// two tokens, fed after the question on the full cache, their softmax over every entry
-// (question included), scored on the context's candidates.
+// DeferKV d=2 (block fusion, base snapkv, pool=all): the window of the context's last 32
+// queries is one observation one step older than decode step 1; steps 1 and 2 are the
+// answer's first two tokens, fed after the question on the full cache, their softmax over
+// every entry (question included), scored on the context's candidates.
 TEST(QuestionAgnostic, DeferKvObservesTheAnswerAfterTheQuestion) {
   constexpr int64_t d = 2;
-  const auto agnostic = run("deferkv:d=2", true, d);
+  const auto agnostic = run("deferkv:d=2,pool=all", true, d);
   const testing::ReferenceTrace trace = trace_of({agnostic.generated[0], agnostic.generated[1]});
   expect_kept(agnostic, [&](int64_t l, int64_t g) {
     Scores fused(kContext, 0.0);

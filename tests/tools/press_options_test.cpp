@@ -23,7 +23,7 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
   const gguf_test::TempDir dir;  // fresh, so no earlier run's file can stand in for this one's
   const std::string path = dir.file("stats.json");
   const auto result = run_cli("generate --temp 0 -n 8 -p '" + kPrompt +
-                              "' --press deferkv:window=8 --kv-budget 24 --stats-json '" + path + "' 2>/dev/null");
+                              "' --press deferkv:window=8,pool=all --kv-budget 24 --stats-json '" + path + "' 2>/dev/null");
   ASSERT_EQ(result.status, 0);
   std::ifstream in(path);
   const auto stats = nlohmann::json::parse(in);
@@ -39,8 +39,9 @@ TEST(PressOptions, StatsJsonReportsTheCacheAfterEviction) {
     EXPECT_EQ(layer["entries"], heads * 25);
     EXPECT_EQ(layer["bytes"], heads * 25 * per_entry);
   }
-  // The peak: the prompt in every layer and step 1's token in the first; each layer is
-  // evicted right after its attention at step 1, before the next layer takes its token.
+  // The peak (pool=all, the paper's DeferKV; the default pool is the next test's): the prompt
+  // in every layer and step 1's token in the first; each layer is evicted right after its
+  // attention at step 1, before the next layer takes its token.
   EXPECT_EQ(stats["kv"]["peak_bytes"].get<int64_t>(),
             (stats["kv"]["n_layer"].get<int64_t>() * prompt + 1) * heads * per_entry);
   EXPECT_GT(stats["seconds"]["capture"].get<double>(), 0.0);

@@ -47,8 +47,8 @@ int64_t CandidatePool::entries(int64_t budget_entries, const std::string& press)
   return -1;
 }
 
-PressParameter candidate_pool_parameter() {
-  return {"pool", kDefaultCandidatePool,
+PressParameter candidate_pool_parameter(const std::string& default_value) {
+  return {"pool", default_value,
           "with d > 0: cut each layer inside the prefill to a candidate pool of P entries per KV head, chosen by the "
           "prompt's scores (all | <m>x the budget | <n> entries); step d chooses the budget from it"};
 }

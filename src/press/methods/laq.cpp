@@ -125,7 +125,7 @@ class LaqPress final : public PromptPress {
     for (int64_t g = 0; g < n_kv; ++g) {
       const int32_t* positions = cache.positions(layer, g);
       const int64_t prompt_entries = entries_before(positions, cache.length(layer, g), prompt_end());
-      prompt_views.push_back({cache.keys(layer, g), cache.values(layer, g), positions, prompt_entries});
+      prompt_views.push_back({cache.keys(layer, g), cache.values(layer, g), positions, prompt_entries, 0, {}});
       scores[g].assign(static_cast<size_t>(prompt_entries), 0.0f);
     }
     const int64_t stride = shape_.n_head * shape_.head_dim;

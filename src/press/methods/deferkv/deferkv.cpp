@@ -93,7 +93,7 @@ PressMethod deferkv_method() {
       {"no_decode_feedback", "false", "ablation: score with the prompt window only (still evict at step d)"},
       {"no_temporal_weighting", "false", "ablation: eta = 1"},
       {"pool_order", "fuse_then_pool", "fuse_then_pool | pool_then_fuse (each observation pooled before fusion)"},
-      candidate_pool_parameter(),
+      candidate_pool_parameter(kDefaultCandidatePool),
       {"pool_ahead", "8", "with a pool: each entry also takes the highest window score of the n entries before it "
                           "(the continuation the first decode steps read comes into the pool)"},
   };

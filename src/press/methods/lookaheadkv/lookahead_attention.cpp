@@ -26,7 +26,7 @@ void LookaheadAttention::observe(const AttentionEvent& event) {
     const KvHeadView& kv = event.kv[g];
     const int64_t entries =
         std::lower_bound(kv.positions, kv.positions + kv.length, static_cast<int32_t>(prompt_end_)) - kv.positions;
-    prompt[g] = {kv.keys, kv.values, kv.positions, entries};
+    prompt[g] = {kv.keys, kv.values, kv.positions, entries, 0, {}};
     heads[g].resize(static_cast<size_t>(entries), 0.0f);
   }
   weights_.assign(static_cast<size_t>(m), row_weight_);

@@ -31,7 +31,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -41,10 +40,12 @@
 #include "deferkv/error.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/int16_rows.h"
+#include "kernels/k4_values-inl.h"
 #include "kernels/kernel_helpers-inl.h"
 #include "kernels/matvec.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
+#include "kernels/q6_k_values-inl.h"
 #include "kernels/quant.h"
 #include "kernels/quant_blocks.h"
 
@@ -65,29 +66,47 @@ struct PanelLayout {
   size_t d, sums, bytes;
 };
 
-// How gemm_int16 takes the tokens for a type on a target.
-struct TokenForm {
-  bool int8 = false;        // int8 values (gemm_int16_takes_int8), else int16 (or bf16)
-  bool sums_of_16 = false;  // the panel's sums are of 16 values (int8 tokens for Q6_K)
-  bool bf16 = false;        // bf16 pairs and nothing else (BF16 weights)
-  bool offsets = false;     // int8 tokens for Q4_0: d per 32 values, sums int32 [nb][T] of
-                            // 8 times the block's values (Q4_0 stores q + 8)
+// How gemm_int16 takes the tokens for a type on a target (gemm_int16_takes_int8, BF16).
+enum class TokenForm {
+  kInt16,         // int16 pairs, the block's d, pairs of 32-value sums (256-blocks)
+  kInt8,          // int8 fours, the 256-block's d, pairs of 32-value sums (Q4_K, Q5_K)
+  kInt8Sums16,    // the same with pairs of 16-value sums (Q6_K)
+  kInt8Offsets,   // int8 fours in blocks of 32 (Q4_0), one int32 a block: 8 times its sum,
+                  // as Q4_0 stores q + 8
+  kBf16,          // bf16 pairs and nothing else (BF16 weights)
 };
 
 TokenForm token_form(DType weight_type, bool int8) {
-  return {int8, int8 && weight_type == DType::Q6_K, weight_type == DType::BF16, int8 && weight_type == DType::Q4_0};
+  if (weight_type == DType::BF16) return TokenForm::kBf16;
+  if (!int8) return TokenForm::kInt16;
+  if (weight_type == DType::Q6_K) return TokenForm::kInt8Sums16;
+  return weight_type == DType::Q4_0 ? TokenForm::kInt8Offsets : TokenForm::kInt8;
+}
+
+bool has_int8_values(TokenForm form) { return form != TokenForm::kInt16 && form != TokenForm::kBf16; }
+
+// int32s of the panel's sums a block and token.
+size_t sums_per_block(TokenForm form, int block) {
+  switch (form) {
+    case TokenForm::kInt8Offsets: return 1;
+    case TokenForm::kInt8Sums16: return 8;
+    case TokenForm::kBf16: return 0;
+    case TokenForm::kInt16:
+    case TokenForm::kInt8: return block == kQK ? 4 : 0;
+  }
+  return 0;
 }
 
 PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
   const auto t = static_cast<size_t>(tokens);
-  if (form.bf16) {
+  if (form == TokenForm::kBf16) {
     const size_t values = round_up(static_cast<size_t>(n) * 2 * t);
     return {values, values, values};
   }
   const auto nb = static_cast<size_t>(n / block);
-  const size_t sum_pairs = form.offsets ? 1 : block == kQK ? (form.sums_of_16 ? 8 : 4) : 0;
+  const size_t sum_pairs = sums_per_block(form, block);
   PanelLayout layout;
-  layout.d = round_up(static_cast<size_t>(n) * (form.int8 ? 1 : 2) * t);
+  layout.d = round_up(static_cast<size_t>(n) * (has_int8_values(form) ? 1 : 2) * t);
   layout.sums = layout.d + round_up(nb * t * sizeof(float));
   layout.bytes = layout.sums + round_up(nb * sum_pairs * t * sizeof(int32_t));
   return layout;
@@ -136,7 +155,7 @@ int32_t load_four(const void* p) {
 //  - Q6_K (sub 16): the six-bit value q + 32 >= 0 and the int8 scale, d; the min term
 //    takes the offset back off (mins = 32 * scale, min_scale = d);
 //  - Q4_0 (block 32): the nibble q + 8 and d; no sub-block scale or mins (the micro-kernel
-//    takes the offset off with the tokens' sums, TokenForm::offsets).
+//    takes the offset off with the tokens' sums, TokenForm::kInt8Offsets).
 // Rows in groups of kInt8GroupRows, each run of 32 values of a group's rows side by side.
 constexpr int64_t kInt8GroupRows = 3;
 static_assert(kRowMultiple % kInt8GroupRows == 0);
@@ -398,12 +417,9 @@ HWY_INLINE void MicroTileInt8(const Int8Rows& w, int64_t r, const uint8_t* panel
   }
 }
 
-// Q4_K/Q5_K rows into Int8Rows: the value bytes as matvec_k4_int8.cpp forms them.
+// Q4_K/Q5_K rows into Int8Rows: the value bytes as matvec_k4_int8.cpp takes them (K4Bytes).
 template <class Block>
 void DecodeK4Bytes(const void* rows, size_t row_stride, int64_t count, const Int8Rows& out) {
-  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
-  const __m256i mask = _mm256_set1_epi8(0x0f);
-  const __m256i one = _mm256_set1_epi8(1);
   const int64_t nb = out.n / kQK, subs = out.n / 32;
   for (int64_t r = 0; r < count; ++r) {
     const auto* blocks = reinterpret_cast<const Block*>(static_cast<const uint8_t*>(rows) + r * row_stride);
@@ -418,14 +434,8 @@ void DecodeK4Bytes(const void* rows, size_t row_stride, int64_t count, const Int
         out.sc[r * subs + b * 8 + j] = s.sc[j];
       }
       for (int c = 0; c < 4; ++c) {
-        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c));
-        __m256i lo = _mm256_and_si256(q, mask);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-        if constexpr (kFifthBit) {
-          const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh));
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-        }
+        __m256i lo, hi;
+        K4Bytes(block, c, lo, hi);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 64 * c)), lo);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 64 * c + 32)), hi);
       }
@@ -433,10 +443,8 @@ void DecodeK4Bytes(const void* rows, size_t row_stride, int64_t count, const Int
   }
 }
 
-// Q6_K rows into Int8Rows: the six-bit values as q6_k_values-inl.h assembles them, in bytes.
+// Q6_K rows into Int8Rows: the six-bit values as q6_k_values-inl.h assembles them (Q6GroupBytes).
 void DecodeQ6KBytes(const void* rows, size_t row_stride, int64_t count, const Int8Rows& out) {
-  const __m256i low4 = _mm256_set1_epi8(0x0f);
-  const __m256i bits45 = _mm256_set1_epi8(0x30);
   const int64_t nb = out.n / kQK, subs = out.n / 16;
   for (int64_t r = 0; r < count; ++r) {
     const auto* blocks = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(rows) + r * row_stride);
@@ -453,14 +461,9 @@ void DecodeQ6KBytes(const void* rows, size_t row_stride, int64_t count, const In
         const auto* ql = reinterpret_cast<const __m256i*>(block.ql + 64 * half);
         const __m256i a = _mm256_loadu_si256(ql), c = _mm256_loadu_si256(ql + 1);
         const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh + 32 * half));
-        const __m256i group[4] = {
-            _mm256_or_si256(_mm256_and_si256(a, low4), _mm256_and_si256(_mm256_slli_epi16(h, 4), bits45)),
-            _mm256_or_si256(_mm256_and_si256(c, low4), _mm256_and_si256(_mm256_slli_epi16(h, 2), bits45)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), low4), _mm256_and_si256(h, bits45)),
-            _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), low4),
-                            _mm256_and_si256(_mm256_srli_epi16(h, 2), bits45))};
         for (int g = 0; g < 4; ++g) {
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 128 * half + 32 * g)), group[g]);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.at(r, b * kQK + 128 * half + 32 * g)),
+                              Q6GroupBytes(g % 2 == 0 ? a : c, h, g));
         }
       }
     }
@@ -758,7 +761,10 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
   const TokenForm form = token_form(weight_type, gemm_int16_takes_int8(weight_type));
   const PanelLayout layout = panel_layout(n, block, T, form);
   const int64_t nb = n / block;
-  std::vector<unsigned char> packed(form.int8 ? packed_layout_int8(n).total : packed_layout(n, block).total);
+  // The int8 tokens' blocks are the weights' for Q4_0 (32), else the K-quants' 256.
+  const int int8_block = form == TokenForm::kInt8Offsets ? kQ32 : kQK;
+  std::vector<unsigned char> packed(has_int8_values(form) ? packed_layout_int8(n, int8_block).total
+                                                          : packed_layout(n, block).total);
   for (int64_t p = first_panel; p < first_panel + panels; ++p) {
     auto* panel = static_cast<unsigned char*>(out) + static_cast<size_t>(p) * layout.bytes;
     if ((p + 1) * T > m) std::memset(panel, 0, layout.bytes);
@@ -766,42 +772,28 @@ void gemm_int16_pack_tokens(DType weight_type, const float* x, int64_t ldx, int6
     auto* d = reinterpret_cast<float*>(panel + layout.d);
     auto* sums = reinterpret_cast<int32_t*>(panel + layout.sums);
     for (int64_t t = 0; t < T && p * T + t < m; ++t) {
-      if (form.bf16) {
-        const float* xt = x + (p * T + t) * ldx;
+      const float* xt = x + (p * T + t) * ldx;
+      if (form == TokenForm::kBf16) {
         for (int64_t k = 0; k < n; k += 2) {
           q[k / 2 * T + t] = static_cast<int32_t>(fp32_to_bf16(xt[k]) | uint32_t{fp32_to_bf16(xt[k + 1])} << 16);
         }
         continue;
       }
-      if (form.offsets) {  // Q4_0: int8 in blocks of 32, and 8 times each block's sum
-        const float* xt = x + (p * T + t) * ldx;
-        int8_t values[kQ32];
-        for (int64_t b = 0; b < nb; ++b) {
-          float amax = 0.0f;
-          for (int64_t i = 0; i < kQ32; ++i) amax = std::max(amax, std::fabs(xt[b * kQ32 + i]));
-          const float inv = amax > 0.0f ? static_cast<float>(kPackedMaxInt8) / amax : 0.0f;
-          int32_t sum = 0;
-          for (int64_t i = 0; i < kQ32; ++i) {
-            values[i] = static_cast<int8_t>(std::nearbyint(xt[b * kQ32 + i] * inv));
-            sum += values[i];
-          }
-          for (int64_t i = 0; i < kQ32; i += 4) q[(b * kQ32 + i) / 4 * T + t] = load_four(values + i);
-          d[b * T + t] = amax / static_cast<float>(kPackedMaxInt8);
-          sums[b * T + t] = 8 * sum;
+      if (has_int8_values(form)) {
+        pack_int8_blocks(xt, n, packed.data(), int8_block);
+        const PackedActivationInt8 token = packed_view_int8(packed.data(), n, int8_block);
+        for (int64_t k = 0; k < n; k += 4) q[k / 4 * T + t] = load_four(token.q + k);
+        for (int64_t b = 0; b < nb; ++b) d[b * T + t] = token.d[b];
+        if (form == TokenForm::kInt8Offsets) {
+          for (int64_t b = 0; b < nb; ++b) sums[b * T + t] = 8 * token.sums[b];
+        } else {
+          const int16_t* token_sums = form == TokenForm::kInt8Sums16 ? token.sums16 : token.sums;
+          const auto count = static_cast<int64_t>(2 * sums_per_block(form, block)) * nb;
+          for (int64_t s = 0; s < count; s += 2) sums[s / 2 * T + t] = load_pair(token_sums + s);
         }
         continue;
       }
-      if (form.int8) {
-        pack_int8_blocks(x + (p * T + t) * ldx, n, packed.data());
-        const PackedActivationInt8 token = packed_view_int8(packed.data(), n);
-        for (int64_t k = 0; k < n; k += 4) q[k / 4 * T + t] = load_four(token.q + k);
-        for (int64_t b = 0; b < nb; ++b) d[b * T + t] = token.d[b];
-        const int16_t* token_sums = form.sums_of_16 ? token.sums16 : token.sums;
-        const int64_t count = nb * (form.sums_of_16 ? 16 : 8);
-        for (int64_t s = 0; s < count; s += 2) sums[s / 2 * T + t] = load_pair(token_sums + s);
-        continue;
-      }
-      pack_int16_blocks(x + (p * T + t) * ldx, n, block, packed.data());
+      pack_int16_blocks(xt, n, block, packed.data());
       const PackedActivation token = packed_view(packed.data(), n, block);
       for (int64_t k = 0; k < n; k += 2) q[k / 2 * T + t] = load_pair(token.q + k);
       for (int64_t b = 0; b < nb; ++b) d[b * T + t] = token.d[b];

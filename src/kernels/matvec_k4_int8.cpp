@@ -23,6 +23,7 @@
 
 #include <type_traits>
 
+#include "kernels/k4_values-inl.h"
 #include "kernels/kernel_helpers-inl.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
@@ -52,19 +53,10 @@ HWY_INLINE std::array<PackedActivationInt8, M> Int8Views(const void* packed, siz
 template <size_t M, class Block>
 HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
                           const std::array<PackedActivationInt8, M>& x, int64_t b, V32 (&sum)[M]) {
-  constexpr bool kFifthBit = std::is_same_v<Block, BlockQ5_K>;
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-  const __m256i mask = _mm256_set1_epi8(0x0f);
   Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
-    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qs + 32 * c));
-    __m256i lo = _mm256_and_si256(q, mask);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-    if constexpr (kFifthBit) {
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.qh));
-      const __m256i one = _mm256_set1_epi8(1);
-      lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c), one), 4));
-      hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), one), 4));
-    }
+    __m256i lo, hi;
+    K4Bytes(block, c, lo, hi);
     const __m256i scale_lo = scales.Scale(2 * c).raw;
     const __m256i scale_hi = scales.Scale(2 * c + 1).raw;
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
@@ -91,7 +83,7 @@ HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
       const auto q = hn::PromoteTo(d16, hn::LoadU(du8, block.qs + 32 * c + k));
       auto lo = hn::And(q, mask);
       auto hi = hn::ShiftRight<4>(q);
-      if constexpr (kFifthBit) {
+      if constexpr (std::is_same_v<Block, BlockQ5_K>) {
         const auto h = hn::ShiftRightSame(hn::PromoteTo(d16, hn::LoadU(du8, block.qh + k)), 2 * c);
         lo = hn::Or(lo, hn::And(hn::ShiftLeft<4>(h), hn::Set(d16, 16)));
         hi = hn::Or(hi, hn::And(hn::ShiftLeft<3>(h), hn::Set(d16, 16)));

@@ -38,7 +38,7 @@ void matvec_q6_k_int8(const void* w, size_t row_stride, int64_t n, const void* p
 
 // Quantises x into the PackedActivation layout (packed_activation.h) with blocks of `block`.
 void pack_int16_blocks(const float* x, int64_t n, int block, void* packed);
-// Quantises x into the PackedActivationInt8 layout (256-blocks).
-void pack_int8_blocks(const float* x, int64_t n, void* packed);
+// Quantises x into the PackedActivationInt8 layout with blocks of `block` (256, or 32).
+void pack_int8_blocks(const float* x, int64_t n, void* packed, int block = 256);
 
 }  // namespace deferkv

@@ -121,7 +121,6 @@ template <size_t M>
 HWY_INLINE void BlockDotsQ6Int8(const BlockQ6_K& block, const std::array<PackedActivationInt8, M>& x, int64_t b,
                                 V32 (&sum)[M]) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
-  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
   // The 16 scales widened once; each group's pair (scale s in the low 128 bits, s + 1 in the
   // high ones) is then one byte shuffle of the half's eight, instead of two broadcasts and an
   // insert per group (Zen 4, 100M Q6_K tg128 at one thread: 164-180 -> see bench/README.md).
@@ -132,15 +131,7 @@ HWY_INLINE void BlockDotsQ6Int8(const BlockQ6_K& block, const std::array<PackedA
     // Group g: values 128 * half + 32 * g onwards (Q6Groups' arrangement).
     Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
       const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block.ql + 64 * half + 32 * (g % 2)));
-      const __m256i nibbles = g < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
-      // Bits 2g and 2g + 1 of qh moved to bits 4 and 5 (a 16-bit shift; the mask drops what
-      // crossed from the neighbouring byte).
-      const __m256i moved = g == 0   ? _mm256_slli_epi16(qh, 4)
-                            : g == 1 ? _mm256_slli_epi16(qh, 2)
-                            : g == 2 ? qh
-                                     : _mm256_srli_epi16(qh, 2);
-      const __m256i high = _mm256_and_si256(moved, bits45);
-      const __m256i w = _mm256_or_si256(nibbles, high);
+      const __m256i w = Q6GroupBytes(ql, qh, g);
       // Bytes of int16 lane 2g (low 128 bits) and 2g + 1 (high) of half_scales, repeated.
       const auto lo = static_cast<char>(4 * g), hi = static_cast<char>(4 * g + 2);
       const __m256i pick = _mm256_setr_epi8(lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo, lo + 1, lo,

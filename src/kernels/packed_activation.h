@@ -57,15 +57,16 @@ inline PackedActivation packed_view(const void* packed, int64_t n, int block) {
           reinterpret_cast<const int16_t*>(base + offsets.q)};
 }
 
-// The int8 form for K-quant weights whose kernels multiply unsigned weight bytes by signed
+// The int8 form for weights whose kernels multiply unsigned weight bytes by signed
 // activation bytes (x86's maddubs, VNNI's vpdpbusd: twice the multiply-adds per
-// instruction of the int16 form): 256-blocks, q in [-127, 127], d = max|x| / 127, the
+// instruction of the int16 form): q in [-127, 127], d = max|x| / 127 per block, the
 // 32-value sums as above (Q4_K's mins) and the 16-value sums (Q6_K's values are stored
 // as q + 32 >= 0 with a scale per 16, so each scale takes 32 times its 16 values' sum
-// back off). The sums fit int16 (32 * 127). A block's dot is at most
-// 256 * 63 * 127 * 128 < 2^31 (Q6_K's largest: value, activation, scale).
+// back off). The sums fit int16 (32 * 127). Blocks of 256 for the K-quants (a block's dot
+// is at most 256 * 63 * 127 * 128 < 2^31, Q6_K's largest: value, activation, scale); of
+// 32 for gemm_int16's Q4_0 tokens, whose weights have a scale per 32 values.
 // Memory layout (64-byte aligned arrays):
-//   float d[n / 256]; int16_t sums[n / 32]; int16_t sums16[n / 16]; int8_t q[n].
+//   float d[n / block]; int16_t sums[n / 32]; int16_t sums16[n / 16]; int8_t q[n].
 inline constexpr int kPackedMaxInt8 = 127;
 
 struct PackedActivationInt8 {
@@ -82,20 +83,20 @@ struct PackedLayoutInt8 {
   size_t total;
 };
 
-inline PackedLayoutInt8 packed_layout_int8(int64_t n) {
+inline PackedLayoutInt8 packed_layout_int8(int64_t n, int block = 256) {
   auto round_up = [](size_t bytes) { return (bytes + 63) / 64 * 64; };
   const auto count = static_cast<size_t>(n);
   PackedLayoutInt8 offsets;
-  offsets.sums = round_up(count / 256 * sizeof(float));
+  offsets.sums = round_up(count / static_cast<size_t>(block) * sizeof(float));
   offsets.sums16 = offsets.sums + round_up(count / 32 * sizeof(int16_t));
   offsets.q = offsets.sums16 + round_up(count / 16 * sizeof(int16_t));
   offsets.total = offsets.q + round_up(count);
   return offsets;
 }
 
-inline PackedActivationInt8 packed_view_int8(const void* packed, int64_t n) {
+inline PackedActivationInt8 packed_view_int8(const void* packed, int64_t n, int block = 256) {
   const auto* base = static_cast<const unsigned char*>(packed);
-  const PackedLayoutInt8 offsets = packed_layout_int8(n);
+  const PackedLayoutInt8 offsets = packed_layout_int8(n, block);
   return {reinterpret_cast<const float*>(base), reinterpret_cast<const int16_t*>(base + offsets.sums),
           reinterpret_cast<const int16_t*>(base + offsets.sums16), reinterpret_cast<const int8_t*>(base + offsets.q)};
 }

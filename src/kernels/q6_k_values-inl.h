@@ -1,5 +1,7 @@
 // The six-bit values of a Q6_K block (layout in quant_blocks.h) assembled in int16 lanes,
-// for the matvec kernel and gemm_int16's decoder. Included per target (toggle guard).
+// for the matvec kernel and gemm_int16's decoder, and in bytes for the x86 kernels that
+// keep them bytes (the int8-activation matvec, gemm_int16's AVX2 decoder). Included per
+// target (toggle guard).
 #if defined(DEFERKV_KERNELS_Q6_K_VALUES_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef DEFERKV_KERNELS_Q6_K_VALUES_INL_H_
 #undef DEFERKV_KERNELS_Q6_K_VALUES_INL_H_
@@ -39,6 +41,22 @@ struct Q6Groups {
     group[3] = hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45));
   }
 };
+
+#if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// Group g of a half as 32 bytes in [0, 63] (Q6Groups' arrangement): `ql` the half's 32 ql
+// bytes at 32 * (g % 2), `qh` its 32 qh bytes. The low nibbles for groups 0 and 1, the high
+// for 2 and 3; bits 2g and 2g + 1 of qh moved to bits 4 and 5 (a 16-bit shift, the mask
+// dropping what crossed from the neighbouring byte).
+HWY_INLINE __m256i Q6GroupBytes(__m256i ql, __m256i qh, int g) {
+  const __m256i low4 = _mm256_set1_epi8(0x0f), bits45 = _mm256_set1_epi8(0x30);
+  const __m256i nibbles = g < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+  const __m256i moved = g == 0   ? _mm256_slli_epi16(qh, 4)
+                        : g == 1 ? _mm256_slli_epi16(qh, 2)
+                        : g == 2 ? qh
+                                 : _mm256_srli_epi16(qh, 2);
+  return _mm256_or_si256(nibbles, _mm256_and_si256(moved, bits45));
+}
+#endif
 
 }  // namespace deferkv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

@@ -14,6 +14,7 @@
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
+#include "kernels/row_groups.h"
 #include "tensor/dtype.h"
 
 namespace deferkv {
@@ -90,6 +91,24 @@ void BM_MatvecRows(benchmark::State& state, DType type, bool rows) {
   state.SetItemsProcessed(state.iterations() * m);  // activations (tokens) per second
 }
 
+// The same product over row groups (row_groups.h): the matrix grouped once, the activation
+// packed each time as for BM_Matvec.
+void BM_MatvecRowGroups(benchmark::State& state, DType type) {
+  const auto& w = weights(type);
+  const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(type, kCols));
+  std::vector<unsigned char> groups(row_group_bytes(type, kCols) * (kRows / kGroupRows));
+  group_rows(type, w.data(), row_bytes, kCols, kRows, groups.data());
+  const std::vector<float> x = random_values(kCols, 2);
+  std::vector<unsigned char> packed(row_groups_activation_bytes(type, kCols));
+  std::vector<float> y(kRows);
+  for (auto _ : state) {
+    pack_row_groups_activation(type, x.data(), kCols, packed.data());
+    matvec_row_groups(type, groups.data(), kCols, packed.data(), 0, 1, y.data(), kRows, kRows);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));
+}
+
 void BM_Matmul(benchmark::State& state, DType type) {
   init_blas_single_threaded();
   const int64_t m = state.range(0);
@@ -156,6 +175,13 @@ const bool kRegistered = [] {
           ->ReportAggregatesOnly(true)
           ->Unit(benchmark::kMicrosecond);
     }
+  }
+  for (DType type : {DType::Q4_0, DType::Q4_K}) {
+    benchmark::RegisterBenchmark((std::string("matvec_row_groups/") + dtype_name(type)).c_str(), BM_MatvecRowGroups,
+                                 type)
+        ->Repetitions(5)
+        ->ReportAggregatesOnly(true)
+        ->Unit(benchmark::kMicrosecond);
   }
   for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_K, DType::Q6_K}) {
     benchmark::RegisterBenchmark((std::string("matmul_small_m/") + dtype_name(type)).c_str(), BM_Matmul, type)

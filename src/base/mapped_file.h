@@ -16,6 +16,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's mapping of the whole pages inside [p, p + bytes) (madvise
+  // MADV_DONTNEED): their memory stops counting as this process's, and a later read
+  // brings them back from the file. For bytes copied elsewhere at load (row_groups.h).
+  void release_pages(const uint8_t* p, size_t bytes) const;
 
  private:
   std::string path_;

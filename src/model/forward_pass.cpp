@@ -20,6 +20,15 @@ constexpr int64_t kMatmulGrain = 64;
 // Multiply-adds below which a chunk is not worth handing to another thread: waking a
 // worker costs microseconds, which tiny models' projections do not repay.
 constexpr int64_t kMinChunkWork = 1 << 16;
+// Bytes of GGUF rows a prefill product takes at a time from row groups (with_gguf_rows):
+// within L2 beside the product's own tiles.
+constexpr size_t kGgufRowsScratchBytes = 256 << 10;
+
+// Rows with_gguf_rows copies back at a time: whole groups, at least one.
+int64_t gguf_rows_at_once(const WeightMatrix& w) {
+  const auto rows = static_cast<int64_t>(kGgufRowsScratchBytes / w.row_stride) / kGroupRows * kGroupRows;
+  return std::max(rows, kGroupRows);
+}
 
 // Grain (rows per chunk) for a projection whose rows cost `row_work` multiply-adds.
 int64_t grain_for(int64_t min_grain, int64_t row_work) {
@@ -76,8 +85,13 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
 
   size_t packed_bytes = 0;
   size_t scratch_floats = 0;
+  size_t gguf_rows_bytes = 0;
   for (const WeightMatrix* m : all_matrices(weights)) {
     packed_bytes = std::max(packed_bytes, packed_activation_bytes(m->type, m->cols));
+    if (m->layout == WeightLayout::kRowGroups) {
+      packed_bytes = std::max(packed_bytes, row_groups_activation_bytes(m->type, m->cols));
+      gguf_rows_bytes = std::max(gguf_rows_bytes, static_cast<size_t>(gguf_rows_at_once(*m)) * m->row_stride);
+    }
     scratch_floats = std::max(scratch_floats, scratch_floats_for_matmul(m->rows, m->cols));
     scratch_floats = std::max(scratch_floats, (gemm_int16_scratch_bytes(m->type, m->cols) + 3) / sizeof(float));
   }
@@ -85,6 +99,8 @@ ForwardPass::ForwardPass(const ModelConfig& config, const ModelWeights& weights,
   if (max_batch > 1) {
     matmul_scratch_.resize(static_cast<size_t>(pool.size()));
     for (auto& s : matmul_scratch_) s.resize(scratch_floats);
+    gguf_rows_scratch_.resize(static_cast<size_t>(pool.size()));
+    for (auto& s : gguf_rows_scratch_) s.resize(gguf_rows_bytes);
   }
   kv_views_.resize(static_cast<size_t>(config.n_head_kv));
   rotary_ = {config.n_rot, config.rope_base, config.rope_linear_scale, weights.rope_freq_factors,
@@ -102,21 +118,54 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
     return;
   }
   pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
-    matmul(w.type, w.row(begin), w.row_stride, w.cols, end - begin, x, w.cols, n, y + begin,
-           w.rows, matmul_scratch_[static_cast<size_t>(thread)].data());
+    with_gguf_rows(w, begin, end, thread, [&](const uint8_t* rows, int64_t first, int64_t count) {
+      matmul(w.type, rows, w.row_stride, w.cols, count, x, w.cols, n, y + first, w.rows,
+             matmul_scratch_[static_cast<size_t>(thread)].data());
+    });
   });
 }
 
+template <class Product>
+void ForwardPass::with_gguf_rows(const WeightMatrix& w, int64_t begin, int64_t end, int thread,
+                                 const Product& product) {
+  if (w.layout == WeightLayout::kGgufRows) {
+    product(w.row(begin), begin, end - begin);
+    return;
+  }
+  uint8_t* rows = gguf_rows_scratch_[static_cast<size_t>(thread)].data();
+  const int64_t at_once = gguf_rows_at_once(w);
+  for (int64_t first = begin; first < end; first += at_once) {
+    const int64_t count = std::min(at_once, end - first);
+    w.copy_rows(first, count, rows);
+    product(rows, first, count);
+  }
+}
+
 void ForwardPass::linear_by_matvec(const WeightMatrix& w, const float* x, int64_t n, float* y) {
-  const size_t stride = packed_activation_stride(w.type, w.cols);
+  const bool groups = w.layout == WeightLayout::kRowGroups;
+  const size_t stride =
+      groups ? row_groups_activation_stride(w.type, w.cols) : packed_activation_stride(w.type, w.cols);
   if (packed_.size() < stride * static_cast<size_t>(n)) packed_.resize(stride * static_cast<size_t>(n));
   packed_tokens_ = {};
-  for (int64_t i = 0; i < n; ++i) pack_activation(w.type, x + i * w.cols, w.cols, packed_.data() + i * stride);
+  for (int64_t i = 0; i < n; ++i) {
+    uint8_t* packed = packed_.data() + i * stride;
+    if (groups) {
+      pack_row_groups_activation(w.type, x + i * w.cols, w.cols, packed);
+    } else {
+      pack_activation(w.type, x + i * w.cols, w.cols, packed);
+    }
+  }
+  // Chunks start at multiples of the grain (16 rows and up), so at whole row groups.
+  static_assert(kMatvecGrain % kGroupRows == 0);
   pool_.parallel_for(w.rows, grain_for(kMatvecGrain, w.cols * n), [&](int64_t begin, int64_t end, int) {
     // Each weight block is read from memory once and decoded once per group of rows
     // (matvec_rows), every row's result bit for bit its single-token matvec's.
-    matvec_rows(w.type, w.row(begin), w.row_stride, w.cols, packed_.data(), stride, n, y + begin, w.rows,
-                end - begin);
+    if (groups) {
+      matvec_row_groups(w.type, w.group(begin), w.cols, packed_.data(), stride, n, y + begin, w.rows, end - begin);
+    } else {
+      matvec_rows(w.type, w.row(begin), w.row_stride, w.cols, packed_.data(), stride, n, y + begin, w.rows,
+                  end - begin);
+    }
   });
 }
 
@@ -132,8 +181,10 @@ void ForwardPass::linear_by_int16_gemm(const WeightMatrix& w, const float* x, in
     packed_tokens_ = tokens;
   }
   pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
-    gemm_int16(w.type, w.row(begin), w.row_stride, w.cols, end - begin, packed_.data(), n, y + begin, w.rows,
-               matmul_scratch_[static_cast<size_t>(thread)].data());
+    with_gguf_rows(w, begin, end, thread, [&](const uint8_t* rows, int64_t first, int64_t count) {
+      gemm_int16(w.type, rows, w.row_stride, w.cols, count, packed_.data(), n, y + first, w.rows,
+                 matmul_scratch_[static_cast<size_t>(thread)].data());
+    });
   });
 }
 

@@ -116,6 +116,11 @@ class ForwardPass {
   // y = x W^T for n rows through the integer GEMM (gemm_int16.h), the quantised
   // activations packed once for every thread.
   void linear_by_int16_gemm(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input);
+  // Calls product(rows, first, count) for rows [begin, end) of w as GGUF rows (row_stride
+  // apart): in place, or for row groups copied back to GGUF rows in the thread's scratch a
+  // few hundred KiB at a time (prefill's products read GGUF rows; decode reads the groups).
+  template <class Product>
+  void with_gguf_rows(const WeightMatrix& w, int64_t begin, int64_t end, int thread, const Product& product);
   // linear(), plus the delta of projection p when deltas are given.
   void project(const WeightMatrix& w, const LayerDeltas* deltas, Projection p, const float* x, int64_t n,
                float* y, Input input = Input::kNew);
@@ -174,6 +179,7 @@ class ForwardPass {
   std::vector<float> logits_scratch_;              // logits of several segments' rows
   bool rows_by_matvec_ = false;                    // during a pass whose segments are one token each
   std::vector<std::vector<float>> matmul_scratch_; // one per thread
+  std::vector<std::vector<uint8_t>> gguf_rows_scratch_;  // one per thread: row groups as GGUF rows
   std::vector<float> delta_scratch_;               // low-rank deltas' [n x rank]
   std::vector<KvHeadView> kv_views_;
   AttentionScratch attention_scratch_;

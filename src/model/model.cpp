@@ -10,8 +10,9 @@
 namespace deferkv {
 
 std::shared_ptr<const Model> Model::load(const std::string& path) {
-  // The weights stay in the mapped file; what is allocated is the metadata, the small
-  // vectors (norms) and the tokenizer, each bounded by what the file holds.
+  // The weights stay in the mapped file, but for the matrices copied into row groups
+  // (model_weights.h); what is allocated is those, the metadata, the small vectors (norms)
+  // and the tokenizer, each bounded by what the file holds.
   return naming_allocation([&] { return fmt::format("the model '{}'", path); }, [&] {
     std::shared_ptr<Model> model(new Model());
     model->file_ = std::make_unique<GgufFile>(path);

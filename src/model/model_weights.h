@@ -1,11 +1,15 @@
 #pragma once
 // The model's tensors, found by name in the GGUF and checked for shape and type.
-// Matrices point into the memory map (used in place); the small 1-D tensors (norms,
+// Matrices point into the memory map (used in place), except those whose decode runs
+// faster in row groups (kernels/row_groups.h: Q4_0 and Q4_K on x86), which are copied into
+// that layout at load and their pages of the map released; the small 1-D tensors (norms,
 // biases, rope factors) are converted to float32 copies.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "deferkv/model_config.h"
+#include "kernels/row_groups.h"
 #include "tensor/dtype.h"
 
 namespace deferkv {
@@ -15,12 +19,20 @@ class GgufFile;
 // A matrix of `rows` rows of `cols` elements (ggml: ne[0] = cols, ne[1] = rows).
 struct WeightMatrix {
   DType type = DType::F32;
-  const uint8_t* data = nullptr;
+  WeightLayout layout = WeightLayout::kGgufRows;
+  const uint8_t* data = nullptr;  // the GGUF rows, or the row groups
   int64_t rows = 0;
   int64_t cols = 0;
-  size_t row_stride = 0;  // bytes
+  size_t row_stride = 0;  // bytes of a GGUF row, whichever the layout
 
+  // GGUF rows only.
   const uint8_t* row(int64_t r) const { return data + static_cast<size_t>(r) * row_stride; }
+  // Row groups only: the group that row r (a multiple of kGroupRows) starts.
+  const uint8_t* group(int64_t r) const {
+    return data + static_cast<size_t>(r / kGroupRows) * row_group_bytes(type, cols);
+  }
+  // Rows [first, first + count) as GGUF rows, row_stride bytes apart, in either layout.
+  void copy_rows(int64_t first, int64_t count, uint8_t* out) const;
 };
 
 struct LayerWeights {
@@ -39,6 +51,8 @@ struct ModelWeights {
   bool output_tied = false;
   std::vector<float> rope_freq_factors;  // [n_rot/2], empty when absent
   std::vector<LayerWeights> layers;
+  // The row groups' memory (matrices with layout kRowGroups point into it).
+  std::vector<std::unique_ptr<uint8_t[]>> row_groups;
 
   static ModelWeights from_gguf(const GgufFile& file, const ModelConfig& config);
 };

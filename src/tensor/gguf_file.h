@@ -60,6 +60,8 @@ class GgufFile {
 
   const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
   const GgufTensorInfo* find_tensor(const std::string& name) const;
+  // A tensor's bytes were copied elsewhere (MappedFile::release_pages).
+  void release_pages(const GgufTensorInfo& info) const { file_->release_pages(info.data, info.nbytes); }
 
  private:
   void parse();

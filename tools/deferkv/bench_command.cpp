@@ -19,6 +19,7 @@
 #include "deferkv/session.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
+#include "kernels/row_groups.h"
 #include "kernels/simd_target.h"
 #include "tensor/gguf_file.h"
 
@@ -146,7 +147,8 @@ void run_bench(const BenchArgs& args) {
                      {"avg_ts", r.mean()}, {"stddev_ts", r.stddev()}, {"samples_ts", r.tokens_per_second},
                      {"simd_target", simd_target_name()},
                      {"kquant_activation", kquant_activation() == KQuantActivation::kInt8 ? "int8" : "int16"},
-                     {"bf16_activation", gemm_int16_takes_bf16() ? "bf16" : "f32"}});
+                     {"bf16_activation", gemm_int16_takes_bf16() ? "bf16" : "f32"},
+                     {"weight_layout", weight_layout() == WeightLayout::kRowGroups ? "row-groups" : "gguf"}});
     }
     write_report(args.output, out.dump(2) + "\n");
     return;

@@ -12,6 +12,7 @@
 #include "deferkv/error.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
+#include "kernels/row_groups.h"
 #include "kernels/simd_target.h"
 
 int main(int argc, char** argv) {
@@ -57,6 +58,8 @@ int main(int argc, char** argv) {
     deferkv::kquant_activation();
     // DEFERKV_BF16_ACTIVATION=bf16|f32 (kernels/gemm_int16.h), likewise.
     deferkv::bf16_activation();
+    // DEFERKV_WEIGHT_LAYOUT=gguf|row-groups (kernels/row_groups.h), likewise.
+    deferkv::weight_layout();
     std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
     std::vector<char*> pointers;
     for (std::string& a : args) pointers.push_back(a.data());

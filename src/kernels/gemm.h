@@ -23,6 +23,8 @@ inline constexpr int64_t kGemmMaxPanelRows = 32;
 // Floats a packing of `rows` rows of n values takes, for any CPU.
 size_t gemm_packed_floats(int64_t rows, int64_t n);
 void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
+// The same from fp16 rows (ldw in elements), widened to float32 exactly.
+void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
 void gemm_f32_packed(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
                      int64_t ldy);
 

@@ -1,5 +1,6 @@
 // matmul (prefill): weights are dequantised a tile of rows at a time into `scratch`, packed
-// into panels (F32 weights straight from the model) and multiplied with gemm_f32_packed.
+// into panels (F32 and F16 weights straight from the model) and multiplied with
+// gemm_f32_packed.
 // Below a per-type token count the matvec kernels run on each token instead, which is
 // cheaper than dequantising. The forward pass sends quantised weights to gemm_int16
 // instead wherever it serves them (gemm_int16.h: x86 with AVX2 or better); this path
@@ -81,6 +82,7 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
   }
   const auto* w = static_cast<const unsigned char*>(weights);
   const bool f32_in_place = weight_type == DType::F32 && row_stride % sizeof(float) == 0;
+  const bool f16_in_place = weight_type == DType::F16 && row_stride % sizeof(uint16_t) == 0;
   const int64_t tile = tile_rows(n);
   float* packed = scratch + tile_floats(rows, n);
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
@@ -88,6 +90,9 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
     if (f32_in_place) {
       gemm_pack_rows(reinterpret_cast<const float*>(w + r0 * row_stride),
                      static_cast<int64_t>(row_stride / sizeof(float)), count, n, packed);
+    } else if (f16_in_place) {
+      gemm_pack_rows_f16(reinterpret_cast<const uint16_t*>(w + r0 * row_stride),
+                         static_cast<int64_t>(row_stride / sizeof(uint16_t)), count, n, packed);
     } else {
       for (int64_t r = 0; r < count; ++r) {
         dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);

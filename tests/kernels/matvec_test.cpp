@@ -193,6 +193,24 @@ TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
   }
 }
 
+TEST(Matmul, FloatRowsOfAnyWidthPackWhole) {
+  // gemm_pack_rows moves eight values of eight rows at a time on x86: rows of 1003 values
+  // leave three for the value-at-a-time tail, 70 rows a short last panel.
+  init_blas_single_threaded();
+  const int64_t rows = 70, n = 1003, m = 40;
+  for (DType type : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(type));
+    const WeightMatrix w = quantise_matrix(type, random_normal(rows * n, 61), rows, n, 6);
+    const std::vector<float> x = random_normal(m * n, 62);
+    std::vector<float> scratch(scratch_floats_for_matmul(rows, n));
+    for_each_simd_target([&](const char*) {
+      std::vector<float> y(m * rows);
+      matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), n, m, y.data(), rows, scratch.data());
+      for (int64_t i = 0; i < m; i += 13) expect_close(type, y.data() + i * rows, reference_dots(w, x.data() + i * n));
+    });
+  }
+}
+
 TEST(Matmul, DequantisedTilesCoverAllRows) {
   // Rows of 16384 values make matmul's tiles 32 rows tall (its minimum), so 300 rows
   // take 10 tiles, the last one short.

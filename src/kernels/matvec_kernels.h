@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tensor/dtype.h"
+
 namespace deferkv {
 
 void matvec_f32(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
@@ -35,6 +37,12 @@ void matvec_q5_k_int8(const void* w, size_t row_stride, int64_t n, const void* p
 // Q6_K weights against the int8 form of the activation.
 void matvec_q6_k_int8(const void* w, size_t row_stride, int64_t n, const void* packed, size_t packed_stride,
                       int64_t m, float* y, int64_t ldy, int64_t rows);
+
+// The SIMD matvec over row groups (matvec_row_groups.cpp; contract: matvec_row_groups in
+// row_groups.h), and whether the dispatched target has it (x86 with AVX2 or better).
+void matvec_row_groups_simd(DType type, const void* groups, int64_t n, const void* packed, size_t packed_stride,
+                            int64_t m, float* y, int64_t ldy, int64_t rows);
+bool row_groups_simd_available();
 
 // Quantises x into the PackedActivation layout (packed_activation.h) with blocks of `block`.
 void pack_int16_blocks(const float* x, int64_t n, int block, void* packed);

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "kernels/kernel_helpers-inl.h"
+#include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/row_groups.h"

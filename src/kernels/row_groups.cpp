@@ -17,11 +17,6 @@
 
 namespace deferkv {
 
-// The SIMD kernels and whether they run (matvec_row_groups.cpp).
-void matvec_row_groups_simd(DType type, const void* groups, int64_t n, const void* packed, size_t packed_stride,
-                            int64_t m, float* y, int64_t ldy, int64_t rows);
-bool row_groups_simd_available();
-
 namespace {
 
 
@@ -42,9 +37,10 @@ void check_type(DType type) {
 
 int block_of(DType type) { return type == DType::Q4_0 ? kQ32 : kQK; }
 
-template <class Block, class GroupBlock, class Fn>
+// Calls fn(block b of row r, the group's block b, r) for every row of `count` GGUF rows.
+template <int kBlock, class Block, class GroupBlock, class Fn>
 void for_each_block(const void* rows, size_t row_stride, int64_t n, int64_t count, void* groups, const Fn& fn) {
-  const int64_t nb = n / static_cast<int64_t>(sizeof(Block) == sizeof(BlockQ4_0) ? kQ32 : kQK);
+  const int64_t nb = n / kBlock;
   auto* out = static_cast<GroupBlock*>(groups);
   for (int64_t g = 0; g < count / kGroupRows; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
@@ -97,14 +93,14 @@ void group_rows(DType type, const void* rows, size_t row_stride, int64_t n, int6
   check_type(type);
   if (count % kGroupRows != 0) fail("internal: {} rows do not make whole groups of {}", count, kGroupRows);
   if (type == DType::Q4_0) {
-    for_each_block<BlockQ4_0, GroupBlockQ4_0>(rows, row_stride, n, count, groups,
+    for_each_block<kQ32, BlockQ4_0, GroupBlockQ4_0>(rows, row_stride, n, count, groups,
                                               [](const BlockQ4_0& in, GroupBlockQ4_0& out, int r) {
                                                 out.d[r] = in.d;
                                                 for (int g = 0; g < 4; ++g) std::memcpy(out.qs[g][r], in.qs + 4 * g, 4);
                                               });
     return;
   }
-  for_each_block<BlockQ4_K, GroupBlockQ4_K>(rows, row_stride, n, count, groups,
+  for_each_block<kQK, BlockQ4_K, GroupBlockQ4_K>(rows, row_stride, n, count, groups,
                                             [](const BlockQ4_K& in, GroupBlockQ4_K& out, int r) {
                                               out.d[r] = in.d;
                                               out.dmin[r] = in.dmin;

@@ -188,6 +188,7 @@ TEST(RowGroups, LayoutSettingParsesItsNames) {
 }
 
 TEST(RowGroups, GroupsOnlyWholeGroupsOfItsTypes) {
+  const WeightLayout previous = weight_layout();
   set_weight_layout(WeightLayout::kRowGroups);
   EXPECT_TRUE(groups_rows(DType::Q4_K, 256));
   EXPECT_TRUE(groups_rows(DType::Q4_0, 8));
@@ -195,6 +196,7 @@ TEST(RowGroups, GroupsOnlyWholeGroupsOfItsTypes) {
   EXPECT_FALSE(groups_rows(DType::Q8_0, 256));
   set_weight_layout(WeightLayout::kGgufRows);
   EXPECT_FALSE(groups_rows(DType::Q4_K, 256));
+  set_weight_layout(previous);
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "kernels/matvec.h"
 #include "kernels/row_groups.h"
 #include "model/model_weights.h"
+#include "model/weights_readout.h"
 #include "model/reference_forward.h"
 #include "model/test_models.h"
 #include "tensor/gguf_file.h"
@@ -263,6 +264,40 @@ TEST(Forward, RowGroupsPromptEqualsGgufRowsBitForBit) {
       ASSERT_EQ(std::bit_cast<uint32_t>(logits[0][i]), std::bit_cast<uint32_t>(logits[1][i])) << "logit " << i;
     }
   }
+}
+
+// The read-out that output-aware presses get reads grouped matrices back as the file has
+// them: the LM head's rows and W_o dequantised are the same bits in both layouts, and the
+// logits of a residual agree to the int8 activation's rounding.
+TEST(Forward, ReadoutOfRowGroupsEqualsGgufRows) {
+  const std::string path = testing::random_model_path(small_spec(Architecture::kLlama, DType::Q4_K));
+  ThreadPool pool(2);
+  std::vector<float> head[2], wo[2], logits[2];
+  const std::vector<int32_t> tokens = {0, 5, 255, 511};
+  for (WeightLayout layout : {WeightLayout::kGgufRows, WeightLayout::kRowGroups}) {
+    ScopedWeightLayout scoped(layout);
+    auto model = Model::load(path);
+    ASSERT_EQ(model->weights().output.layout, layout);
+    WeightsReadout readout(model->config(), model->weights(), pool);
+    const int k = layout == WeightLayout::kRowGroups;
+    head[k].resize(tokens.size() * readout.n_embd());
+    readout.lm_head_rows(tokens.data(), static_cast<int64_t>(tokens.size()), head[k].data());
+    wo[k].resize(model->config().n_embd * model->config().q_dim());
+    readout.attention_output(1, wo[k].data());
+    std::vector<float> residual(readout.n_embd());
+    for (size_t i = 0; i < residual.size(); ++i) residual[i] = std::sin(0.37f * static_cast<float>(i));
+    logits[k].resize(readout.n_vocab());
+    readout.logits(residual.data(), logits[k].data());
+  }
+  EXPECT_EQ(head[0], head[1]);
+  EXPECT_EQ(wo[0], wo[1]);
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) {
+    err += (logits[0][i] - logits[1][i]) * (logits[0][i] - logits[1][i]);
+    norm += logits[0][i] * logits[0][i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 2e-2);
+  EXPECT_GT(norm, 0.0);
 }
 
 TEST(Forward, Llama3RopeFactorsAndTiedOutput) {

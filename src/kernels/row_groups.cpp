@@ -35,8 +35,6 @@ void check_type(DType type) {
   if (!has_row_groups(type)) fail("internal: {} weights have no row-group layout", dtype_name(type));
 }
 
-int block_of(DType type) { return type == DType::Q4_0 ? kQ32 : kQK; }
-
 // Calls fn(block b of row r, the group's block b, r) for every row of `count` GGUF rows.
 template <int kBlock, class Block, class GroupBlock, class Fn>
 void for_each_block(const void* rows, size_t row_stride, int64_t n, int64_t count, void* groups, const Fn& fn) {
@@ -85,7 +83,7 @@ bool groups_rows(DType type, int64_t rows) {
 
 size_t row_group_bytes(DType type, int64_t n) {
   check_type(type);
-  const int64_t nb = n / block_of(type);
+  const int64_t nb = n / dtype_block_elems(type);
   return static_cast<size_t>(nb) * (type == DType::Q4_0 ? sizeof(GroupBlockQ4_0) : sizeof(GroupBlockQ4_K));
 }
 
@@ -120,7 +118,7 @@ void group_rows(DType type, const void* rows, size_t row_stride, int64_t n, int6
 void ungroup_rows(DType type, const void* groups, int64_t n, int64_t first, int64_t count, void* rows,
                   size_t row_stride) {
   check_type(type);
-  const int64_t nb = n / block_of(type);
+  const int64_t nb = n / dtype_block_elems(type);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t g = (first + i) / kGroupRows;
     const int r = static_cast<int>((first + i) % kGroupRows);
@@ -152,7 +150,7 @@ void ungroup_rows(DType type, const void* groups, int64_t n, int64_t first, int6
 
 size_t row_groups_activation_bytes(DType type, int64_t n) {
   check_type(type);
-  return packed_layout_int8(n, block_of(type)).total;
+  return packed_layout_int8(n, static_cast<int>(dtype_block_elems(type))).total;
 }
 
 size_t row_groups_activation_stride(DType type, int64_t n) {
@@ -161,7 +159,7 @@ size_t row_groups_activation_stride(DType type, int64_t n) {
 
 void pack_row_groups_activation(DType type, const float* x, int64_t n, void* packed) {
   check_type(type);
-  pack_int8_blocks(x, n, packed, block_of(type));
+  pack_int8_blocks(x, n, packed, static_cast<int>(dtype_block_elems(type)));
 }
 
 // Per row r of a group and activation: the block's exact int32 sums, then
@@ -171,7 +169,7 @@ void pack_row_groups_activation(DType type, const float* x, int64_t n, void* pac
 void matvec_row_groups_portable(DType type, const void* groups, int64_t n, const void* packed,
                                 size_t packed_stride, int64_t m, float* y, int64_t ldy, int64_t rows) {
   check_type(type);
-  const int block = block_of(type);
+  const int block = static_cast<int>(dtype_block_elems(type));
   const int64_t nb = n / block;
   for (int64_t i = 0; i < m; ++i) {
     const PackedActivationInt8 x =

@@ -83,7 +83,7 @@ TEST(RowGroups, UngroupGivesBackEveryByte) {
 // activation at a time.
 void check_matvec(DType type, const WeightMatrix& w, const std::vector<float>& x, int64_t max_m) {
   const int64_t rows = w.rows, n = w.n, ldy = rows + 5;
-  const int block = type == DType::Q4_0 ? 32 : 256;
+  const int block = static_cast<int>(dtype_block_elems(type));
   const std::vector<unsigned char> groups = grouped(w);
   const size_t stride = row_groups_activation_stride(type, n) + 64;
   ASSERT_EQ(row_groups_activation_bytes(type, n), packed_layout_int8(n, block).total);

@@ -1,5 +1,9 @@
 #include "model/model_weights.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -62,16 +66,50 @@ class TensorFinder {
   const GgufFile& file_;
 };
 
-// Copies a matrix into row groups when its decode runs faster so (row_groups.h) and
-// releases its pages of the map: the copy is what every product reads from then on.
-void group_if_faster(WeightMatrix& m, const std::string& name, const GgufFile& file, ModelWeights& w) {
-  if (!groups_rows(m.type, m.rows)) return;
-  const size_t bytes = row_group_bytes(m.type, m.cols) * static_cast<size_t>(m.rows / kGroupRows);
-  auto& storage = w.row_groups.emplace_back(new uint8_t[bytes]);
-  group_rows(m.type, m.data, m.row_stride, m.cols, m.rows, storage.get());
-  m.layout = WeightLayout::kRowGroups;
-  m.data = storage.get();
-  file.release_pages(*file.find_tensor(name));
+// A matrix for copy_matrices: its tensor's name (for the pages of the map released after
+// the copy), and whether row groups may serve it (not a matrix also read a row at a time).
+struct Candidate {
+  WeightMatrix* matrix;
+  std::string name;
+  bool may_group;
+};
+
+// Copies the matrices that decode reads faster from a copy: into row groups where its
+// type has them (row_groups.h), and with WeightMemory::kHugePages every other one too,
+// as the file has it; all into one buffer, on huge pages when the setting says so. A
+// copied matrix's pages of the map are released: the copy is what every product reads.
+void copy_matrices(const std::vector<Candidate>& candidates, const GgufFile& file, ModelWeights& w) {
+  const bool huge = weight_memory() == WeightMemory::kHugePages;
+  struct Copy {
+    const Candidate* from;
+    bool group;
+    size_t offset;
+  };
+  std::vector<Copy> copies;
+  size_t total = 0;
+  for (const Candidate& c : candidates) {
+    const WeightMatrix& m = *c.matrix;
+    const bool group = c.may_group && groups_rows(m.type, m.rows);
+    if (!group && !huge) continue;
+    copies.push_back({&c, group, total});
+    const size_t bytes = group ? row_group_bytes(m.type, m.cols) * static_cast<size_t>(m.rows / kGroupRows)
+                               : m.row_stride * static_cast<size_t>(m.rows);
+    total += (bytes + 63) / 64 * 64;  // each copy starts on a cache line
+  }
+  if (copies.empty()) return;
+  w.copies = HugePageBuffer(total, huge);
+  for (const Copy& copy : copies) {
+    WeightMatrix* m = copy.from->matrix;
+    uint8_t* out = w.copies.data() + copy.offset;
+    if (copy.group) {
+      group_rows(m->type, m->data, m->row_stride, m->cols, m->rows, out);
+      m->layout = WeightLayout::kRowGroups;
+    } else {
+      std::memcpy(out, m->data, m->row_stride * static_cast<size_t>(m->rows));
+    }
+    m->data = out;
+    file.release_pages(*file.find_tensor(copy.from->name));
+  }
 }
 
 }  // namespace
@@ -82,6 +120,44 @@ void WeightMatrix::copy_rows(int64_t first, int64_t count, uint8_t* out) const {
   } else {
     std::memcpy(out, row(first), static_cast<size_t>(count) * row_stride);
   }
+}
+
+namespace {
+
+// The setting: the environment's, or kDefault (weight_memory).
+enum class MemorySetting { kMap, kHugePages, kDefault };
+std::atomic<MemorySetting>& memory_setting() {
+  static std::atomic<MemorySetting> value{[] {
+    const char* v = std::getenv(kWeightMemoryVariable);
+    if (v == nullptr || *v == '\0') return MemorySetting::kDefault;
+    return parse_weight_memory(v) == WeightMemory::kHugePages ? MemorySetting::kHugePages : MemorySetting::kMap;
+  }()};
+  return value;
+}
+
+}  // namespace
+
+WeightMemory parse_weight_memory(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (lower == "map") return WeightMemory::kMap;
+  if (lower == "huge-pages") return WeightMemory::kHugePages;
+  fail("{}='{}' is not a place for the weights (known: map, huge-pages)", kWeightMemoryVariable, name);
+}
+
+WeightMemory weight_memory() {
+  switch (memory_setting().load()) {
+    case MemorySetting::kMap: return WeightMemory::kMap;
+    case MemorySetting::kHugePages: return WeightMemory::kHugePages;
+    case MemorySetting::kDefault: break;
+  }
+  static const bool enabled = transparent_huge_pages_enabled();
+  return enabled ? WeightMemory::kHugePages : WeightMemory::kMap;
+}
+
+void set_weight_memory(WeightMemory memory) {
+  memory_setting().store(memory == WeightMemory::kHugePages ? MemorySetting::kHugePages : MemorySetting::kMap);
 }
 
 ModelWeights ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c) {
@@ -118,20 +194,27 @@ ModelWeights ModelWeights::from_gguf(const GgufFile& file, const ModelConfig& c)
     l.w_down = t.matrix(name("ffn_down.weight"), c.n_ff, c.n_embd);
   }
 
-  // The token embedding is read a row at a time and stays as the file has it, and so
-  // does a tied output projection, which is the same tensor.
-  if (!w.output_tied) group_if_faster(w.output, "output.weight", file, w);
+  // The token embedding is read a row at a time and stays as the file has it, unless it
+  // is also the output projection (tied), which every token reads whole.
+  std::vector<Candidate> matrices;
+  if (w.output_tied) {
+    matrices.push_back({&w.token_embd, "token_embd.weight", false});
+  } else {
+    matrices.push_back({&w.output, "output.weight", true});
+  }
   for (int64_t i = 0; i < c.n_layer; ++i) {
     auto name = [i](const char* suffix) { return fmt::format("blk.{}.{}", i, suffix); };
     LayerWeights& l = w.layers[static_cast<size_t>(i)];
-    group_if_faster(l.wq, name("attn_q.weight"), file, w);
-    group_if_faster(l.wk, name("attn_k.weight"), file, w);
-    group_if_faster(l.wv, name("attn_v.weight"), file, w);
-    group_if_faster(l.wo, name("attn_output.weight"), file, w);
-    group_if_faster(l.w_gate, name("ffn_gate.weight"), file, w);
-    group_if_faster(l.w_up, name("ffn_up.weight"), file, w);
-    group_if_faster(l.w_down, name("ffn_down.weight"), file, w);
+    matrices.push_back({&l.wq, name("attn_q.weight"), true});
+    matrices.push_back({&l.wk, name("attn_k.weight"), true});
+    matrices.push_back({&l.wv, name("attn_v.weight"), true});
+    matrices.push_back({&l.wo, name("attn_output.weight"), true});
+    matrices.push_back({&l.w_gate, name("ffn_gate.weight"), true});
+    matrices.push_back({&l.w_up, name("ffn_up.weight"), true});
+    matrices.push_back({&l.w_down, name("ffn_down.weight"), true});
   }
+  copy_matrices(matrices, file, w);
+  if (w.output_tied) w.output = w.token_embd;
   return w;
 }
 

@@ -1,13 +1,16 @@
 #pragma once
 // The model's tensors, found by name in the GGUF and checked for shape and type.
-// Matrices point into the memory map (used in place), except those whose decode runs
-// faster in row groups (kernels/row_groups.h: Q4_0 and Q4_K on x86), which are copied into
-// that layout at load and their pages of the map released; the small 1-D tensors (norms,
-// biases, rope factors) are converted to float32 copies.
+// Where the kernel gives huge pages (WeightMemory below), every matrix a token's forward
+// reads whole is copied at load onto them; otherwise matrices point into the memory map
+// (used in place), except those whose decode runs faster in row groups
+// (kernels/row_groups.h: Q4_0 and Q4_K on x86), which are copied into that layout at load.
+// A copied matrix's pages of the map are released. The small 1-D tensors (norms, biases,
+// rope factors) are converted to float32 copies.
 #include <cstdint>
-#include <memory>
+#include <string>
 #include <vector>
 
+#include "base/huge_page_buffer.h"
 #include "deferkv/model_config.h"
 #include "kernels/row_groups.h"
 #include "tensor/dtype.h"
@@ -44,6 +47,22 @@ struct LayerWeights {
   WeightMatrix w_gate, w_up, w_down;
 };
 
+// Where the matrices a token's forward reads whole (all but an untied token embedding)
+// live: in the file's memory map, read in place on 4 KiB pages, or copied at load into
+// memory on 2 MiB pages (base/huge_page_buffer.h says why). DEFERKV_WEIGHT_MEMORY=
+// map|huge-pages in the environment picks it, read on first use (docs/cli.md); the default
+// is huge pages where the kernel gives them (transparent_huge_pages_enabled), else the map.
+// Huge pages cost a copy at load (about a second per GB) and take the weights out of the
+// page cache's sharing between processes.
+enum class WeightMemory { kMap, kHugePages };
+inline constexpr const char* kWeightMemoryVariable = "DEFERKV_WEIGHT_MEMORY";
+// "map" or "huge-pages" (any case); an error naming the known values otherwise.
+WeightMemory parse_weight_memory(const std::string& name);
+// The setting, or its default.
+WeightMemory weight_memory();
+// Overrides the setting for the whole process (tests), before any model is loaded.
+void set_weight_memory(WeightMemory memory);
+
 struct ModelWeights {
   WeightMatrix token_embd;  // [n_vocab rows x n_embd]
   std::vector<float> output_norm;
@@ -51,8 +70,9 @@ struct ModelWeights {
   bool output_tied = false;
   std::vector<float> rope_freq_factors;  // [n_rot/2], empty when absent
   std::vector<LayerWeights> layers;
-  // The row groups' memory (matrices with layout kRowGroups point into it).
-  std::vector<std::unique_ptr<uint8_t[]>> row_groups;
+  // The memory of the matrices copied at load (row groups, and every matrix a token's
+  // forward reads whole when WeightMemory is kHugePages); the rest point into the map.
+  HugePageBuffer copies;
 
   static ModelWeights from_gguf(const GgufFile& file, const ModelConfig& config);
 };

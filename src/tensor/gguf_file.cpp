@@ -1,5 +1,6 @@
 #include "tensor/gguf_file.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -246,6 +247,23 @@ void GgufFile::parse() {
            p, info.name, info.nbytes, info.offset, data_size);
     }
     info.data = file_->data() + data_offset_ + info.offset;
+  }
+  // No two tensors share bytes. A writer lays them out one after another; a file whose
+  // tensors all point at the same bytes would have the loader copy the file once per
+  // tensor (model_weights.h copies every matrix at load), gigabytes from a small file.
+  std::vector<const GgufTensorInfo*> by_offset;
+  for (const auto& info : tensors_) {
+    if (info.nbytes > 0) by_offset.push_back(&info);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->offset < b->offset; });
+  for (size_t i = 1; i < by_offset.size(); ++i) {
+    const GgufTensorInfo& a = *by_offset[i - 1];
+    const GgufTensorInfo& b = *by_offset[i];
+    if (a.offset + a.nbytes > b.offset) {
+      fail("{}: tensors '{}' ({} bytes at data offset {}) and '{}' (at {}) share bytes", p, a.name, a.nbytes,
+           a.offset, b.name, b.offset);
+    }
   }
 }
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "base/thread_pool.h"
+#include "deferkv/error.h"
 #include "deferkv/session.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
@@ -262,6 +263,79 @@ TEST(Forward, RowGroupsPromptEqualsGgufRowsBitForBit) {
     ASSERT_EQ(logits[0].size(), logits[1].size());
     for (size_t i = 0; i < logits[0].size(); ++i) {
       ASSERT_EQ(std::bit_cast<uint32_t>(logits[0][i]), std::bit_cast<uint32_t>(logits[1][i])) << "logit " << i;
+    }
+  }
+}
+
+// Sets where the weights live for one scope (before a model is loaded) and restores it.
+class ScopedWeightMemory {
+ public:
+  explicit ScopedWeightMemory(WeightMemory memory) : previous_(weight_memory()) { set_weight_memory(memory); }
+  ~ScopedWeightMemory() { set_weight_memory(previous_); }
+
+ private:
+  WeightMemory previous_;
+};
+
+bool inside(const HugePageBuffer& buffer, const WeightMatrix& m) {
+  return m.data >= buffer.data() && m.data + m.row_stride * static_cast<size_t>(m.rows) <= buffer.data() + buffer.size();
+}
+
+TEST(Forward, WeightMemorySettingParsesItsNames) {
+  EXPECT_EQ(parse_weight_memory("map"), WeightMemory::kMap);
+  EXPECT_EQ(parse_weight_memory("Huge-Pages"), WeightMemory::kHugePages);
+  try {
+    parse_weight_memory("hugetlbfs");
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("DEFERKV_WEIGHT_MEMORY='hugetlbfs'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("map, huge-pages"), std::string::npos) << e.what();
+  }
+}
+
+// Weights copied onto huge pages are the map's bytes: every matrix a token reads whole
+// (the projections, the output, and the token embedding when it is the output) lies in the
+// copies, an untied token embedding stays in the map, and a prompt long enough for the GEMM
+// route plus decode steps give the same logits bit for bit as the map's.
+TEST(Forward, WeightsOnHugePagesEqualTheMapBitForBit) {
+  const std::vector<int32_t> tokens = long_prompt();
+  for (DType type : {DType::F16, DType::Q8_0, DType::Q4_K}) {
+    for (bool tied : {false, true}) {
+      SCOPED_TRACE(fmt::format("{} {}", dtype_name(type), tied ? "tied" : "untied"));
+      RandomModelSpec spec = small_spec(Architecture::kLlama, type);
+      spec.tied_output = tied;
+      const std::string path = testing::random_model_path(spec);
+      std::vector<float> logits[2];
+      for (WeightMemory memory : {WeightMemory::kMap, WeightMemory::kHugePages}) {
+        ScopedWeightMemory scoped(memory);
+        const bool huge = memory == WeightMemory::kHugePages;
+        auto model = Model::load(path);
+        const ModelWeights& w = model->weights();
+        ASSERT_EQ(w.output_tied, tied);
+        for (const LayerWeights& l : w.layers) {
+          for (const WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+            EXPECT_EQ(inside(w.copies, *m), huge || m->layout == WeightLayout::kRowGroups);
+          }
+        }
+        EXPECT_EQ(inside(w.copies, w.output), huge || w.output.layout == WeightLayout::kRowGroups);
+        EXPECT_EQ(inside(w.copies, w.token_embd), huge && tied);
+        if (huge) EXPECT_EQ(reinterpret_cast<uintptr_t>(w.copies.data()) % HugePageBuffer::kHugePageBytes, 0u);
+        SessionOptions options;
+        options.n_ctx = static_cast<int64_t>(tokens.size()) + 8;
+        options.n_batch = 512;
+        Session session(model, std::make_shared<ThreadPool>(2), options);
+        session.prefill(tokens);
+        std::vector<float>& out = logits[huge];
+        out.assign(session.logits().begin(), session.logits().end());
+        for (int32_t next : {7, 300, 42}) {
+          session.decode(next);
+          out.insert(out.end(), session.logits().begin(), session.logits().end());
+        }
+      }
+      ASSERT_EQ(logits[0].size(), logits[1].size());
+      for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(logits[0][i]), std::bit_cast<uint32_t>(logits[1][i])) << "logit " << i;
+      }
     }
   }
 }

@@ -186,6 +186,21 @@ TEST_F(GgufMalformed, DuplicateTensorName) {
   expect_error(bytes, "tensor 't' appears twice");
 }
 
+// Tensors that share bytes: each alone lies inside the file, but a loader that copies
+// every matrix would copy the same bytes once per tensor.
+TEST_F(GgufMalformed, TensorsThatShareBytes) {
+  GgufBytes same;
+  same.header(3, 2, 0).tensor_info("a", {8}, kF32, 0).tensor_info("b", {8}, kF32, 0).pad_to(32).zeros(64);
+  expect_error(same, "tensors 'a' (32 bytes at data offset 0) and 'b' (at 0) share bytes");
+  GgufBytes partly;
+  partly.header(3, 2, 0).tensor_info("a", {16}, kF32, 32).tensor_info("b", {16}, kF32, 0).pad_to(32).zeros(96);
+  expect_error(partly, "tensors 'b' (64 bytes at data offset 0) and 'a' (at 32) share bytes");
+  GgufBytes apart;  // touching is fine
+  apart.header(3, 2, 0).tensor_info("a", {8}, kF32, 32).tensor_info("b", {8}, kF32, 0).pad_to(32).zeros(64);
+  write_bytes(path_, apart.bytes());
+  EXPECT_NO_THROW(GgufFile{path_});
+}
+
 TEST_F(GgufMalformed, NonUtf8Names) {
   expect_error(GgufBytes().header(3, 0, 1).kv_u32("bad\xff", 1),
                "metadata key #0 is not valid UTF-8");

@@ -21,6 +21,7 @@
 #include "kernels/matvec.h"
 #include "kernels/row_groups.h"
 #include "kernels/simd_target.h"
+#include "model/model_weights.h"
 #include "tensor/gguf_file.h"
 
 namespace deferkv::cli {
@@ -148,7 +149,9 @@ void run_bench(const BenchArgs& args) {
                      {"simd_target", simd_target_name()},
                      {"kquant_activation", kquant_activation() == KQuantActivation::kInt8 ? "int8" : "int16"},
                      {"bf16_activation", gemm_int16_takes_bf16() ? "bf16" : "f32"},
-                     {"weight_layout", weight_layout() == WeightLayout::kRowGroups ? "row-groups" : "gguf"}});
+                     {"weight_layout", weight_layout() == WeightLayout::kRowGroups ? "row-groups" : "gguf"},
+                     {"weight_memory", weight_memory() == WeightMemory::kHugePages ? "huge-pages" : "map"},
+                     {"weight_huge_page_bytes", model->weights().copies.huge_page_bytes()}});
     }
     write_report(args.output, out.dump(2) + "\n");
     return;

@@ -14,6 +14,7 @@
 #include "kernels/matvec.h"
 #include "kernels/row_groups.h"
 #include "kernels/simd_target.h"
+#include "model/model_weights.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"deferkv: long-context LLM inference with KV-cache compression"};
@@ -60,6 +61,8 @@ int main(int argc, char** argv) {
     deferkv::bf16_activation();
     // DEFERKV_WEIGHT_LAYOUT=gguf|row-groups (kernels/row_groups.h), likewise.
     deferkv::weight_layout();
+    // DEFERKV_WEIGHT_MEMORY=map|huge-pages (model/model_weights.h), likewise.
+    deferkv::weight_memory();
     std::vector<std::string> args = deferkv::cli::with_long_flag_names(argc, argv);
     std::vector<char*> pointers;
     for (std::string& a : args) pointers.push_back(a.data());

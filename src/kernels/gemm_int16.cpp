@@ -656,14 +656,20 @@ void GemmInt16(DType weight_type, const void* weights, size_t row_stride, int64_
   }
 }
 
-bool Supported() { return true; }
+// Whether prompts against this type's weights take gemm_int16 on this target. Not Q8_0 on
+// AVX2: its weights are signed bytes, which vpmaddubsw cannot take without a sign step per
+// product, so they meet the tokens as int16 in vpmaddwd, and on Zen 4 capped to AVX2 that
+// ran pp512 13-15% slower than matmul's float32 GEMM of the dequantised rows (100M and 500M
+// Q8_0, one and two threads; bench/README.md, "Q8_0 prompts on AVX2"). With AVX-512 the
+// int16 form wins (vpmaddwd on 512 bits, or VNNI's vpdpwssd).
+bool Serves(DType weight_type) { return HWY_TARGET != HWY_AVX2 || weight_type != DType::Q8_0; }
 #else  // other CPUs: matmul's float path serves the quantised types.
 
 int64_t PanelTokens() { return 2; }
 void GemmInt16(DType, const void*, size_t, int64_t, int64_t, const void*, bool, int64_t, float*, int64_t, void*) {
   fail("gemm_int16: needs AVX2 or AVX-512 (check gemm_int16_serves first)");
 }
-bool Supported() { return false; }
+bool Serves(DType) { return false; }
 bool Int8Kernel(DType) { return false; }
 bool Bf16Kernel() { return false; }
 
@@ -680,7 +686,7 @@ namespace deferkv {
 namespace {
 HWY_EXPORT(PanelTokens);
 HWY_EXPORT(GemmInt16);
-HWY_EXPORT(Supported);
+HWY_EXPORT(Serves);
 HWY_EXPORT(Int8Kernel);
 HWY_EXPORT(Bf16Kernel);
 HWY_EXPORT(DispatchedTarget);
@@ -736,7 +742,7 @@ bool gemm_int16_serves(DType weight_type, int64_t n, int64_t m) {
   if (weight_type == DType::BF16) {
     return m >= kBf16MinTokens && n % Int16Rows::kRunValues == 0 && gemm_int16_takes_bf16();
   }
-  return m >= kMinTokens && has_int16_rows(weight_type) && HWY_DYNAMIC_DISPATCH(Supported)();
+  return m >= kMinTokens && has_int16_rows(weight_type) && HWY_DYNAMIC_DISPATCH(Serves)(weight_type);
 }
 
 int64_t gemm_int16_panel_tokens() { return HWY_DYNAMIC_DISPATCH(PanelTokens)(); }

@@ -27,8 +27,9 @@
 namespace deferkv {
 
 // Whether the prefill of m tokens of n values against `weight_type` weights goes through
-// gemm_int16 on this CPU: its type has integer rows, the CPU is x86 with AVX2 or better,
-// and m reaches the threshold; or BF16 weights on a CPU with AVX-512 BF16 (below).
+// gemm_int16 on this CPU: its type has integer rows, the CPU is x86 with AVX2 or better
+// (Q8_0: AVX-512, as matmul's float32 GEMM is faster for it on AVX2), and m reaches the
+// threshold; or BF16 weights on a CPU with AVX-512 BF16 (below).
 bool gemm_int16_serves(DType weight_type, int64_t n, int64_t m);
 
 // BF16 weights on a CPU with AVX-512 BF16 (Zen 4, Sapphire Rapids) take the same route

@@ -4,7 +4,7 @@
 // Below a per-type token count the matvec kernels run on each token instead, which is
 // cheaper than dequantising. The forward pass sends quantised weights to gemm_int16
 // instead wherever it serves them (gemm_int16.h: x86 with AVX2 or better); this path
-// remains theirs on other CPUs.
+// remains theirs on other CPUs, and Q8_0's on AVX2.
 #include <cblas.h>
 
 #include <algorithm>

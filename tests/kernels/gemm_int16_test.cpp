@@ -219,7 +219,11 @@ TEST(GemmInt16, ServesItsTypesFromItsThreshold) {
   const std::string target = gemm_int16_target();
   const bool x86_simd = target == "AVX2" || target.rfind("AVX3", 0) == 0;
   EXPECT_FALSE(gemm_int16_serves(DType::Q4_K, 256, 15));
-  for (DType type : kIntegerTypes) EXPECT_EQ(x86_simd, gemm_int16_serves(type, 256, 16)) << dtype_name(type);
+  // Q8_0 on AVX2 takes matmul's float32 GEMM instead (gemm_int16.cpp's Serves says why).
+  for (DType type : kIntegerTypes) {
+    const bool served = x86_simd && !(type == DType::Q8_0 && target == "AVX2");
+    EXPECT_EQ(served, gemm_int16_serves(type, 256, 16)) << dtype_name(type) << " on " << target;
+  }
   for (DType type : {DType::F32, DType::F16}) EXPECT_FALSE(gemm_int16_serves(type, 256, 512));
 }
 

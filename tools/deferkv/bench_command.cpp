@@ -141,6 +141,7 @@ void run_bench(const BenchArgs& args) {
   const double size_mib = static_cast<double>(model->gguf().file_size()) / (1024.0 * 1024.0);
   if (args.output.format == "json") {
     nlohmann::json out = nlohmann::json::array();
+    const size_t huge_page_bytes = model->weights().copies.huge_page_bytes();  // reads smaps: once
     for (const Result& r : results) {
       out.push_back({{"model", name}, {"arch", c.arch_name}, {"model_size", model->gguf().file_size()},
                      {"n_threads", r.threads}, {"type_k", r.cache_types.keys}, {"type_v", r.cache_types.values},
@@ -151,7 +152,7 @@ void run_bench(const BenchArgs& args) {
                      {"bf16_activation", gemm_int16_takes_bf16() ? "bf16" : "f32"},
                      {"weight_layout", weight_layout() == WeightLayout::kRowGroups ? "row-groups" : "gguf"},
                      {"weight_memory", weight_memory() == WeightMemory::kHugePages ? "huge-pages" : "map"},
-                     {"weight_huge_page_bytes", model->weights().copies.huge_page_bytes()}});
+                     {"weight_huge_page_bytes", huge_page_bytes}});
     }
     write_report(args.output, out.dump(2) + "\n");
     return;

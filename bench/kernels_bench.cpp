@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/gemm.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
@@ -117,8 +118,12 @@ void BM_Matmul(benchmark::State& state, DType type) {
   std::vector<float> y(static_cast<size_t>(m * kRows));
   std::vector<float> scratch(scratch_floats_for_matmul(kRows, kCols));
   const size_t row_bytes = static_cast<size_t>(dtype_row_bytes(type, kCols));
+  std::vector<float> tokens(gemm_packed_tokens_floats(m, kCols));
+  const int64_t panel = gemm_panel_tokens();
   for (auto _ : state) {
-    matmul(type, w.data(), row_bytes, kCols, kRows, x.data(), kCols, m, y.data(), kRows, scratch.data());
+    // As the forward pass runs it: the tokens packed once (for every thread), then the product.
+    if (matmul_by_gemm(type, m)) gemm_pack_tokens(x.data(), kCols, kCols, m, 0, (m + panel - 1) / panel, tokens.data());
+    matmul(type, w.data(), row_bytes, kCols, kRows, x.data(), kCols, tokens.data(), m, y.data(), kRows, scratch.data());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(w.size()));

@@ -43,8 +43,11 @@ void ThreadPool::SpinBudget::wait_while_equal(const std::atomic<T>& value, T old
     }
     cpu_relax();
   }
-  if (may_spin_) limit_ = std::max(kMin, limit_ / 2);
+  const auto sleep_start = std::chrono::steady_clock::now();
   while (value.load(std::memory_order_acquire) == old) value.wait(old, std::memory_order_acquire);
+  if (!may_spin_) return;
+  const bool long_sleep = std::chrono::steady_clock::now() - sleep_start >= kLongSleep;
+  limit_ = long_sleep ? std::max(kMin, limit_ / 2) : std::min(kMax, limit_ * 2);
 }
 
 ThreadPool::ThreadPool(int n_threads)

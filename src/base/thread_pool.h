@@ -19,6 +19,7 @@
 // outlasts it and grows back when waits end while spinning, then sleeps on the atomic it
 // waits for (a futex); a pool with more threads than the cores it may use does not spin.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -66,7 +67,10 @@ class ThreadPool {
 
  private:
   // How long a waiter spins before it sleeps, in pause instructions; one per waiting
-  // thread, adapted after each wait.
+  // thread, adapted after each wait: doubled when the value changed during the spin or
+  // soon after it (the other threads were finishing their share, and a sleeping thread
+  // wakes late: on a VM an idle vCPU can lose its core for a while), halved when the
+  // sleep was long (a thread descheduled for another process, or no work coming).
   class SpinBudget {
    public:
     explicit SpinBudget(bool may_spin) : limit_(may_spin ? kMax : 0), may_spin_(may_spin) {}
@@ -76,6 +80,10 @@ class ThreadPool {
 
    private:
     static constexpr int kMin = 256, kMax = 16384;
+    // A sleep shorter than this counts as "soon after": about a scheduler's time slice,
+    // longer than a chunk's share of a prompt's section on the 2-core VM (bench/README.md,
+    // "Prompts on two threads").
+    static constexpr std::chrono::microseconds kLongSleep{2000};
     int limit_;
     bool may_spin_;
   };

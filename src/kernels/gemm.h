@@ -15,8 +15,10 @@ void gemm_f32_nt(const float* x, int64_t ldx, int64_t m, const float* w, int64_t
 
 // The prefill projections' product (gemm_packed.cpp): the weight rows are first packed
 // into panels of gemm_panel_rows() rows stored k-major (value k of the panel's rows side
-// by side), the last panel padded with zeros. Each y value is then summed in blocks of k
-// in order, the same whatever m, the tiling or the split of rows between threads.
+// by side), the last panel padded with zeros, and the tokens, once per product for every
+// thread, into panels of gemm_panel_tokens() tokens stored the same way. Each y value is
+// then summed in blocks of k in order, the same whatever m, the tiling or the split of
+// rows between threads.
 int64_t gemm_panel_rows();  // for the CPU's widest vectors: twice its float lanes
 // The most rows a panel has on any compiled target: AVX-512's two 16-float vectors.
 inline constexpr int64_t kGemmMaxPanelRows = 32;
@@ -25,7 +27,20 @@ size_t gemm_packed_floats(int64_t rows, int64_t n);
 void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
 // The same from fp16 rows (ldw in elements), widened to float32 exactly.
 void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
-void gemm_f32_packed(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+
+int64_t gemm_panel_tokens();  // the micro-kernel's tokens on this CPU
+// The most tokens a panel has on any compiled target (AVX-512's).
+inline constexpr int64_t kGemmMaxPanelTokens = 12;
+// Floats the token panels of m tokens of n values take, for any CPU.
+size_t gemm_packed_tokens_floats(int64_t m, int64_t n);
+// Writes token panels [first_panel, first_panel + panels) of the m tokens (rows of x, ldx
+// floats apart) into `out` (all panels, gemm_packed_tokens_floats); tokens past m are
+// zeros. Threads may write disjoint panels at once.
+void gemm_pack_tokens(const float* x, int64_t ldx, int64_t n, int64_t m, int64_t first_panel, int64_t panels,
+                      float* out);
+// y[i * ldy + j] = dot(token i, weight row j) for i < m, j < rows, the tokens as
+// gemm_pack_tokens left them and the rows as gemm_pack_rows did.
+void gemm_f32_packed(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
                      int64_t ldy);
 
 }  // namespace deferkv

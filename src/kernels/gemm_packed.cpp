@@ -1,6 +1,6 @@
-// gemm_f32_packed and gemm_pack_rows (gemm.h): the prefill projections' product, with the
-// weight rows packed into panels so that one vector load gives the same value k of
-// several weight rows.
+// gemm_f32_packed, gemm_pack_rows and gemm_pack_tokens (gemm.h): the prefill projections'
+// product, with the weight rows packed into panels so that one vector load gives the same
+// value k of several weight rows, and the tokens into panels of one micro-kernel's tokens.
 //
 // Why packed: gemm_f32_nt takes dot products along whole rows, so each register tile
 // streams its RM token rows and RN weight rows (kilobytes each) through L1 and sums
@@ -9,12 +9,15 @@
 // vectors of outputs (RM tokens x one panel of 2 vectors' worth of weight rows) in
 // registers and, for each k, broadcasts one activation per token against the panel's
 // two vectors: no reduction across lanes, and with k cut into blocks whose panel slice
-// fits L1 (kPanelBlockBytes), the weights come from L1 for every token tile.
+// fits L1 (kPanelBlockBytes), the weights come from L1 for every token tile. The tokens
+// are packed once per product, for every thread: a tile's broadcasts then read one
+// stream of consecutive floats instead of RM rows far apart (2-3% of an F16 prompt
+// capped at AVX2, bench/README.md "Prompts on two threads").
 //
 // Each output is summed in float32 one k-block at a time (an FMA chain over the block's k
 // in order, then added to the sum of the blocks before it), so its value does not depend
 // on the token count, the tiling or how the rows are split between threads; the blocks
-// also keep the chains short (256 terms with AVX2), for accuracy.
+// also keep the chains short (512 terms with AVX2, 256 with AVX-512), for accuracy.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/gemm_packed.cpp"
 #include "kernels/hwy_targets.h"
@@ -30,17 +33,20 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-// Tokens per micro-kernel: RM x 2 accumulators, the panel's two vectors and one
-// broadcast must fit the register file (32 vector registers with AVX-512, 16 otherwise).
+// Tokens per micro-kernel, and so per token panel: RM x 2 accumulators, the panel's two
+// vectors and one broadcast must fit the register file (32 vector registers with
+// AVX-512, 16 otherwise).
 #if HWY_TARGET <= HWY_AVX3
 constexpr size_t kTileM = 12;
 #else
 constexpr size_t kTileM = 6;
 #endif
+static_assert(kTileM <= kGemmMaxPanelTokens);
 
 // Bytes of one panel's k-block: it stays in L1 (32-48 KiB) while every token tile of the
-// call runs against it.
-constexpr int64_t kPanelBlockBytes = 16 << 10;
+// call runs against it. 32 KiB ran the 500M model's products 2-4% faster than 16 KiB on
+// Zen 4, with AVX2 and with AVX-512 (fewer passes over y), and as fast as 48 or 64.
+constexpr int64_t kPanelBlockBytes = 32 << 10;
 // Bytes of the tokens' k-block that every panel runs against before the next tokens: it
 // stays in L2.
 constexpr int64_t kTokenBlockBytes = 128 << 10;
@@ -48,6 +54,8 @@ constexpr int64_t kTokenBlockBytes = 128 << 10;
 // Panels of two vectors; gemm_packed_floats sizes buffers for the widest of the compiled
 // targets (hwy_targets.h).
 static_assert(2 * HWY_MAX_BYTES / sizeof(float) <= kGemmMaxPanelRows);
+
+int64_t PanelTokens() { return static_cast<int64_t>(kTileM); }
 
 int64_t PanelRows() {
   const hn::ScalableTag<float> df;
@@ -116,11 +124,30 @@ void PackRowsF16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, float*
   PackRowsOf(reinterpret_cast<const hwy::float16_t*>(w), ldw, rows, n, packed);
 }
 
-// y[i * ldy + j] (+)= sum over k < kc of x[i * ldx + k] * panel[k * P + j] for i < R,
-// j < cols; `accumulate` adds the block's sums to those y holds.
+// Tokens [first_panel * T, (first_panel + panels) * T) of x into their panels of `out`:
+// panel p at out + p * T * n holds value k of its T tokens side by side at k * T; tokens
+// past m are zeros.
+void PackTokens(const float* x, int64_t ldx, int64_t n, int64_t m, int64_t first_panel, int64_t panels, float* out) {
+  const auto T = static_cast<int64_t>(kTileM);
+  for (int64_t p = first_panel; p < first_panel + panels; ++p) {
+    float* panel = out + p * T * n;
+    const int64_t count = std::clamp<int64_t>(m - p * T, 0, T);
+    for (int64_t i = 0; i < count; ++i) {
+      const float* row = x + (p * T + i) * ldx;
+      for (int64_t k = 0; k < n; ++k) panel[k * T + i] = row[k];
+    }
+    for (int64_t i = count; i < T; ++i) {
+      for (int64_t k = 0; k < n; ++k) panel[k * T + i] = 0.0f;
+    }
+  }
+}
+
+// y[i * ldy + j] (+)= sum over k < kc of x[k * T + i] * panel[k * P + j] for i < R,
+// j < cols, x a token panel from its k-block on; `accumulate` adds the block's sums to
+// those y holds.
 template <size_t R>
-HWY_INLINE void MicroTile(const float* x, int64_t ldx, const float* panel, int64_t kc, float* y, int64_t ldy,
-                          int64_t cols, bool accumulate) {
+HWY_INLINE void MicroTile(const float* x, const float* panel, int64_t kc, float* y, int64_t ldy, int64_t cols,
+                          bool accumulate) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   hn::Vec<decltype(df)> acc[R][2];
@@ -129,7 +156,7 @@ HWY_INLINE void MicroTile(const float* x, int64_t ldx, const float* panel, int64
     const auto w0 = hn::LoadU(df, panel + k * 2 * L);
     const auto w1 = hn::LoadU(df, panel + k * 2 * L + L);
     Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA {
-      const auto xv = hn::Set(df, x[i * ldx + k]);
+      const auto xv = hn::Set(df, x[k * static_cast<int64_t>(kTileM) + i]);
       acc[i][0] = hn::MulAdd(xv, w0, acc[i][0]);
       acc[i][1] = hn::MulAdd(xv, w1, acc[i][1]);
     });
@@ -154,16 +181,16 @@ HWY_INLINE void MicroTile(const float* x, int64_t ldx, const float* panel, int64
 }
 
 // The last m % kTileM tokens: one instantiation per count.
-HWY_INLINE void MicroTileRest(int64_t rest, const float* x, int64_t ldx, const float* panel, int64_t kc, float* y,
-                              int64_t ldy, int64_t cols, bool accumulate) {
+HWY_INLINE void MicroTileRest(int64_t rest, const float* x, const float* panel, int64_t kc, float* y, int64_t ldy,
+                              int64_t cols, bool accumulate) {
   Unroll<kTileM>([&](auto r) DEFERKV_INLINE_LAMBDA {
     if constexpr (r != 0) {
-      if (rest == static_cast<int64_t>(r)) MicroTile<r>(x, ldx, panel, kc, y, ldy, cols, accumulate);
+      if (rest == static_cast<int64_t>(r)) MicroTile<r>(x, panel, kc, y, ldy, cols, accumulate);
     }
   });
 }
 
-void GemmPacked(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+void GemmPacked(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
                 int64_t ldy) {
   const int64_t p = PanelRows();
   const int64_t block = std::max<int64_t>(1, kPanelBlockBytes / static_cast<int64_t>(sizeof(float)) / p);
@@ -178,11 +205,11 @@ void GemmPacked(const float* x, int64_t ldx, int64_t m, const float* packed, int
       for (int64_t r0 = 0; r0 < rows; r0 += p) {
         const float* panel = packed + r0 * n + k0 * p;
         const int64_t cols = std::min(p, rows - r0);
-        int64_t i = t0;
+        int64_t i = t0;  // a multiple of the tile: token i starts panel i / tile, at tokens + i * n
         for (; i + tile <= t1; i += tile) {
-          MicroTile<kTileM>(x + i * ldx + k0, ldx, panel, kc, y + i * ldy + r0, ldy, cols, accumulate);
+          MicroTile<kTileM>(tokens + i * n + k0 * tile, panel, kc, y + i * ldy + r0, ldy, cols, accumulate);
         }
-        if (i < t1) MicroTileRest(t1 - i, x + i * ldx + k0, ldx, panel, kc, y + i * ldy + r0, ldy, cols, accumulate);
+        if (i < t1) MicroTileRest(t1 - i, tokens + i * n + k0 * tile, panel, kc, y + i * ldy + r0, ldy, cols, accumulate);
       }
     }
   }
@@ -199,9 +226,22 @@ HWY_EXPORT(PanelRows);
 HWY_EXPORT(PackRows);
 HWY_EXPORT(PackRowsF16);
 HWY_EXPORT(GemmPacked);
+HWY_EXPORT(PanelTokens);
+HWY_EXPORT(PackTokens);
 }  // namespace
 
 int64_t gemm_panel_rows() { return HWY_DYNAMIC_DISPATCH(PanelRows)(); }
+
+int64_t gemm_panel_tokens() { return HWY_DYNAMIC_DISPATCH(PanelTokens)(); }
+
+size_t gemm_packed_tokens_floats(int64_t m, int64_t n) {
+  return static_cast<size_t>((m + kGemmMaxPanelTokens - 1) / kGemmMaxPanelTokens * kGemmMaxPanelTokens * n);
+}
+
+void gemm_pack_tokens(const float* x, int64_t ldx, int64_t n, int64_t m, int64_t first_panel, int64_t panels,
+                      float* out) {
+  HWY_DYNAMIC_DISPATCH(PackTokens)(x, ldx, n, m, first_panel, panels, out);
+}
 
 size_t gemm_packed_floats(int64_t rows, int64_t n) {
   return static_cast<size_t>((rows + kGemmMaxPanelRows - 1) / kGemmMaxPanelRows * kGemmMaxPanelRows * n);
@@ -215,9 +255,9 @@ void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n,
   HWY_DYNAMIC_DISPATCH(PackRowsF16)(w, ldw, rows, n, packed);
 }
 
-void gemm_f32_packed(const float* x, int64_t ldx, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+void gemm_f32_packed(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
                      int64_t ldy) {
-  HWY_DYNAMIC_DISPATCH(GemmPacked)(x, ldx, m, packed, rows, n, y, ldy);
+  HWY_DYNAMIC_DISPATCH(GemmPacked)(tokens, m, packed, rows, n, y, ldy);
 }
 }  // namespace deferkv
 #endif

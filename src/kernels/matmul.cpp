@@ -1,6 +1,6 @@
 // matmul (prefill): weights are dequantised a tile of rows at a time into `scratch`, packed
 // into panels (F32 and F16 weights straight from the model) and multiplied with
-// gemm_f32_packed.
+// gemm_f32_packed by the tokens the caller packed.
 // Below a per-type token count the matvec kernels run on each token instead, which is
 // cheaper than dequantising. The forward pass sends quantised weights to gemm_int16
 // instead wherever it serves them (gemm_int16.h: x86 with AVX2 or better); this path
@@ -62,6 +62,8 @@ void matmul_by_matvec(DType weight_type, const void* weights, size_t row_stride,
 
 }  // namespace
 
+bool matmul_by_gemm(DType weight_type, int64_t m) { return m >= min_tokens_for_gemm(weight_type); }
+
 void init_blas_single_threaded() { openblas_set_num_threads(1); }
 
 size_t scratch_floats_for_matmul(int64_t rows, int64_t n) {
@@ -75,11 +77,12 @@ size_t scratch_floats_for_matmul(int64_t rows, int64_t n) {
 }
 
 void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
-            const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch) {
-  if (m < min_tokens_for_gemm(weight_type)) {
+            const float* x, int64_t ldx, const float* tokens, int64_t m, float* y, int64_t ldy, float* scratch) {
+  if (!matmul_by_gemm(weight_type, m)) {
     matmul_by_matvec(weight_type, weights, row_stride, n, rows, x, ldx, m, y, ldy, scratch);
     return;
   }
+  if (tokens == nullptr) fail("matmul: {} tokens take the GEMM, which needs them packed", m);
   const auto* w = static_cast<const unsigned char*>(weights);
   const bool f32_in_place = weight_type == DType::F32 && row_stride % sizeof(float) == 0;
   const bool f16_in_place = weight_type == DType::F16 && row_stride % sizeof(uint16_t) == 0;
@@ -99,7 +102,7 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
       }
       gemm_pack_rows(scratch, n, count, n, packed);
     }
-    gemm_f32_packed(x, ldx, m, packed, count, n, y + r0, ldy);
+    gemm_f32_packed(tokens, m, packed, count, n, y + r0, ldy);
   }
 }
 

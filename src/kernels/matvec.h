@@ -54,13 +54,17 @@ void matvec_rows(DType weight_type, const void* weights, size_t row_stride, int6
 
 // Y[i, r] = dot(W row r, X[i, :]) for i in [0, m), r in [0, rows): X is m x n row-major
 // (row stride ldx floats), Y is m x rows within a row-major matrix of row stride ldy.
+// From a per-type token count on (matmul_by_gemm), the product is gemm_f32_packed's, which
+// reads X as token panels (gemm_pack_tokens into `tokens`, packed once and shared by every
+// thread's slice of rows); below it, X itself goes through the matvec kernels and
+// `tokens` is not read (may be null).
 // `scratch` must hold scratch_floats_for_matmul(rows, n) floats (at most 8 MiB for n up
 // to about 30000); it receives the dequantised weight tile and its packing for
-// gemm_f32_packed or, for fewer tokens than a per-type threshold (matmul.cpp), the packed
-// activations of the m tokens, which then go through the matvec kernels.
+// gemm_f32_packed or, below the threshold, the packed activations of the m tokens.
+bool matmul_by_gemm(DType weight_type, int64_t m);
 size_t scratch_floats_for_matmul(int64_t rows, int64_t n);
 void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n, int64_t rows,
-            const float* x, int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch);
+            const float* x, int64_t ldx, const float* tokens, int64_t m, float* y, int64_t ldy, float* scratch);
 
 // Makes OpenBLAS run each call on the calling thread: deferkv's own pool splits rows
 // across threads, each calling matmul on its share. Call once at start-up.

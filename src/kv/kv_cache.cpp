@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 
+#include "base/thread_pool.h"
 #include "deferkv/error.h"
 
 namespace deferkv {
@@ -70,8 +71,8 @@ int64_t KvCache::resident_bytes() const {
   return total;
 }
 
-void KvCache::append(int64_t layer, const float* k, const float* v, const int32_t* positions,
-                     int64_t n) {
+void KvCache::append(int64_t layer, const float* k, const float* v, const int32_t* positions, int64_t n,
+                     ThreadPool* pool) {
   const int64_t row = n_head_kv_ * head_dim_;
   // Check every head before touching any, so a failed append changes nothing.
   for (int64_t g = 0; g < n_head_kv_; ++g) {
@@ -83,25 +84,35 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   }
   // Coded rows are encoded through scratch; the others (f16 by default) need none.
   const bool coded = kv_cache_type_is_quantised(types_.keys) || kv_cache_type_is_quantised(types_.values);
-  std::vector<float> scratch(coded ? static_cast<size_t>(head_dim_) : 0);
-  for (int64_t g = 0; g < n_head_kv_; ++g) {
-    HeadStore& h = head(layer, g);
-    // An empty head holds no row that its shift encodes, so it may take a new one.
-    if (h.length() == 0) choose_key_shift(h, k + g * head_dim_, row, n);
-    // Rows stay within the context too, so the window always finds room in its 2 x capacity slots.
-    if (h.rows.count() + n > capacity_) close_holes(h);
-    h.rows.make_room(n);
-    h.positions.make_room(n);
-    const int64_t end = h.rows.count();
-    const KvRowCoding keys = key_coding(h), values = value_coding();
-    for (int64_t i = 0; i < n; ++i) {
-      encode_kv_row(types_.keys, keys, k + i * row + g * head_dim_, head_dim_, scratch.data(), h.rows.at(0, end + i));
-      encode_kv_row(types_.values, values, v + i * row + g * head_dim_, head_dim_, scratch.data(),
-                    h.rows.at(1, end + i));
+  const auto append_heads = [&](int64_t first_head, int64_t end_head, int) {
+    std::vector<float> scratch(coded ? static_cast<size_t>(head_dim_) : 0);
+    for (int64_t g = first_head; g < end_head; ++g) {
+      HeadStore& h = head(layer, g);
+      // An empty head holds no row that its shift encodes, so it may take a new one.
+      if (h.length() == 0) choose_key_shift(h, k + g * head_dim_, row, n);
+      // Rows stay within the context too, so the window always finds room in its 2 x capacity slots.
+      if (h.rows.count() + n > capacity_) close_holes(h);
+      h.rows.make_room(n);
+      h.positions.make_room(n);
+      const int64_t end = h.rows.count();
+      const KvRowCoding keys = key_coding(h), values = value_coding();
+      for (int64_t i = 0; i < n; ++i) {
+        encode_kv_row(types_.keys, keys, k + i * row + g * head_dim_, head_dim_, scratch.data(), h.rows.at(0, end + i));
+        encode_kv_row(types_.values, values, v + i * row + g * head_dim_, head_dim_, scratch.data(),
+                      h.rows.at(1, end + i));
+      }
+      std::memcpy(h.positions.at(0, h.length()), positions, n * sizeof(int32_t));
+      h.rows.grow(n);
+      h.positions.grow(n);
     }
-    std::memcpy(h.positions.at(0, h.length()), positions, n * sizeof(int32_t));
-    h.rows.grow(n);
-    h.positions.grow(n);
+  };
+  // A prompt's rows, head by head on the pool: each head's store is its own, and a
+  // prompt's first rows also fault in the pages they land on (on one thread they were a
+  // tenth of a two-thread prompt's time on a VM: bench/README.md, "Prompts on two threads").
+  if (pool != nullptr && n > 1) {
+    pool->parallel_for(n_head_kv_, 1, append_heads);
+  } else {
+    append_heads(0, n_head_kv_, 0);
   }
   bytes_held_ += n * n_head_kv_ * bytes_per_entry();
   peak_bytes_ = std::max(peak_bytes_, bytes_held_);

@@ -49,6 +49,8 @@
 
 namespace deferkv {
 
+class ThreadPool;
+
 class KvCache {
  public:
   // capacity: the most entries one head will hold (the context size). Fails when a
@@ -63,8 +65,9 @@ class KvCache {
 
   // Appends n entries to every head of `layer`. k and v are [n, n_head_kv * head_dim]
   // row-major (the layout the projections produce), rounded to the storage types. Fails, changing nothing, when a
-  // head would exceed the capacity.
-  void append(int64_t layer, const float* k, const float* v, const int32_t* positions, int64_t n);
+  // head would exceed the capacity. With a pool, several entries are written head by head on it.
+  void append(int64_t layer, const float* k, const float* v, const int32_t* positions, int64_t n,
+              ThreadPool* pool = nullptr);
 
   int64_t length(int64_t layer, int64_t kv_head) const { return head(layer, kv_head).length(); }
   // The stored rows in their storage types (read them with KvRows::to_f32 or KvRowReader).

@@ -5,6 +5,7 @@
 
 #include "base/thread_pool.h"
 #include "deferkv/error.h"
+#include "kernels/gemm.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/matvec.h"
 #include "kernels/quant.h"
@@ -117,12 +118,28 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
     linear_by_int16_gemm(w, x, n, y, input);
     return;
   }
+  const float* tokens = matmul_by_gemm(w.type, n) ? gemm_tokens(x, n, w.cols, input) : nullptr;
   pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
     with_gguf_rows(w, begin, end, thread, [&](const uint8_t* rows, int64_t first, int64_t count) {
-      matmul(w.type, rows, w.row_stride, w.cols, count, x, w.cols, n, y + first, w.rows,
+      matmul(w.type, rows, w.row_stride, w.cols, count, x, w.cols, tokens, n, y + first, w.rows,
              matmul_scratch_[static_cast<size_t>(thread)].data());
     });
   });
+}
+
+const float* ForwardPass::gemm_tokens(const float* x, int64_t n, int64_t cols, Input input) {
+  const PackedTokens tokens{x, n, cols, 0};
+  if (input != Input::kSameAsLast || !(tokens == packed_tokens_)) {
+    const size_t bytes = gemm_packed_tokens_floats(n, cols) * sizeof(float);
+    if (packed_.size() < bytes) packed_.resize(bytes);
+    float* out = reinterpret_cast<float*>(packed_.data());
+    const int64_t panel_tokens = gemm_panel_tokens();
+    pool_.parallel_for((n + panel_tokens - 1) / panel_tokens, 1, [&](int64_t begin, int64_t end, int) {
+      gemm_pack_tokens(x, cols, cols, n, begin, end - begin, out);
+    });
+    packed_tokens_ = tokens;
+  }
+  return reinterpret_cast<const float*>(packed_.data());
 }
 
 template <class Product>
@@ -194,16 +211,25 @@ void ForwardPass::project(const WeightMatrix& w, const LayerDeltas* deltas, Proj
   if (deltas != nullptr) add_low_rank_delta((*deltas)[static_cast<size_t>(p)], x, n, y, delta_scratch_);
 }
 
+template <class Fn>
+void ForwardPass::for_rows(int64_t n, int64_t row_work, const Fn& fn) {
+  pool_.parallel_for(n, grain_for(1, row_work), [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+}
+
 void ForwardPass::add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width) {
   if (bias.empty()) return;
-  for (int64_t i = 0; i < n; ++i) add_f32(bias.data(), y + i * width, width);
+  for_rows(n, width, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) add_f32(bias.data(), y + i * width, width);
+  });
 }
 
 void ForwardPass::normalize(const std::vector<float>& weight, int64_t first, int64_t n, float* out) {
   const int64_t e = config_.n_embd;
-  for (int64_t i = 0; i < n; ++i) {
-    rms_norm_f32(x_.data() + (first + i) * e, weight.data(), config_.rms_eps, out + i * e, e);
-  }
+  for_rows(n, e, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      rms_norm_f32(x_.data() + (first + i) * e, weight.data(), config_.rms_eps, out + i * e, e);
+    }
+  });
 }
 
 void ForwardPass::embed(const int32_t* tokens, int64_t n, int64_t first) {
@@ -212,8 +238,12 @@ void ForwardPass::embed(const int32_t* tokens, int64_t n, int64_t first) {
     if (tokens[i] < 0 || tokens[i] >= e.rows) {
       fail("token id {} is out of the vocabulary (0..{})", tokens[i], e.rows - 1);
     }
-    dequantize_row(e.type, e.row(tokens[i]), x_.data() + (first + i) * config_.n_embd, config_.n_embd);
   }
+  for_rows(n, config_.n_embd, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      dequantize_row(e.type, e.row(tokens[i]), x_.data() + (first + i) * config_.n_embd, config_.n_embd);
+    }
+  });
 }
 
 void ForwardPass::attention_block(int64_t layer, int64_t n, std::span<const ForwardSegment> segments,
@@ -229,20 +259,22 @@ void ForwardPass::attention_block(int64_t layer, int64_t n, std::span<const Forw
   add_bias(w.bv, v_.data(), n, c.kv_dim());
 
   const bool interleaved = c.rope_style == RopeStyle::kInterleaved;
-  for (int64_t i = 0; i < n; ++i) {
-    float* q = q_.data() + i * c.q_dim();
-    float* k = k_.data() + i * c.kv_dim();
-    if (c.has_qk_norm) {
-      for (int64_t h = 0; h < c.n_head; ++h) {
-        rms_norm_f32(q + h * c.head_dim, w.q_norm.data(), c.rms_eps, q + h * c.head_dim, c.head_dim);
+  for_rows(n, c.q_dim() + c.kv_dim(), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* q = q_.data() + i * c.q_dim();
+      float* k = k_.data() + i * c.kv_dim();
+      if (c.has_qk_norm) {
+        for (int64_t h = 0; h < c.n_head; ++h) {
+          rms_norm_f32(q + h * c.head_dim, w.q_norm.data(), c.rms_eps, q + h * c.head_dim, c.head_dim);
+        }
+        for (int64_t h = 0; h < c.n_head_kv; ++h) {
+          rms_norm_f32(k + h * c.head_dim, w.k_norm.data(), c.rms_eps, k + h * c.head_dim, c.head_dim);
+        }
       }
-      for (int64_t h = 0; h < c.n_head_kv; ++h) {
-        rms_norm_f32(k + h * c.head_dim, w.k_norm.data(), c.rms_eps, k + h * c.head_dim, c.head_dim);
-      }
+      apply_rope(q, c.n_head, c.head_dim, rope_, i, interleaved);
+      apply_rope(k, c.n_head_kv, c.head_dim, rope_, i, interleaved);
     }
-    apply_rope(q, c.n_head, c.head_dim, rope_, i, interleaved);
-    apply_rope(k, c.n_head_kv, c.head_dim, rope_, i, interleaved);
-  }
+  });
 
   int64_t first = 0;
   for (const ForwardSegment& segment : segments) {
@@ -251,13 +283,14 @@ void ForwardPass::attention_block(int64_t layer, int64_t n, std::span<const Forw
   }
 
   project(w.wo, deltas, Projection::kO, attn_out_.data(), n, norm_.data());
-  add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
+  add_residual(n);
 }
 
 void ForwardPass::attend(int64_t layer, const ForwardSegment& segment, int64_t first) {
   const ModelConfig& c = config_;
   KvCache& cache = *segment.cache;
-  cache.append(layer, k_.data() + first * c.kv_dim(), v_.data() + first * c.kv_dim(), segment.positions, segment.n);
+  cache.append(layer, k_.data() + first * c.kv_dim(), v_.data() + first * c.kv_dim(), segment.positions, segment.n,
+               &pool_);
   for (int64_t g = 0; g < c.n_head_kv; ++g) {
     kv_views_[static_cast<size_t>(g)] = cache.view(layer, g);
   }
@@ -281,9 +314,18 @@ void ForwardPass::feed_forward_block(int64_t layer, int64_t n, const LayerDeltas
   normalize(w.ffn_norm, 0, n, norm_.data());
   project(w.w_gate, deltas, Projection::kGate, norm_.data(), n, gate_.data());
   project(w.w_up, deltas, Projection::kUp, norm_.data(), n, up_.data(), Input::kSameAsLast);
-  swiglu_f32(gate_.data(), up_.data(), n * c.n_ff);
+  for_rows(n, c.n_ff, [&](int64_t begin, int64_t end) {
+    swiglu_f32(gate_.data() + begin * c.n_ff, up_.data() + begin * c.n_ff, (end - begin) * c.n_ff);
+  });
   project(w.w_down, deltas, Projection::kDown, gate_.data(), n, norm_.data());
-  add_f32(norm_.data(), x_.data(), n * c.n_embd);  // residual
+  add_residual(n);
+}
+
+void ForwardPass::add_residual(int64_t n) {
+  const int64_t e = config_.n_embd;
+  for_rows(n, e, [&](int64_t begin, int64_t end) {
+    add_f32(norm_.data() + begin * e, x_.data() + begin * e, (end - begin) * e);
+  });
 }
 
 void ForwardPass::run(const int32_t* tokens, const int32_t* positions, int64_t n, KvCache& cache,

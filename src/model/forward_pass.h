@@ -106,8 +106,8 @@ class ForwardPass {
 
  private:
   // Whether a projection's input is the one the previous projection took, unchanged since
-  // (q, k and v of the same normalised rows; gate and up): gemm_int16 then reuses the
-  // tokens it packed for that one.
+  // (q, k and v of the same normalised rows; gate and up): gemm_int16 and matmul's GEMM
+  // then reuse the tokens packed for that one.
   enum class Input { kNew, kSameAsLast };
   void linear(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input = Input::kNew);
   // y = x W^T for n rows through the multi-row matvec kernels: each row bit for bit as
@@ -116,6 +116,9 @@ class ForwardPass {
   // y = x W^T for n rows through the integer GEMM (gemm_int16.h), the quantised
   // activations packed once for every thread.
   void linear_by_int16_gemm(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input);
+  // The n rows of x (cols wide) as matmul's GEMM reads them (gemm_pack_tokens), packed
+  // into packed_ on the pool unless it holds them already.
+  const float* gemm_tokens(const float* x, int64_t n, int64_t cols, Input input);
   // Calls product(rows, first, count) for rows [begin, end) of w as GGUF rows (row_stride
   // apart): in place, or for row groups copied back to GGUF rows in the thread's scratch a
   // few hundred KiB at a time (prefill's products read GGUF rows; decode reads the groups).
@@ -145,6 +148,14 @@ class ForwardPass {
   void use_prompt_rope(int64_t first, int64_t n);
   void feed_forward_block(int64_t layer, int64_t n, const LayerDeltas* deltas);
   void add_bias(const std::vector<float>& bias, float* y, int64_t n, int64_t width);
+  // x_ rows [0, n) += norm_ rows [0, n) (after the attention and feed-forward blocks).
+  void add_residual(int64_t n);
+  // fn(begin, end) over rows [0, n) that cost `row_work` operations each, on the pool in
+  // chunks that repay a handoff (one row, a decode step, runs here). For the steps
+  // between the projections: on one thread they held a two-thread prompt to 1.8x a
+  // one-thread one (bench/README.md, "Prompts on two threads").
+  template <class Fn>
+  void for_rows(int64_t n, int64_t row_work, const Fn& fn);
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
@@ -167,8 +178,9 @@ class ForwardPass {
   std::vector<float> stream_;  // the prompt's residual stream between layers
   RopeTable prompt_rope_;      // every prompt row's rotation
   std::vector<float> x_, norm_, q_, k_, v_, attn_out_, gate_, up_;
-  std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec) or gemm_int16
-  // What packed_ holds for gemm_int16: the tokens' rows, count, width and block (none: x null).
+  std::vector<uint8_t> packed_;                    // activation packed for matvec (n rows in linear_by_matvec), gemm_int16 or matmul's GEMM
+  // What packed_ holds for gemm_int16 or matmul's GEMM: the tokens' rows, count, width and
+  // gemm_int16's block (0: matmul's float panels; none: x null).
   struct PackedTokens {
     const float* x = nullptr;
     int64_t n = 0, cols = 0, block = 0;

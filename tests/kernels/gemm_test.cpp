@@ -35,6 +35,14 @@ std::pair<double, double> reference_dot(const std::vector<float>& x, int64_t ldx
 // Runs `product` (x, ldx, w, ldw, y, ldy) on each SIMD target at shape s, with padded rows,
 // and checks y against float64 dot products and its padding untouched.
 using Product = std::function<void(const float*, int64_t, const float*, int64_t, float*, int64_t)>;
+
+// The m tokens (rows of x, ldx apart) as gemm_f32_packed reads them, for the target running now.
+std::vector<float> pack_tokens(const float* x, int64_t ldx, int64_t n, int64_t m) {
+  std::vector<float> tokens(gemm_packed_tokens_floats(m, n), 555.0f);
+  const int64_t t = gemm_panel_tokens();
+  gemm_pack_tokens(x, ldx, n, m, 0, (m + t - 1) / t, tokens.data());
+  return tokens;
+}
 void expect_matches_reference(const Shape s, const Product& product) {
   SCOPED_TRACE(::testing::Message() << s.m << " x " << s.rows << " x " << s.n);
   const int64_t ldx = s.n + 3, ldw = s.n + 5, ldy = s.rows + 2;
@@ -68,7 +76,7 @@ TEST(GemmPacked, MatchesReferenceWithPartialTilesPanelsAndBlocks) {
     expect_matches_reference(s, [&](const float* x, int64_t ldx, const float* w, int64_t ldw, float* y, int64_t ldy) {
       std::vector<float> packed(gemm_packed_floats(s.rows, s.n), 555.0f);
       gemm_pack_rows(w, ldw, s.rows, s.n, packed.data());
-      gemm_f32_packed(x, ldx, s.m, packed.data(), s.rows, s.n, y, ldy);
+      gemm_f32_packed(pack_tokens(x, ldx, s.n, s.m).data(), s.m, packed.data(), s.rows, s.n, y, ldy);
     });
   }
 }
@@ -80,12 +88,34 @@ TEST(GemmPacked, EachValueIsTheSameWhateverTheTokensOrRowsBesideIt) {
   const std::vector<float> x = random_normal(m * n, 3), w = random_normal(rows * n, 4);
   std::vector<float> packed(gemm_packed_floats(rows, n)), y(m * rows);
   gemm_pack_rows(w.data(), n, rows, n, packed.data());
-  gemm_f32_packed(x.data(), n, m, packed.data(), rows, n, y.data(), rows);
+  gemm_f32_packed(pack_tokens(x.data(), n, n, m).data(), m, packed.data(), rows, n, y.data(), rows);
   const int64_t i = 37, r0 = 9, count = 5;
   std::vector<float> part_packed(gemm_packed_floats(count, n)), part(count);
   gemm_pack_rows(w.data() + r0 * n, n, count, n, part_packed.data());
-  gemm_f32_packed(x.data() + i * n, n, 1, part_packed.data(), count, n, part.data(), count);
+  gemm_f32_packed(pack_tokens(x.data() + i * n, n, n, 1).data(), 1, part_packed.data(), count, n, part.data(), count);
   for (int64_t j = 0; j < count; ++j) ASSERT_EQ(part[j], y[i * rows + r0 + j]) << j;
+}
+
+TEST(GemmPacked, TokensPackInDisjointPanelsAndPadWithZeros) {
+  // The forward pass packs a prompt's token panels on several threads at once, each a
+  // range of panels: together they must be the one-call packing, and every value of the
+  // last panel's tokens past m zero (they run through the micro-kernel).
+  const int64_t m = 29, n = 37, ldx = n + 2;
+  const std::vector<float> x = random_normal(m * ldx, 5);
+  for_each_simd_target([&](const char*) {
+    const int64_t t = gemm_panel_tokens(), panels = (m + t - 1) / t;
+    const std::vector<float> whole = pack_tokens(x.data(), ldx, n, m);
+    std::vector<float> parts(gemm_packed_tokens_floats(m, n), 555.0f);
+    gemm_pack_tokens(x.data(), ldx, n, m, 1, panels - 1, parts.data());
+    gemm_pack_tokens(x.data(), ldx, n, m, 0, 1, parts.data());
+    for (int64_t i = 0; i < panels * t * n; ++i) ASSERT_EQ(parts[i], whole[i]) << i;
+    for (int64_t i = 0; i < panels * t; ++i) {
+      const int64_t p = i / t, slot = i % t;
+      for (int64_t k = 0; k < n; ++k) {
+        ASSERT_EQ(whole[p * t * n + k * t + slot], i < m ? x[i * ldx + k] : 0.0f) << i << ", " << k;
+      }
+    }
+  });
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "deferkv/error.h"
+#include "kernels/gemm.h"
 #include "kernels/matvec.h"
 
 namespace deferkv {
@@ -167,6 +169,30 @@ TEST(MatvecRows, FloatTypesTakeAnyLength) {
   }
 }
 
+// matmul with the tokens packed as the forward pass packs them where it takes the GEMM
+// (on the target running now).
+void packed_matmul(DType type, const void* weights, size_t stride, int64_t n, int64_t rows, const float* x,
+                   int64_t ldx, int64_t m, float* y, int64_t ldy, float* scratch) {
+  std::vector<float> tokens;
+  if (matmul_by_gemm(type, m)) {
+    tokens.resize(gemm_packed_tokens_floats(m, n));
+    const int64_t t = gemm_panel_tokens();
+    gemm_pack_tokens(x, ldx, n, m, 0, (m + t - 1) / t, tokens.data());
+  }
+  matmul(type, weights, stride, n, rows, x, ldx, tokens.empty() ? nullptr : tokens.data(), m, y, ldy, scratch);
+}
+
+TEST(Matmul, GemmWithoutPackedTokensFails) {
+  const int64_t rows = 4, n = 64, m = 200;
+  const WeightMatrix w = quantise_matrix(DType::F32, random_normal(rows * n, 71), rows, n);
+  const std::vector<float> x = random_normal(m * n, 72);
+  std::vector<float> y(m * rows), scratch(scratch_floats_for_matmul(rows, n));
+  ASSERT_TRUE(matmul_by_gemm(DType::F32, m));
+  EXPECT_THROW(matmul(DType::F32, w.bytes.data(), w.stride, n, rows, x.data(), n, nullptr, m, y.data(), rows,
+                      scratch.data()),
+               Error);
+}
+
 TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
   init_blas_single_threaded();
   // The token counts take both the matvec path (few tokens) and the GEMM path for
@@ -183,7 +209,7 @@ TEST(Matmul, MatchesReferenceForEveryTypeAndTokenCount) {
       std::vector<float> scratch(scratch_floats_for_matmul(rows, n));
       for_each_simd_target([&](const char*) {
         std::vector<float> y(m * ldy, 777.0f);
-        matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), ldx, m, y.data(), ldy, scratch.data());
+        packed_matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), ldx, m, y.data(), ldy, scratch.data());
         for (int64_t i = 0; i < m; ++i) {
           expect_close(type, y.data() + i * ldy, refs[i]);
           for (int64_t r = rows; r < ldy; ++r) ASSERT_EQ(y[i * ldy + r], 777.0f);  // row padding untouched
@@ -205,7 +231,7 @@ TEST(Matmul, FloatRowsOfAnyWidthPackWhole) {
     std::vector<float> scratch(scratch_floats_for_matmul(rows, n));
     for_each_simd_target([&](const char*) {
       std::vector<float> y(m * rows);
-      matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), n, m, y.data(), rows, scratch.data());
+      packed_matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), n, m, y.data(), rows, scratch.data());
       for (int64_t i = 0; i < m; i += 13) expect_close(type, y.data() + i * rows, reference_dots(w, x.data() + i * n));
     });
   }
@@ -218,7 +244,7 @@ TEST(Matmul, DequantisedTilesCoverAllRows) {
   const WeightMatrix w = quantise_matrix(DType::F16, random_normal(rows * n, 51), rows, n);
   const std::vector<float> x = random_normal(m * n, 52);
   std::vector<float> y(m * rows), scratch(scratch_floats_for_matmul(rows, n));
-  matmul(DType::F16, w.bytes.data(), w.stride, n, rows, x.data(), n, m, y.data(), rows, scratch.data());
+  packed_matmul(DType::F16, w.bytes.data(), w.stride, n, rows, x.data(), n, m, y.data(), rows, scratch.data());
   for (int64_t i = 0; i < m; i += 8) {
     expect_close(DType::F16, y.data() + i * rows, reference_dots(w, x.data() + i * n));
   }
@@ -235,8 +261,8 @@ TEST(Matmul, WorksOnARowRangeWithFewRows) {
     const std::vector<float> x = random_normal(m * n, 42);
     std::vector<float> full(m * rows), part(m * rows, 0.0f);
     std::vector<float> scratch(scratch_floats_for_matmul(rows, n));
-    matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), n, m, full.data(), rows, scratch.data());
-    matmul(type, w.row(5), w.stride, n, 7, x.data(), n, m, part.data() + 5, rows, scratch.data());
+    packed_matmul(type, w.bytes.data(), w.stride, n, rows, x.data(), n, m, full.data(), rows, scratch.data());
+    packed_matmul(type, w.row(5), w.stride, n, 7, x.data(), n, m, part.data() + 5, rows, scratch.data());
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t r = 5; r < 12; ++r) {
         EXPECT_NEAR(part[i * rows + r], full[i * rows + r], 1e-5f * (1.0f + std::fabs(full[i * rows + r])));

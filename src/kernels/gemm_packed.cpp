@@ -11,8 +11,8 @@
 // two vectors: no reduction across lanes, and with k cut into blocks whose panel slice
 // fits L1 (kPanelBlockBytes), the weights come from L1 for every token tile. The tokens
 // are packed once per product, for every thread: a tile's broadcasts then read one
-// stream of consecutive floats instead of RM rows far apart (2-3% of an F16 prompt
-// capped at AVX2, bench/README.md "Prompts on two threads").
+// stream of consecutive floats instead of RM rows far apart (2-3% of an F16 prompt on
+// Zen 3, bench/README.md "Prompts on two threads").
 //
 // Each output is summed in float32 one k-block at a time (an FMA chain over the block's k
 // in order, then added to the sum of the blocks before it), so its value does not depend
@@ -44,8 +44,9 @@ constexpr size_t kTileM = 6;
 static_assert(kTileM <= kGemmMaxPanelTokens);
 
 // Bytes of one panel's k-block: it stays in L1 (32-48 KiB) while every token tile of the
-// call runs against it. 32 KiB ran the 500M model's products 2-4% faster than 16 KiB on
-// Zen 4, with AVX2 and with AVX-512 (fewer passes over y), and as fast as 48 or 64.
+// call runs against it. 32 KiB (512 k with AVX2) ran the 500M model's products 2-4%
+// faster than 16 KiB on Zen 3 (fewer passes over y), and as fast as 48 or 64 KiB; with
+// AVX-512 the same bytes are 256 k.
 constexpr int64_t kPanelBlockBytes = 32 << 10;
 // Bytes of the tokens' k-block that every panel runs against before the next tokens: it
 // stays in L2.

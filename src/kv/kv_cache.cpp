@@ -107,8 +107,8 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
     }
   };
   // A prompt's rows, head by head on the pool: each head's store is its own, and a
-  // prompt's first rows also fault in the pages they land on (on one thread they were a
-  // tenth of a two-thread prompt's time on a VM: bench/README.md, "Prompts on two threads").
+  // prompt's rows also fault in the pages they land on, which on the 2-core VM took 5-6%
+  // of a one-thread prompt (bench/README.md, "Prompts on two threads").
   if (pool != nullptr && n > 1) {
     pool->parallel_for(n_head_kv_, 1, append_heads);
   } else {

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/thread_pool.h"
 #include "deferkv/error.h"
 
 namespace deferkv {
@@ -65,6 +70,52 @@ TEST(KvCache, AppendBeyondCapacityIsAnError) {
   append_tokens(cache, 0, 0, 3);
   EXPECT_THROW(append_tokens(cache, 0, 3, 2), Error);
   EXPECT_EQ(cache.length(0, 0), 3);
+}
+
+// A prompt's rows go into the heads on the pool (one head a chunk): every stored byte,
+// position and count must be what the same rows stored from one thread are, for every
+// storage type (q8_0 and q4_0 choose each head's key shift from its rows on the way).
+TEST(KvCache, AppendOnAPoolStoresWhatOneThreadStores) {
+  constexpr int64_t kHeads = 5, kDim = 64, kLen = 70;
+  ThreadPool pool(3);
+  std::vector<float> k(kLen * kHeads * kDim), v(k.size());
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i] = std::sin(0.01f * static_cast<float>(i)) * static_cast<float>(1 + i % 7);
+    v[i] = std::cos(0.03f * static_cast<float>(i));
+  }
+  std::vector<int32_t> positions(kLen);
+  for (int32_t i = 0; i < kLen; ++i) positions[static_cast<size_t>(i)] = 2 * i;
+  for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    KvCache alone(2, kHeads, kDim, 200, {type, type}), pooled(2, kHeads, kDim, 200, {type, type});
+    for (int64_t layer : {0, 1}) {
+      alone.append(layer, k.data(), v.data(), positions.data(), kLen);
+      pooled.append(layer, k.data(), v.data(), positions.data(), kLen, &pool);
+      // A second batch after the first (the heads' windows already hold rows).
+      alone.append(layer, k.data(), v.data(), positions.data(), 9);
+      pooled.append(layer, k.data(), v.data(), positions.data(), 9, &pool);
+    }
+    EXPECT_EQ(pooled.bytes_held(), alone.bytes_held());
+    EXPECT_EQ(pooled.peak_bytes(), alone.peak_bytes());
+    for (int64_t layer : {0, 1}) {
+      for (int64_t g = 0; g < kHeads; ++g) {
+        ASSERT_EQ(pooled.length(layer, g), kLen + 9);
+        const int64_t n = pooled.length(layer, g);
+        const KvRows a_keys = alone.keys(layer, g), p_keys = pooled.keys(layer, g);
+        const KvRows a_values = alone.values(layer, g), p_values = pooled.values(layer, g);
+        ASSERT_EQ(a_keys.row_bytes(), p_keys.row_bytes());
+        std::vector<float> want(static_cast<size_t>(kDim)), got(static_cast<size_t>(kDim));
+        for (int64_t j = 0; j < n; ++j) {
+          ASSERT_EQ(std::memcmp(p_keys.row(j), a_keys.row(j), a_keys.row_bytes()), 0) << "key " << j;
+          ASSERT_EQ(std::memcmp(p_values.row(j), a_values.row(j), a_values.row_bytes()), 0) << "value " << j;
+          a_keys.to_f32(j, 1, want.data());  // decoded too: the key shift each head chose
+          p_keys.to_f32(j, 1, got.data());
+          ASSERT_EQ(got, want) << "key " << j << " of layer " << layer << " head " << g;
+          ASSERT_EQ(pooled.positions(layer, g)[j], alone.positions(layer, g)[j]);
+        }
+      }
+    }
+  }
 }
 
 void fill(KvCache& cache, int64_t layer, int first, int n) {

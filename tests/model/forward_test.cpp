@@ -390,6 +390,39 @@ TEST(Forward, Qwen3HeadSizeLargerThanEmbeddingShare) {
   check_against_reference(path, 1e-4, 14, 5, 2, reference_logits(path, kTokens));
 }
 
+// A prompt long enough that every step between the projections (embedding, norms, the
+// biases of Qwen2, Qwen3's q/k norms, RoPE, SwiGLU, the residual adds) and the KV append
+// split into several chunks on a pool: its logits are those of one thread, bit for bit,
+// on the float GEMM route (F16) and the integer one (Q4_K, where the CPU has it).
+TEST(Forward, PromptSplitAcrossThreadsEqualsOneThreadBitForBit) {
+  std::vector<int32_t> tokens = {1};
+  for (int32_t i = 1; i < 700; ++i) tokens.push_back(3 + (i * 53) % 500);
+  for (Architecture arch : {Architecture::kQwen2, Architecture::kQwen3}) {
+    for (DType type : {DType::F16, DType::Q4_K}) {
+      SCOPED_TRACE(fmt::format("{} {}", arch == Architecture::kQwen2 ? "qwen2" : "qwen3", dtype_name(type)));
+      const std::string path = testing::random_model_path(small_spec(arch, type));
+      auto model = Model::load(path);
+      std::vector<float> logits[2];
+      for (int threads : {1, 3}) {
+        SessionOptions options;
+        options.n_ctx = static_cast<int64_t>(tokens.size()) + 4;
+        options.n_batch = 1024;
+        options.all_logits = true;
+        Session session(model, std::make_shared<ThreadPool>(threads), options);
+        session.prefill(tokens);
+        session.decode(11);
+        std::vector<float>& out = logits[threads > 1];
+        out.assign(session.logits().begin(), session.logits().end());
+        out.insert(out.end(), session.last_logits(), session.last_logits() + model->config().n_vocab);
+      }
+      ASSERT_EQ(logits[0].size(), logits[1].size());
+      for (size_t i = 0; i < logits[0].size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(logits[1][i]), std::bit_cast<uint32_t>(logits[0][i])) << "logit " << i;
+      }
+    }
+  }
+}
+
 // One batch on one thread against batches of 3 on two threads: 14 tokens take the GEMM
 // route (gemm_packed.cpp), batches of 3 the matvec, and batched attention sums its blocks
 // in another order, so logits move by float reassociation only. For F32 weights that stays

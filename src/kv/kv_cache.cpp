@@ -107,9 +107,10 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
     }
   };
   // A prompt's rows, head by head on the pool: each head's store is its own, and a
-  // prompt's rows also fault in the pages they land on, which on the 2-core VM took 5-6%
-  // of a one-thread prompt (bench/README.md, "Prompts on two threads").
-  if (pool != nullptr && n > 1) {
+  // prompt's rows also fault in the pages they land on (bench/README.md, "Prompts on two
+  // threads"). A few rows are not worth waking another thread for.
+  constexpr int64_t kMinPooledValues = 1 << 16;
+  if (pool != nullptr && n * row >= kMinPooledValues) {
     pool->parallel_for(n_head_kv_, 1, append_heads);
   } else {
     append_heads(0, n_head_kv_, 0);

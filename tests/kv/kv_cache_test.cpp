@@ -72,11 +72,12 @@ TEST(KvCache, AppendBeyondCapacityIsAnError) {
   EXPECT_EQ(cache.length(0, 0), 3);
 }
 
-// A prompt's rows go into the heads on the pool (one head a chunk): every stored byte,
-// position and count must be what the same rows stored from one thread are, for every
-// storage type (q8_0 and q4_0 choose each head's key shift from its rows on the way).
+// A prompt's rows go into the heads on the pool (one head a chunk, from 2^16 values on:
+// 240 rows here, the 9 after them on the caller): every stored byte, position and count
+// must be what the same rows stored from one thread are, for every storage type (q8_0 and
+// q4_0 choose each head's key shift from its rows on the way).
 TEST(KvCache, AppendOnAPoolStoresWhatOneThreadStores) {
-  constexpr int64_t kHeads = 5, kDim = 64, kLen = 70;
+  constexpr int64_t kHeads = 5, kDim = 64, kLen = 240;
   ThreadPool pool(3);
   std::vector<float> k(kLen * kHeads * kDim), v(k.size());
   for (size_t i = 0; i < k.size(); ++i) {
@@ -87,7 +88,7 @@ TEST(KvCache, AppendOnAPoolStoresWhatOneThreadStores) {
   for (int32_t i = 0; i < kLen; ++i) positions[static_cast<size_t>(i)] = 2 * i;
   for (DType type : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
     SCOPED_TRACE(dtype_name(type));
-    KvCache alone(2, kHeads, kDim, 200, {type, type}), pooled(2, kHeads, kDim, 200, {type, type});
+    KvCache alone(2, kHeads, kDim, 300, {type, type}), pooled(2, kHeads, kDim, 300, {type, type});
     for (int64_t layer : {0, 1}) {
       alone.append(layer, k.data(), v.data(), positions.data(), kLen);
       pooled.append(layer, k.data(), v.data(), positions.data(), kLen, &pool);

@@ -80,9 +80,9 @@ class ThreadPool {
 
    private:
     static constexpr int kMin = 256, kMax = 16384;
-    // A sleep shorter than this counts as "soon after": about a scheduler's time slice,
-    // longer than a chunk's share of a prompt's section on the 2-core VM (bench/README.md,
-    // "Prompts on two threads").
+    // A sleep shorter than this counts as "soon after": about a scheduler's time slice, and
+    // longer than a prompt's chunks on the 100M model (bench/README.md, "Prompts on two
+    // threads"); after chunks that take longer, a late wake-up costs them little.
     static constexpr std::chrono::microseconds kLongSleep{2000};
     int limit_;
     bool may_spin_;

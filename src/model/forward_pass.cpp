@@ -127,18 +127,21 @@ void ForwardPass::linear(const WeightMatrix& w, const float* x, int64_t n, float
   });
 }
 
+template <class Pack>
+void ForwardPass::pack_tokens(const PackedTokens& tokens, Input input, size_t bytes, int64_t panel_tokens,
+                              const Pack& pack) {
+  if (input == Input::kSameAsLast && tokens == packed_tokens_) return;
+  if (packed_.size() < bytes) packed_.resize(bytes);
+  pool_.parallel_for((tokens.n + panel_tokens - 1) / panel_tokens, 1,
+                     [&](int64_t begin, int64_t end, int) { pack(begin, end - begin, packed_.data()); });
+  packed_tokens_ = tokens;
+}
+
 const float* ForwardPass::gemm_tokens(const float* x, int64_t n, int64_t cols, Input input) {
-  const PackedTokens tokens{x, n, cols, 0};
-  if (input != Input::kSameAsLast || !(tokens == packed_tokens_)) {
-    const size_t bytes = gemm_packed_tokens_floats(n, cols) * sizeof(float);
-    if (packed_.size() < bytes) packed_.resize(bytes);
-    float* out = reinterpret_cast<float*>(packed_.data());
-    const int64_t panel_tokens = gemm_panel_tokens();
-    pool_.parallel_for((n + panel_tokens - 1) / panel_tokens, 1, [&](int64_t begin, int64_t end, int) {
-      gemm_pack_tokens(x, cols, cols, n, begin, end - begin, out);
-    });
-    packed_tokens_ = tokens;
-  }
+  pack_tokens({x, n, cols, 0}, input, gemm_packed_tokens_floats(n, cols) * sizeof(float), gemm_panel_tokens(),
+              [&](int64_t first, int64_t panels, uint8_t* out) {
+                gemm_pack_tokens(x, cols, cols, n, first, panels, reinterpret_cast<float*>(out));
+              });
   return reinterpret_cast<const float*>(packed_.data());
 }
 
@@ -187,16 +190,10 @@ void ForwardPass::linear_by_matvec(const WeightMatrix& w, const float* x, int64_
 }
 
 void ForwardPass::linear_by_int16_gemm(const WeightMatrix& w, const float* x, int64_t n, float* y, Input input) {
-  const PackedTokens tokens{x, n, w.cols, dtype_block_elems(w.type)};
-  if (input != Input::kSameAsLast || !(tokens == packed_tokens_)) {
-    const size_t bytes = gemm_int16_tokens_bytes(w.type, w.cols, n);
-    if (packed_.size() < bytes) packed_.resize(bytes);
-    const int64_t panel_tokens = gemm_int16_panel_tokens();
-    pool_.parallel_for((n + panel_tokens - 1) / panel_tokens, 1, [&](int64_t begin, int64_t end, int) {
-      gemm_int16_pack_tokens(w.type, x, w.cols, w.cols, n, begin, end - begin, packed_.data());
-    });
-    packed_tokens_ = tokens;
-  }
+  pack_tokens({x, n, w.cols, dtype_block_elems(w.type)}, input, gemm_int16_tokens_bytes(w.type, w.cols, n),
+              gemm_int16_panel_tokens(), [&](int64_t first, int64_t panels, uint8_t* out) {
+                gemm_int16_pack_tokens(w.type, x, w.cols, w.cols, n, first, panels, out);
+              });
   pool_.parallel_for(w.rows, grain_for(kMatmulGrain, w.cols * n), [&](int64_t begin, int64_t end, int thread) {
     with_gguf_rows(w, begin, end, thread, [&](const uint8_t* rows, int64_t first, int64_t count) {
       gemm_int16(w.type, rows, w.row_stride, w.cols, count, packed_.data(), n, y + first, w.rows,

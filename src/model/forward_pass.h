@@ -119,6 +119,12 @@ class ForwardPass {
   // The n rows of x (cols wide) as matmul's GEMM reads them (gemm_pack_tokens), packed
   // into packed_ on the pool unless it holds them already.
   const float* gemm_tokens(const float* x, int64_t n, int64_t cols, Input input);
+  // Packs `tokens` into packed_ (`bytes` of it) on the pool, pack(first panel, panels,
+  // packed_) a chunk of panels of panel_tokens each, unless input is kSameAsLast and
+  // packed_ holds them already: for gemm_int16 and matmul's GEMM alike.
+  struct PackedTokens;
+  template <class Pack>
+  void pack_tokens(const PackedTokens& tokens, Input input, size_t bytes, int64_t panel_tokens, const Pack& pack);
   // Calls product(rows, first, count) for rows [begin, end) of w as GGUF rows (row_stride
   // apart): in place, or for row groups copied back to GGUF rows in the thread's scratch a
   // few hundred KiB at a time (prefill's products read GGUF rows; decode reads the groups).

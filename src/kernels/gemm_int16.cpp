@@ -30,13 +30,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "base/setting.h"
 #include "deferkv/error.h"
 #include "kernels/gemm_int16.h"
 #include "kernels/int16_rows.h"
@@ -722,12 +722,9 @@ bool cpu_has_avx512_bf16() {
 }  // namespace
 
 Bf16Activation parse_bf16_activation(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "bf16") return Bf16Activation::kBf16;
-  if (lower == "f32") return Bf16Activation::kF32;
-  fail("{}='{}' is not a BF16 activation form (known: bf16, f32)", kBf16ActivationVariable, name);
+  static constexpr SettingName<Bf16Activation> kNames[] = {{"bf16", Bf16Activation::kBf16},
+                                                           {"f32", Bf16Activation::kF32}};
+  return parse_setting<Bf16Activation>(kBf16ActivationVariable, name, "a BF16 activation form", kNames);
 }
 
 Bf16Activation bf16_activation() { return bf16_setting().load(std::memory_order_relaxed); }

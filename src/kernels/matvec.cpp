@@ -2,12 +2,11 @@
 // (matvec is matvec_rows with one activation).
 #include "kernels/matvec.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
+#include "base/setting.h"
 #include "deferkv/error.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
@@ -42,12 +41,9 @@ int packed_block(DType weight_type) {
 }  // namespace
 
 KQuantActivation parse_kquant_activation(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "int16") return KQuantActivation::kInt16;
-  if (lower == "int8") return KQuantActivation::kInt8;
-  fail("{}='{}' is not a K-quant activation form (known: int16, int8)", kKQuantActivationVariable, name);
+  static constexpr SettingName<KQuantActivation> kNames[] = {{"int16", KQuantActivation::kInt16},
+                                                             {"int8", KQuantActivation::kInt8}};
+  return parse_setting<KQuantActivation>(kKQuantActivationVariable, name, "a K-quant activation form", kNames);
 }
 
 KQuantActivation kquant_activation() { return kquant_setting().load(std::memory_order_relaxed); }

@@ -2,13 +2,12 @@
 // portable matvec that the SIMD kernels (matvec_row_groups.cpp) match bit for bit.
 #include "kernels/row_groups.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "base/setting.h"
 #include "deferkv/error.h"
 #include "kernels/matvec_kernels.h"
 #include "kernels/packed_activation.h"
@@ -54,12 +53,9 @@ void for_each_block(const void* rows, size_t row_stride, int64_t n, int64_t coun
 }  // namespace
 
 WeightLayout parse_weight_layout(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "gguf") return WeightLayout::kGgufRows;
-  if (lower == "row-groups") return WeightLayout::kRowGroups;
-  fail("{}='{}' is not a weight layout (known: gguf, row-groups)", kWeightLayoutVariable, name);
+  static constexpr SettingName<WeightLayout> kNames[] = {{"gguf", WeightLayout::kGgufRows},
+                                                         {"row-groups", WeightLayout::kRowGroups}};
+  return parse_setting<WeightLayout>(kWeightLayoutVariable, name, "a weight layout", kNames);
 }
 
 void set_weight_layout(WeightLayout layout) {

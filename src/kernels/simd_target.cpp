@@ -1,8 +1,6 @@
 #include "kernels/simd_target.h"
 
-#include <algorithm>
 #include <array>
-#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 
@@ -12,7 +10,7 @@
 #include <hwy/targets.h>
 // clang-format on
 
-#include "deferkv/error.h"
+#include "base/setting.h"
 
 namespace deferkv {
 namespace {
@@ -25,10 +23,8 @@ constexpr int64_t kSse2 = HWY_SSE2;
 constexpr int64_t kSse2 = 0;
 #endif
 
-struct Cap {
-  const char* name;
-  int64_t allowed;  // the targets dispatch may still pick
-};
+// Each cap's value: the targets dispatch may still pick.
+using Cap = SettingName<int64_t>;
 
 constexpr int64_t kPortable = HWY_SCALAR | HWY_EMU128;
 #if HWY_ARCH_X86
@@ -50,28 +46,14 @@ constexpr std::array<Cap, 4> kCaps = {{
 constexpr std::array<Cap, 1> kCaps = {{{"scalar", kPortable}}};
 #endif
 
-std::string known_names() {
-  std::string names;
-  for (const Cap& cap : kCaps) names += (names.empty() ? "" : ", ") + std::string(cap.name);
-  return names;
-}
-
 }  // namespace
 
 void cap_simd_target(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const Cap& cap : kCaps) {
-    if (lower == cap.name) {
-      // Highway then leaves the disabled targets out of SupportedTargets, for dispatch and
-      // for the tests' SetSupportedTargetsForTest alike.
-      hwy::DisableTargets(~cap.allowed);
-      return;
-    }
-  }
-  fail("{}='{}' is not an instruction set this build knows (known, narrowest first: {})", kMaxSimdVariable, name,
-       known_names());
+  const int64_t allowed =
+      parse_setting<int64_t>(kMaxSimdVariable, name, "an instruction set this build knows", kCaps);
+  // Highway then leaves the disabled targets out of SupportedTargets, for dispatch and for
+  // the tests' SetSupportedTargetsForTest alike.
+  hwy::DisableTargets(~allowed);
 }
 
 void cap_simd_target_from_environment() {

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 
+#include "base/setting.h"
 #include "deferkv/error.h"
 
 namespace deferkv {
@@ -16,9 +16,7 @@ bool is_cache_type(DType type) { return std::find(kCacheTypes.begin(), kCacheTyp
 }  // namespace
 
 std::string kv_cache_type_name(DType type) {
-  std::string name = dtype_name(type);
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return name;
+  return ascii_lower(dtype_name(type));
 }
 
 std::string kv_cache_type_names() {

@@ -1,13 +1,12 @@
 #include "model/model_weights.h"
 
-#include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cstdlib>
 #include <cstring>
 
 #include <fmt/format.h>
 
+#include "base/setting.h"
 #include "deferkv/error.h"
 #include "kernels/quant.h"
 #include "tensor/gguf_file.h"
@@ -138,12 +137,9 @@ std::atomic<MemorySetting>& memory_setting() {
 }  // namespace
 
 WeightMemory parse_weight_memory(const std::string& name) {
-  std::string lower = name;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (lower == "map") return WeightMemory::kMap;
-  if (lower == "huge-pages") return WeightMemory::kHugePages;
-  fail("{}='{}' is not a place for the weights (known: map, huge-pages)", kWeightMemoryVariable, name);
+  static constexpr SettingName<WeightMemory> kNames[] = {{"map", WeightMemory::kMap},
+                                                         {"huge-pages", WeightMemory::kHugePages}};
+  return parse_setting<WeightMemory>(kWeightMemoryVariable, name, "a place for the weights", kNames);
 }
 
 WeightMemory weight_memory() {

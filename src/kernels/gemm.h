@@ -25,8 +25,9 @@ inline constexpr int64_t kGemmMaxPanelRows = 32;
 // Floats a packing of `rows` rows of n values takes, for any CPU.
 size_t gemm_packed_floats(int64_t rows, int64_t n);
 void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
-// The same from fp16 rows (ldw in elements), widened to float32 exactly.
-void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, float* packed);
+// The same from fp16 rows (ldw in elements) into panels of fp16 values, in the same places
+// (the gemm_packed_floats(rows, n) floats hold them with room to spare).
+void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, uint16_t* packed);
 
 int64_t gemm_panel_tokens();  // the micro-kernel's tokens on this CPU
 // The most tokens a panel has on any compiled target (AVX-512's).
@@ -41,6 +42,11 @@ void gemm_pack_tokens(const float* x, int64_t ldx, int64_t n, int64_t m, int64_t
 // y[i * ldy + j] = dot(token i, weight row j) for i < m, j < rows, the tokens as
 // gemm_pack_tokens left them and the rows as gemm_pack_rows did.
 void gemm_f32_packed(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+                     int64_t ldy);
+// The same with fp16 panels (gemm_pack_rows_f16's), widened as they are read; its k-blocks
+// are twice as long as gemm_f32_packed's (the same bytes), so the sums may differ from
+// gemm_f32_packed's of the widened rows in their last bits.
+void gemm_f16_packed(const float* tokens, int64_t m, const uint16_t* packed, int64_t rows, int64_t n, float* y,
                      int64_t ldy);
 
 }  // namespace deferkv

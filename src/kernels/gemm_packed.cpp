@@ -1,6 +1,7 @@
-// gemm_f32_packed, gemm_pack_rows and gemm_pack_tokens (gemm.h): the prefill projections'
-// product, with the weight rows packed into panels so that one vector load gives the same
-// value k of several weight rows, and the tokens into panels of one micro-kernel's tokens.
+// gemm_f32_packed, gemm_f16_packed, their packings of the weight rows and gemm_pack_tokens
+// (gemm.h): the prefill projections' product, with the weight rows packed into panels so
+// that one vector load gives the same value k of several weight rows, and the tokens into
+// panels of one micro-kernel's tokens.
 //
 // Why packed: gemm_f32_nt takes dot products along whole rows, so each register tile
 // streams its RM token rows and RN weight rows (kilobytes each) through L1 and sums
@@ -14,6 +15,11 @@
 // stream of consecutive floats instead of RM rows far apart (2-3% of an F16 prompt on
 // Zen 3, bench/README.md "Prompts on two threads").
 //
+// F16 weights stay F16 in their panels and are widened as the micro-kernel loads them: the
+// packing moves half the bytes and converts nothing, a k-block of L1 holds twice the k,
+// and the 500M model's F16 products (m = 512, one thread) ran about 7% faster than with
+// float32 panels on Zen 3 (bench/README.md, "F16 panels").
+//
 // Each output is summed in float32 one k-block at a time (an FMA chain over the block's k
 // in order, then added to the sum of the blocks before it), so its value does not depend
 // on the token count, the tiling or how the rows are split between threads; the blocks
@@ -25,6 +31,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/gemm.h"
 #include "kernels/kernel_helpers-inl.h"
@@ -43,10 +50,11 @@ constexpr size_t kTileM = 6;
 #endif
 static_assert(kTileM <= kGemmMaxPanelTokens);
 
-// Bytes of one panel's k-block: it stays in L1 (32-48 KiB) while every token tile of the
-// call runs against it. 32 KiB (512 k with AVX2) ran the 500M model's products 2-4%
+// Bytes of one float32 panel's k-block: it stays in L1 (32-48 KiB) while every token tile
+// of the call runs against it. 32 KiB (512 k with AVX2) ran the 500M model's products 2-4%
 // faster than 16 KiB on Zen 3 (fewer passes over y), and as fast as 48 or 64 KiB; with
-// AVX-512 the same bytes are 256 k.
+// AVX-512 the same bytes are 256 k. F16 panels take twice the k in the same bytes: 3-4%
+// faster than the float32 panels' k-blocks on the same shapes (fewer passes over y).
 constexpr int64_t kPanelBlockBytes = 32 << 10;
 // Bytes of the tokens' k-block that every panel runs against before the next tokens: it
 // stays in L2.
@@ -67,16 +75,9 @@ int64_t PanelRows() {
 // Values k .. k + 7 of the 8 rows from `w` into the panel's columns from `out` (p apart):
 // an 8 x 8 transpose in registers, where one value at a time cost a tenth of an F16 prompt
 // on Zen 4 (PackRows in perf at pp512, 500M model).
-// F16 rows are widened on the way (one pass instead of a float32 copy, then the packing).
-HWY_INLINE __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
-HWY_INLINE __m256 Load8(const hwy::float16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-template <class T>
-HWY_INLINE void Transpose8x8(const T* w, int64_t ldw, float* out, int64_t p) {
+HWY_INLINE void Transpose8x8(const float* w, int64_t ldw, float* out, int64_t p) {
   __m256 r[8], t[8], u[8];
-  for (int j = 0; j < 8; ++j) r[j] = Load8(w + j * ldw);
+  for (int j = 0; j < 8; ++j) r[j] = _mm256_loadu_ps(w + j * ldw);
   for (int j = 0; j < 4; ++j) {
     t[2 * j] = _mm256_unpacklo_ps(r[2 * j], r[2 * j + 1]);
     t[2 * j + 1] = _mm256_unpackhi_ps(r[2 * j], r[2 * j + 1]);
@@ -92,27 +93,54 @@ HWY_INLINE void Transpose8x8(const T* w, int64_t ldw, float* out, int64_t p) {
     _mm256_storeu_ps(out + (4 + j) * p, _mm256_permute2f128_ps(u[j], u[4 + j], 0x31));
   }
 }
+
+// The same for F16 values kept F16: an 8 x 8 transpose of 16-bit lanes.
+HWY_INLINE void Transpose8x8Halves(const uint16_t* w, int64_t ldw, uint16_t* out, int64_t p) {
+  __m128i r[8], t[8], u[8];
+  for (int j = 0; j < 8; ++j) r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + j * ldw));
+  for (int j = 0; j < 4; ++j) {  // t[2j], t[2j + 1]: rows 2j and 2j + 1 interleaved, k 0-3 and 4-7
+    t[2 * j] = _mm_unpacklo_epi16(r[2 * j], r[2 * j + 1]);
+    t[2 * j + 1] = _mm_unpackhi_epi16(r[2 * j], r[2 * j + 1]);
+  }
+  for (int h = 0; h < 2; ++h) {  // u[4h + c]: rows 4h .. 4h + 3 of k 2c and 2c + 1
+    u[4 * h + 0] = _mm_unpacklo_epi32(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 1] = _mm_unpackhi_epi32(t[4 * h], t[4 * h + 2]);
+    u[4 * h + 2] = _mm_unpacklo_epi32(t[4 * h + 1], t[4 * h + 3]);
+    u[4 * h + 3] = _mm_unpackhi_epi32(t[4 * h + 1], t[4 * h + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 2 * c * p), _mm_unpacklo_epi64(u[c], u[4 + c]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (2 * c + 1) * p), _mm_unpackhi_epi64(u[c], u[4 + c]));
+  }
+}
 #endif
 
+// Rows of T into panels of T: float32, or F16 bits.
 template <class T>
-void PackRowsOf(const T* w, int64_t ldw, int64_t rows, int64_t n, float* packed) {
+void PackRowsOf(const T* w, int64_t ldw, int64_t rows, int64_t n, T* packed) {
   const int64_t p = PanelRows();
   for (int64_t r0 = 0; r0 < rows; r0 += p) {
-    float* panel = packed + r0 * n;
+    T* panel = packed + r0 * n;
     const int64_t count = std::min(p, rows - r0);
     int64_t k0 = 0;
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
     if (count == p) {
       for (; k0 + 8 <= n; k0 += 8) {
-        for (int64_t j = 0; j < p; j += 8) Transpose8x8(w + (r0 + j) * ldw + k0, ldw, panel + k0 * p + j, p);
+        for (int64_t j = 0; j < p; j += 8) {
+          if constexpr (std::is_same_v<T, uint16_t>) {
+            Transpose8x8Halves(w + (r0 + j) * ldw + k0, ldw, panel + k0 * p + j, p);
+          } else {
+            Transpose8x8(w + (r0 + j) * ldw + k0, ldw, panel + k0 * p + j, p);
+          }
+        }
       }
     }
 #endif
     // k outer: the panel is written in order, and the p source lines being read stay in L1.
     for (int64_t k = k0; k < n; ++k) {
-      float* out = panel + k * p;
-      for (int64_t j = 0; j < count; ++j) out[j] = ToF32(w[(r0 + j) * ldw + k]);
-      for (int64_t j = count; j < p; ++j) out[j] = 0.0f;
+      T* out = panel + k * p;
+      for (int64_t j = 0; j < count; ++j) out[j] = w[(r0 + j) * ldw + k];
+      for (int64_t j = count; j < p; ++j) out[j] = T{0};
     }
   }
 }
@@ -121,8 +149,8 @@ void PackRows(const float* w, int64_t ldw, int64_t rows, int64_t n, float* packe
   PackRowsOf(w, ldw, rows, n, packed);
 }
 
-void PackRowsF16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, float* packed) {
-  PackRowsOf(reinterpret_cast<const hwy::float16_t*>(w), ldw, rows, n, packed);
+void PackRowsF16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, uint16_t* packed) {
+  PackRowsOf(w, ldw, rows, n, packed);
 }
 
 // Tokens [first_panel * T, (first_panel + panels) * T) of x into their panels of `out`:
@@ -143,19 +171,29 @@ void PackTokens(const float* x, int64_t ldx, int64_t n, int64_t m, int64_t first
   }
 }
 
+// One vector of a panel's row k, widened from F16 where the panel is F16.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadPanel(D df, const float* p) {
+  return hn::LoadU(df, p);
+}
+template <class D>
+HWY_INLINE hn::Vec<D> LoadPanel(D df, const hwy::float16_t* p) {
+  return hn::PromoteTo(df, hn::LoadU(hn::Rebind<hwy::float16_t, D>(), p));
+}
+
 // y[i * ldy + j] (+)= sum over k < kc of x[k * T + i] * panel[k * P + j] for i < R,
 // j < cols, x a token panel from its k-block on; `accumulate` adds the block's sums to
 // those y holds.
-template <size_t R>
-HWY_INLINE void MicroTile(const float* x, const float* panel, int64_t kc, float* y, int64_t ldy, int64_t cols,
+template <size_t R, class PT>
+HWY_INLINE void MicroTile(const float* x, const PT* panel, int64_t kc, float* y, int64_t ldy, int64_t cols,
                           bool accumulate) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   hn::Vec<decltype(df)> acc[R][2];
   Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA { acc[i][0] = acc[i][1] = hn::Zero(df); });
   for (int64_t k = 0; k < kc; ++k) {
-    const auto w0 = hn::LoadU(df, panel + k * 2 * L);
-    const auto w1 = hn::LoadU(df, panel + k * 2 * L + L);
+    const auto w0 = LoadPanel(df, panel + k * 2 * L);
+    const auto w1 = LoadPanel(df, panel + k * 2 * L + L);
     Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA {
       const auto xv = hn::Set(df, x[k * static_cast<int64_t>(kTileM) + i]);
       acc[i][0] = hn::MulAdd(xv, w0, acc[i][0]);
@@ -182,7 +220,8 @@ HWY_INLINE void MicroTile(const float* x, const float* panel, int64_t kc, float*
 }
 
 // The last m % kTileM tokens: one instantiation per count.
-HWY_INLINE void MicroTileRest(int64_t rest, const float* x, const float* panel, int64_t kc, float* y, int64_t ldy,
+template <class PT>
+HWY_INLINE void MicroTileRest(int64_t rest, const float* x, const PT* panel, int64_t kc, float* y, int64_t ldy,
                               int64_t cols, bool accumulate) {
   Unroll<kTileM>([&](auto r) DEFERKV_INLINE_LAMBDA {
     if constexpr (r != 0) {
@@ -191,10 +230,12 @@ HWY_INLINE void MicroTileRest(int64_t rest, const float* x, const float* panel, 
   });
 }
 
-void GemmPacked(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
-                int64_t ldy) {
+// Panels of PT: float, or hwy::float16_t.
+template <class PT>
+void GemmPackedOf(const float* tokens, int64_t m, const PT* packed, int64_t rows, int64_t n, float* y,
+                  int64_t ldy) {
   const int64_t p = PanelRows();
-  const int64_t block = std::max<int64_t>(1, kPanelBlockBytes / static_cast<int64_t>(sizeof(float)) / p);
+  const int64_t block = std::max<int64_t>(1, kPanelBlockBytes / static_cast<int64_t>(sizeof(PT)) / p);
   const auto tile = static_cast<int64_t>(kTileM);
   const int64_t token_block =
       std::max<int64_t>(tile, kTokenBlockBytes / static_cast<int64_t>(sizeof(float)) / block / tile * tile);
@@ -204,7 +245,7 @@ void GemmPacked(const float* tokens, int64_t m, const float* packed, int64_t row
     for (int64_t t0 = 0; t0 < m; t0 += token_block) {
       const int64_t t1 = std::min(m, t0 + token_block);
       for (int64_t r0 = 0; r0 < rows; r0 += p) {
-        const float* panel = packed + r0 * n + k0 * p;
+        const PT* panel = packed + r0 * n + k0 * p;
         const int64_t cols = std::min(p, rows - r0);
         int64_t i = t0;  // a multiple of the tile: token i starts panel i / tile, at tokens + i * n
         for (; i + tile <= t1; i += tile) {
@@ -214,6 +255,16 @@ void GemmPacked(const float* tokens, int64_t m, const float* packed, int64_t row
       }
     }
   }
+}
+
+void GemmPacked(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
+                int64_t ldy) {
+  GemmPackedOf(tokens, m, packed, rows, n, y, ldy);
+}
+
+void GemmPackedF16(const float* tokens, int64_t m, const uint16_t* packed, int64_t rows, int64_t n, float* y,
+                   int64_t ldy) {
+  GemmPackedOf(tokens, m, reinterpret_cast<const hwy::float16_t*>(packed), rows, n, y, ldy);
 }
 
 }  // namespace
@@ -227,6 +278,7 @@ HWY_EXPORT(PanelRows);
 HWY_EXPORT(PackRows);
 HWY_EXPORT(PackRowsF16);
 HWY_EXPORT(GemmPacked);
+HWY_EXPORT(GemmPackedF16);
 HWY_EXPORT(PanelTokens);
 HWY_EXPORT(PackTokens);
 }  // namespace
@@ -252,13 +304,18 @@ void gemm_pack_rows(const float* w, int64_t ldw, int64_t rows, int64_t n, float*
   HWY_DYNAMIC_DISPATCH(PackRows)(w, ldw, rows, n, packed);
 }
 
-void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, float* packed) {
+void gemm_pack_rows_f16(const uint16_t* w, int64_t ldw, int64_t rows, int64_t n, uint16_t* packed) {
   HWY_DYNAMIC_DISPATCH(PackRowsF16)(w, ldw, rows, n, packed);
 }
 
 void gemm_f32_packed(const float* tokens, int64_t m, const float* packed, int64_t rows, int64_t n, float* y,
                      int64_t ldy) {
   HWY_DYNAMIC_DISPATCH(GemmPacked)(tokens, m, packed, rows, n, y, ldy);
+}
+
+void gemm_f16_packed(const float* tokens, int64_t m, const uint16_t* packed, int64_t rows, int64_t n, float* y,
+                     int64_t ldy) {
+  HWY_DYNAMIC_DISPATCH(GemmPackedF16)(tokens, m, packed, rows, n, y, ldy);
 }
 }  // namespace deferkv
 #endif

@@ -1,6 +1,6 @@
 // matmul (prefill): weights are dequantised a tile of rows at a time into `scratch`, packed
-// into panels (F32 and F16 weights straight from the model) and multiplied with
-// gemm_f32_packed by the tokens the caller packed.
+// into panels (F32 and F16 weights straight from the model, F16 kept F16) and multiplied
+// with gemm_f32_packed (gemm_f16_packed) by the tokens the caller packed.
 // Below a per-type token count the matvec kernels run on each token instead, which is
 // cheaper than dequantising. The forward pass sends quantised weights to gemm_int16
 // instead wherever it serves them (gemm_int16.h: x86 with AVX2 or better); this path
@@ -94,8 +94,11 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
       gemm_pack_rows(reinterpret_cast<const float*>(w + r0 * row_stride),
                      static_cast<int64_t>(row_stride / sizeof(float)), count, n, packed);
     } else if (f16_in_place) {
+      auto* halves = reinterpret_cast<uint16_t*>(packed);
       gemm_pack_rows_f16(reinterpret_cast<const uint16_t*>(w + r0 * row_stride),
-                         static_cast<int64_t>(row_stride / sizeof(uint16_t)), count, n, packed);
+                         static_cast<int64_t>(row_stride / sizeof(uint16_t)), count, n, halves);
+      gemm_f16_packed(tokens, m, halves, count, n, y + r0, ldy);
+      continue;
     } else {
       for (int64_t r = 0; r < count; ++r) {
         dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);

@@ -31,7 +31,6 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "kernels/gemm.h"
 #include "kernels/kernel_helpers-inl.h"
@@ -95,7 +94,7 @@ HWY_INLINE void Transpose8x8(const float* w, int64_t ldw, float* out, int64_t p)
 }
 
 // The same for F16 values kept F16: an 8 x 8 transpose of 16-bit lanes.
-HWY_INLINE void Transpose8x8Halves(const uint16_t* w, int64_t ldw, uint16_t* out, int64_t p) {
+HWY_INLINE void Transpose8x8(const uint16_t* w, int64_t ldw, uint16_t* out, int64_t p) {
   __m128i r[8], t[8], u[8];
   for (int j = 0; j < 8; ++j) r[j] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + j * ldw));
   for (int j = 0; j < 4; ++j) {  // t[2j], t[2j + 1]: rows 2j and 2j + 1 interleaved, k 0-3 and 4-7
@@ -126,13 +125,7 @@ void PackRowsOf(const T* w, int64_t ldw, int64_t rows, int64_t n, T* packed) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
     if (count == p) {
       for (; k0 + 8 <= n; k0 += 8) {
-        for (int64_t j = 0; j < p; j += 8) {
-          if constexpr (std::is_same_v<T, uint16_t>) {
-            Transpose8x8Halves(w + (r0 + j) * ldw + k0, ldw, panel + k0 * p + j, p);
-          } else {
-            Transpose8x8(w + (r0 + j) * ldw + k0, ldw, panel + k0 * p + j, p);
-          }
-        }
+        for (int64_t j = 0; j < p; j += 8) Transpose8x8(w + (r0 + j) * ldw + k0, ldw, panel + k0 * p + j, p);
       }
     }
 #endif

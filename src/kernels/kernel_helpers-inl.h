@@ -72,9 +72,13 @@ inline float ToF32(float v) { return v; }
 inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(F16Bits(v)); }
 inline float ToF32(hwy::bfloat16_t v) { return bf16_to_fp32(v.bits); }
 
-// One fp16 value (a block scale) to float; a single F16C instruction where available.
+// One fp16 value (a block scale) to float; a single F16C instruction where available. The
+// bits are copied into an fp16 object, not read through a cast pointer, which breaks
+// type-based aliasing: GCC moved SVE's load of them above their store (garbage scales).
 HWY_INLINE float F16ToF32(uint16_t bits) {
-  return hn::GetLane(LoadF16AsF32(hn::CappedTag<float, 1>(), reinterpret_cast<const hwy::float16_t*>(&bits)));
+  hwy::float16_t value;
+  std::memcpy(&value, &bits, sizeof value);
+  return hn::GetLane(LoadF16AsF32(hn::CappedTag<float, 1>(), &value));
 }
 
 // Calls fn(std::integral_constant<size_t, i>{}) for i = 0 .. N-1, unrolled at compile

@@ -151,7 +151,7 @@ HWY_INLINE void MicroTile(const float* x, const float* panel, int64_t kc, float*
                           bool accumulate) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<decltype(df)> acc[R][2];
+  DEFERKV_VECTORS(hn::Vec<decltype(df)>, acc, R, 2);
   Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA { acc[i][0] = acc[i][1] = hn::Zero(df); });
   for (int64_t k = 0; k < kc; ++k) {
     const auto w0 = hn::LoadU(df, panel + k * 2 * L);

@@ -31,7 +31,7 @@ void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
           for (int g = 0; g < 4; ++g) {
             // Lanes k .. k + L - 1 of the group lie within one 16-value run of a scale.
             const auto scale = hn::Set(d16, block.scales[8 * half + 2 * g + static_cast<int>(k / 16)]);
-            hn::StoreU(hn::Mul(hn::Sub(values.group[g], offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
+            hn::StoreU(hn::Mul(hn::Sub(values.Group(g), offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
           }
         }
       }

@@ -15,7 +15,7 @@ namespace deferkv::HWY_NAMESPACE {
 namespace {
 
 void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out) {
-  const hn::CappedTag<int16_t, 16> d16;  // 16 values share a scale
+  const ExactCappedTag<int16_t, 16> d16;  // 16 values share a scale
   constexpr size_t L = hn::MaxLanes(d16);
   const auto offset = hn::Set(d16, 32);
   const int64_t nb = out.n / kQK;

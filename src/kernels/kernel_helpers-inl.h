@@ -91,6 +91,19 @@ HWY_INLINE void Unroll(const Fn& fn) {
   }(std::make_index_sequence<N>{});
 }
 
+// CappedTag<T, kLimit> for the kernels that lay a quantised block's values out in vectors
+// by their lane count at compile time (MaxLanes). That is the lane count on the targets of
+// fixed width (x86, NEON, SVE_256, SVE2_128) but only a bound on Highway's length-agnostic
+// SVE ones (vectors of 128 to 2048 bits), where these vectors are 128 bits, the width
+// every SVE CPU has (the float kernels take whole vectors there).
+#if HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2
+template <class T, size_t kLimit>
+using ExactCappedTag = hn::CappedTag<T, HWY_MIN(kLimit, 16 / sizeof(T))>;
+#else
+template <class T, size_t kLimit>
+using ExactCappedTag = hn::CappedTag<T, kLimit>;
+#endif
+
 // DEFERKV_VECTORS(V, name, dims...) declares `name`, an array of vectors V (uninitialised)
 // of shape dims: DEFERKV_VECTORS(V, acc, 3, 4) is V acc[3][4]. For the register tiles, whose
 // indices are Unroll's constants. On SVE, whose vectors are sizeless types that C++ allows

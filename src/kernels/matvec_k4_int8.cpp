@@ -34,7 +34,7 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-using D16 = hn::CappedTag<int16_t, 16>;  // at most 256 bits (above); a sub-block is 32 values
+using D16 = ExactCappedTag<int16_t, 16>;  // at most 256 bits (above); a sub-block is 32 values
 using D32 = hn::Repartition<int32_t, D16>;
 using DF = hn::Repartition<float, D16>;
 using V32 = hn::Vec<D32>;

@@ -60,7 +60,7 @@ HWY_INLINE hn::Vec<hn::Repartition<int32_t, D16>> DotQ4_0(D16 d16, const Values&
 
 void MatvecQ4_0(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                 float* y, int64_t ldy, int64_t rows) {
-  const hn::CappedTag<int16_t, 16> d16;  // 256 bits at most (above)
+  const ExactCappedTag<int16_t, 16> d16;  // 256 bits at most (above)
   const hn::Repartition<float, decltype(d16)> df;
   const auto* base = static_cast<const uint8_t*>(w);
   ForTilesAndGroups<kMatvecGroup>(m, rows, [&](auto group, int64_t first, int64_t r0, int64_t count) {

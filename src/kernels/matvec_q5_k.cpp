@@ -19,7 +19,7 @@ namespace {
 
 void MatvecQ5K(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                float* y, int64_t ldy, int64_t rows) {
-  const hn::CappedTag<int16_t, 32> d16;  // a sub-block is 32 values
+  const ExactCappedTag<int16_t, 32> d16;  // a sub-block is 32 values
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
   const hn::Rebind<uint8_t, decltype(d16)> d8;

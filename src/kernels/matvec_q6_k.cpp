@@ -80,7 +80,7 @@ class BlockScalesQ6 {
 
 void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                float* y, int64_t ldy, int64_t rows) {
-  const hn::CappedTag<int16_t, 32> d16;
+  const ExactCappedTag<int16_t, 32> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
   constexpr size_t L = hn::MaxLanes(d16);
@@ -117,7 +117,7 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size
   });
 }
 
-using D16 = hn::CappedTag<int16_t, 16>;  // at most 256 bits (above)
+using D16 = ExactCappedTag<int16_t, 16>;  // at most 256 bits (above)
 using V32 = hn::Vec<hn::Repartition<int32_t, D16>>;
 
 // sum[i] += the block's dot with x_i in integers (before d and x_i's d), i < M (sum:

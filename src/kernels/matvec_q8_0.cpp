@@ -18,7 +18,7 @@ namespace {
 
 void MatvecQ8_0(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                 float* y, int64_t ldy, int64_t rows) {
-  const hn::ScalableTag<int16_t> d16;
+  const ExactCappedTag<int16_t, kQ32> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
   const hn::Rebind<int8_t, decltype(d16)> d8;

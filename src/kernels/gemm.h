@@ -20,7 +20,8 @@ void gemm_f32_nt(const float* x, int64_t ldx, int64_t m, const float* w, int64_t
 // then summed in blocks of k in order, the same whatever m, the tiling or the split of
 // rows between threads.
 int64_t gemm_panel_rows();  // for the CPU's widest vectors: twice its float lanes
-// The most rows a panel has on any compiled target: AVX-512's two 16-float vectors.
+// The most rows a panel has on any compiled target: AVX-512's two 16-float vectors (SVE's
+// wider ones are capped at 16 floats).
 inline constexpr int64_t kGemmMaxPanelRows = 32;
 // Floats a packing of `rows` rows of n values takes, for any CPU.
 size_t gemm_packed_floats(int64_t rows, int64_t n);

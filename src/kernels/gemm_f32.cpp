@@ -43,13 +43,13 @@ HWY_INLINE void Tile(const float* x, int64_t ldx, const float* w, int64_t ldw, i
                      int64_t ldy) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<decltype(df)> acc[RM][RN];
+  DEFERKV_VECTORS(hn::Vec<decltype(df)>, acc, RM, RN);
   Unroll<RM>([&](auto i) DEFERKV_INLINE_LAMBDA {
     Unroll<RN>([&](auto j) DEFERKV_INLINE_LAMBDA { acc[i][j] = hn::Zero(df); });
   });
   int64_t k = 0;
   for (; k + L <= n; k += L) {
-    hn::Vec<decltype(df)> wv[RN];
+    DEFERKV_VECTORS(hn::Vec<decltype(df)>, wv, RN);
     Unroll<RN>([&](auto j) DEFERKV_INLINE_LAMBDA { wv[j] = hn::LoadU(df, w + j * ldw + k); });
     Unroll<RM>([&](auto i) DEFERKV_INLINE_LAMBDA {
       const auto xv = hn::LoadU(df, x + i * ldx + k);

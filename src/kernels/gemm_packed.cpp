@@ -59,14 +59,14 @@ constexpr int64_t kPanelBlockBytes = 32 << 10;
 // stays in L2.
 constexpr int64_t kTokenBlockBytes = 128 << 10;
 
-// Panels of two vectors; gemm_packed_floats sizes buffers for the widest of the compiled
-// targets (hwy_targets.h).
-static_assert(2 * HWY_MAX_BYTES / sizeof(float) <= kGemmMaxPanelRows);
+// Panels of two vectors, of at most kGemmMaxPanelRows rows (gemm_packed_floats sizes
+// buffers by it): whole vectors on x86 and NEON, at most 64 bytes of SVE's (up to 256).
+using PanelTag = hn::CappedTag<float, kGemmMaxPanelRows / 2>;
 
 int64_t PanelTokens() { return static_cast<int64_t>(kTileM); }
 
 int64_t PanelRows() {
-  const hn::ScalableTag<float> df;
+  const PanelTag df;
   return 2 * static_cast<int64_t>(hn::Lanes(df));
 }
 
@@ -180,9 +180,9 @@ HWY_INLINE hn::Vec<D> LoadPanel(D df, const hwy::float16_t* p) {
 template <size_t R, class PT>
 HWY_INLINE void MicroTile(const float* x, const PT* panel, int64_t kc, float* y, int64_t ldy, int64_t cols,
                           bool accumulate) {
-  const hn::ScalableTag<float> df;
+  const PanelTag df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<decltype(df)> acc[R][2];
+  DEFERKV_VECTORS(hn::Vec<decltype(df)>, acc, R, 2);
   Unroll<R>([&](auto i) DEFERKV_INLINE_LAMBDA { acc[i][0] = acc[i][1] = hn::Zero(df); });
   for (int64_t k = 0; k < kc; ++k) {
     const auto w0 = LoadPanel(df, panel + k * 2 * L);

@@ -15,7 +15,7 @@ namespace deferkv::HWY_NAMESPACE {
 namespace {
 
 void DecodeQ4K(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out) {
-  const hn::CappedTag<int16_t, 32> d16;  // a sub-block is 32 values
+  const ExactCappedTag<int16_t, 32> d16;  // a sub-block is 32 values
   const hn::Rebind<uint8_t, decltype(d16)> d8;
   constexpr size_t L = hn::MaxLanes(d16);
   const auto mask = hn::Set(d16, 15);

@@ -15,7 +15,7 @@ namespace deferkv::HWY_NAMESPACE {
 namespace {
 
 void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Rows& out) {
-  const hn::CappedTag<int16_t, 16> d16;  // 16 values share a scale
+  const ExactCappedTag<int16_t, 16> d16;  // 16 values share a scale
   constexpr size_t L = hn::MaxLanes(d16);
   const auto offset = hn::Set(d16, 32);
   const int64_t nb = out.n / kQK;
@@ -31,7 +31,7 @@ void DecodeQ6K(const void* rows, size_t row_stride, int64_t count, const Int16Ro
           for (int g = 0; g < 4; ++g) {
             // Lanes k .. k + L - 1 of the group lie within one 16-value run of a scale.
             const auto scale = hn::Set(d16, block.scales[8 * half + 2 * g + static_cast<int>(k / 16)]);
-            hn::StoreU(hn::Mul(hn::Sub(values.group[g], offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
+            hn::StoreU(hn::Mul(hn::Sub(values.Group(g), offset), scale), d16, out.at(r, k0 + 128 * half + 32 * g + k));
           }
         }
       }

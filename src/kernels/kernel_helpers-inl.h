@@ -72,9 +72,13 @@ inline float ToF32(float v) { return v; }
 inline float ToF32(hwy::float16_t v) { return fp16_to_fp32(F16Bits(v)); }
 inline float ToF32(hwy::bfloat16_t v) { return bf16_to_fp32(v.bits); }
 
-// One fp16 value (a block scale) to float; a single F16C instruction where available.
+// One fp16 value (a block scale) to float; a single F16C instruction where available. The
+// bits are copied into an fp16 object, not read through a cast pointer, which breaks
+// type-based aliasing: GCC moved SVE's load of them above their store (garbage scales).
 HWY_INLINE float F16ToF32(uint16_t bits) {
-  return hn::GetLane(LoadF16AsF32(hn::CappedTag<float, 1>(), reinterpret_cast<const hwy::float16_t*>(&bits)));
+  hwy::float16_t value;
+  std::memcpy(&value, &bits, sizeof value);
+  return hn::GetLane(LoadF16AsF32(hn::CappedTag<float, 1>(), &value));
 }
 
 // Calls fn(std::integral_constant<size_t, i>{}) for i = 0 .. N-1, unrolled at compile
@@ -86,6 +90,96 @@ HWY_INLINE void Unroll(const Fn& fn) {
     (fn(std::integral_constant<size_t, I>{}), ...);
   }(std::make_index_sequence<N>{});
 }
+
+// CappedTag<T, kLimit> for the kernels that lay a quantised block's values out in vectors
+// by their lane count at compile time (MaxLanes). That is the lane count on the targets of
+// fixed width (x86, NEON, SVE_256, SVE2_128) but only a bound on Highway's length-agnostic
+// SVE ones (vectors of 128 to 2048 bits), where these vectors are 128 bits, the width
+// every SVE CPU has (the float kernels take whole vectors there).
+#if HWY_TARGET == HWY_SVE || HWY_TARGET == HWY_SVE2
+template <class T, size_t kLimit>
+using ExactCappedTag = hn::CappedTag<T, HWY_MIN(kLimit, 16 / sizeof(T))>;
+#else
+template <class T, size_t kLimit>
+using ExactCappedTag = hn::CappedTag<T, kLimit>;
+#endif
+
+// DEFERKV_VECTORS(V, name, dims...) declares `name`, an array of vectors V (uninitialised)
+// of shape dims: DEFERKV_VECTORS(V, acc, 3, 4) is V acc[3][4]. For the register tiles, whose
+// indices are Unroll's constants. On SVE, whose vectors are sizeless types that C++ allows
+// neither in arrays nor in classes, it declares up to 16 separate vectors instead and
+// `name` is a table of their addresses, indexed the same way: once the indices are
+// constants, GCC folds the table away and keeps the vectors in registers as it does an
+// array. Everywhere else it is the plain array. (V must name its type without a comma.)
+namespace detail {
+
+template <class V, size_t... kDims>
+struct ArrayOf {
+  using type = V;
+};
+template <class V, size_t N, size_t... kRest>
+struct ArrayOf<V, N, kRest...> {
+  using type = typename ArrayOf<V, kRest...>::type[N];
+};
+
+#if HWY_HAVE_SCALABLE
+inline constexpr size_t kMaxTableVectors = 16;
+
+// The addresses of the vectors, row-major: pointers in one dimension, sub-tables in more.
+template <class V, size_t... kDims>
+class VectorTable;
+
+template <class V, size_t N>
+class VectorTable<V, N> {
+ public:
+  static constexpr size_t kSize = N;
+  static_assert(kSize <= kMaxTableVectors, "DEFERKV_VECTORS declares 16 vectors");
+  HWY_INLINE explicit VectorTable(V* const* vectors) : VectorTable(vectors, std::make_index_sequence<N>{}) {}
+  HWY_INLINE V& operator[](size_t i) const { return *entries_[i]; }
+
+ private:
+  template <size_t... I>
+  HWY_INLINE VectorTable(V* const* vectors, std::index_sequence<I...>) : entries_{vectors[I]...} {}
+  V* entries_[N];
+};
+
+template <class V, size_t N, size_t... kRest>
+  requires(sizeof...(kRest) > 0)
+class VectorTable<V, N, kRest...> {
+  using Sub = VectorTable<V, kRest...>;
+
+ public:
+  static constexpr size_t kSize = N * Sub::kSize;
+  static_assert(kSize <= kMaxTableVectors, "DEFERKV_VECTORS declares 16 vectors");
+  HWY_INLINE explicit VectorTable(V* const* vectors) : VectorTable(vectors, std::make_index_sequence<N>{}) {}
+  HWY_INLINE const Sub& operator[](size_t i) const { return entries_[i]; }
+
+ private:
+  template <size_t... I>
+  HWY_INLINE VectorTable(V* const* vectors, std::index_sequence<I...>)
+      : entries_{Sub(vectors + I * Sub::kSize)...} {}
+  Sub entries_[N];
+};
+
+template <class V>
+struct VectorAddresses {
+  V* p[kMaxTableVectors];
+};
+#endif
+
+}  // namespace detail
+
+#undef DEFERKV_VECTORS  // per target
+#if HWY_HAVE_SCALABLE
+#define DEFERKV_VECTORS(V, name, ...)                                                                           \
+  V name##_0_, name##_1_, name##_2_, name##_3_, name##_4_, name##_5_, name##_6_, name##_7_, name##_8_,          \
+      name##_9_, name##_10_, name##_11_, name##_12_, name##_13_, name##_14_, name##_15_;                        \
+  const detail::VectorTable<V, __VA_ARGS__> name(detail::VectorAddresses<V>{{                                   \
+      &name##_0_, &name##_1_, &name##_2_, &name##_3_, &name##_4_, &name##_5_, &name##_6_, &name##_7_,           \
+      &name##_8_, &name##_9_, &name##_10_, &name##_11_, &name##_12_, &name##_13_, &name##_14_, &name##_15_}}.p)
+#else
+#define DEFERKV_VECTORS(V, name, ...) typename detail::ArrayOf<V, __VA_ARGS__>::type name
+#endif
 
 // Activations per group (ForTilesAndGroups) in the quantised kernels: each activation
 // of a group holds two float accumulators and an int32 sum in registers besides the
@@ -168,9 +262,10 @@ HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, 
   static_assert(M <= 4, "one StoreSumsOfLanes4 per row");
   const auto* base = static_cast<const uint8_t*>(w);
   // total[i] = the lanes whose sum is dot(row r, x_i).
-  const auto row_dots = [&](int64_t r, hn::Vec<DF> (&total)[M]) DEFERKV_INLINE_LAMBDA {
+  const auto row_dots = [&](int64_t r, auto& total) DEFERKV_INLINE_LAMBDA {
     const uint8_t* row = base + r * stride;
-    hn::Vec<DF> acc0[M], acc1[M];
+    DEFERKV_VECTORS(hn::Vec<DF>, acc0, M);
+    DEFERKV_VECTORS(hn::Vec<DF>, acc1, M);
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { acc0[i] = acc1[i] = hn::Zero(df); });
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
@@ -183,7 +278,10 @@ HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, 
   int64_t r = 0;
   if constexpr (M == 1) {
     for (; r + 4 <= rows; r += 4) {
-      hn::Vec<DF> t0[1], t1[1], t2[1], t3[1];
+      DEFERKV_VECTORS(hn::Vec<DF>, t0, 1);
+      DEFERKV_VECTORS(hn::Vec<DF>, t1, 1);
+      DEFERKV_VECTORS(hn::Vec<DF>, t2, 1);
+      DEFERKV_VECTORS(hn::Vec<DF>, t3, 1);
       row_dots(r, t0);
       row_dots(r + 1, t1);
       row_dots(r + 2, t2);
@@ -192,9 +290,10 @@ HWY_INLINE void MatvecByBlocks(DF df, const void* w, size_t stride, int64_t nb, 
     }
   }
   for (; r < rows; ++r) {
-    hn::Vec<DF> total[M];
+    DEFERKV_VECTORS(hn::Vec<DF>, total, M);
     row_dots(r, total);
-    hn::Vec<DF> four[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
+    DEFERKV_VECTORS(hn::Vec<DF>, four, 4);
+    Unroll<4>([&](auto i) DEFERKV_INLINE_LAMBDA { four[i] = hn::Zero(df); });
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { four[i] = total[i]; });
     float sums[4];
     StoreSumsOfLanes4(df, four[0], four[1], four[2], four[3], sums);

@@ -28,10 +28,10 @@ HWY_INLINE void ScoreKeys(const float* q, int64_t ldq, const T* k, int64_t d, fl
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   const int64_t whole = d / L * L;
-  hn::Vec<decltype(df)> acc[R][J];
+  DEFERKV_VECTORS(hn::Vec<decltype(df)>, acc, R, J);
   Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA { acc[r][c] = hn::Zero(df); }); });
   for (int64_t i = 0; i < whole; i += L) {
-    hn::Vec<decltype(df)> qv[R];
+    DEFERKV_VECTORS(hn::Vec<decltype(df)>, qv, R);
     Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA { qv[r] = hn::LoadU(df, q + r * ldq + i); });
     Unroll<J>([&](auto c) DEFERKV_INLINE_LAMBDA {
       const auto kv = LoadF32(df, k + c * d + i);
@@ -63,14 +63,14 @@ HWY_INLINE void WeighColumns(const float* p, int64_t ldp, const T* values, int64
                              float* out, int64_t ldo, bool accumulate) {
   const hn::ScalableTag<float> df;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
-  hn::Vec<decltype(df)> acc[R][C];
+  DEFERKV_VECTORS(hn::Vec<decltype(df)>, acc, R, C);
   Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
     Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA {
       acc[r][c] = accumulate ? hn::LoadU(df, out + r * ldo + i0 + c * L) : hn::Zero(df);
     });
   });
   for (int64_t j = 0; j < width; ++j) {
-    hn::Vec<decltype(df)> v[C];
+    DEFERKV_VECTORS(hn::Vec<decltype(df)>, v, C);
     Unroll<C>([&](auto c) DEFERKV_INLINE_LAMBDA { v[c] = LoadF32(df, values + j * d + i0 + c * L); });
     Unroll<R>([&](auto r) DEFERKV_INLINE_LAMBDA {
       const auto pr = hn::Set(df, p[r * ldp + j]);

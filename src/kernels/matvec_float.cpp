@@ -40,7 +40,7 @@ void MatvecFloat(const void* w, size_t stride, int64_t n, const void* packed, si
     auto rows_at = [&](auto row_group) {
       constexpr size_t RG = decltype(row_group)::value;
       const T* row[RG];
-      hn::Vec<decltype(df)> acc[RG][M][A];
+      DEFERKV_VECTORS(hn::Vec<decltype(df)>, acc, RG, M, A);
       Unroll<RG>([&](auto r) DEFERKV_INLINE_LAMBDA {
         row[r] = reinterpret_cast<const T*>(base + (r0 + static_cast<int64_t>(r)) * stride);
         Unroll<M>([&](auto j) DEFERKV_INLINE_LAMBDA {
@@ -49,7 +49,7 @@ void MatvecFloat(const void* w, size_t stride, int64_t n, const void* packed, si
       });
       // acc[.][.][a] += w * x for the RG rows' and M activations' vectors at offset i.
       const auto fma_at = [&](int64_t i, auto a) DEFERKV_INLINE_LAMBDA {
-        hn::Vec<decltype(df)> wv[RG];
+        DEFERKV_VECTORS(hn::Vec<decltype(df)>, wv, RG);
         Unroll<RG>([&](auto r) DEFERKV_INLINE_LAMBDA { wv[r] = LoadF32(df, row[r] + i); });
         Unroll<M>([&](auto j) DEFERKV_INLINE_LAMBDA {
           const auto xv = hn::LoadU(df, x[j] + i);

@@ -34,7 +34,7 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace {
 
-using D16 = hn::CappedTag<int16_t, 16>;  // at most 256 bits (above); a sub-block is 32 values
+using D16 = ExactCappedTag<int16_t, 16>;  // at most 256 bits (above); a sub-block is 32 values
 using D32 = hn::Repartition<int32_t, D16>;
 using DF = hn::Repartition<float, D16>;
 using V32 = hn::Vec<D32>;
@@ -49,10 +49,11 @@ HWY_INLINE std::array<PackedActivationInt8, M> Int8Views(const void* packed, siz
 }
 
 // sum[i] += sum_j sc_j * (sub-block j of the block . the same 32 values of x_i), i < M.
-// Block: BlockQ4_K or BlockQ5_K (whose value bit 4 of sub-block j is bit j of qh[l]).
-template <size_t M, class Block>
+// Block: BlockQ4_K or BlockQ5_K (whose value bit 4 of sub-block j is bit j of qh[l]); sum:
+// DEFERKV_VECTORS' M.
+template <size_t M, class Block, class Sums>
 HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
-                          const std::array<PackedActivationInt8, M>& x, int64_t b, V32 (&sum)[M]) {
+                          const std::array<PackedActivationInt8, M>& x, int64_t b, Sums& sum) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
   Unroll<4>([&](auto c) DEFERKV_INLINE_LAMBDA {
     __m256i lo, hi;
@@ -77,7 +78,10 @@ HWY_INLINE void BlockDots(const Block& block, const BlockScalesK4<D16>& scales,
   const auto mask = hn::Set(d16, 15);
   const ScalesK4 s = unpack_scales_k4(block.scales);
   for (int c = 0; c < 4; ++c) {
-    V32 lo0[M], lo1[M], hi0[M], hi1[M];
+    DEFERKV_VECTORS(V32, lo0, M);
+    DEFERKV_VECTORS(V32, lo1, M);
+    DEFERKV_VECTORS(V32, hi0, M);
+    DEFERKV_VECTORS(V32, hi1, M);
     Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { lo0[i] = lo1[i] = hi0[i] = hi1[i] = hn::Zero(d32); });
     for (size_t k = 0; k < 32; k += L) {
       const auto q = hn::PromoteTo(d16, hn::LoadU(du8, block.qs + 32 * c + k));
@@ -117,7 +121,7 @@ HWY_INLINE void MatvecK4Int8(const void* w, size_t stride, int64_t n, const void
     const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
       const Block& block = reinterpret_cast<const Block*>(row)[b];
       const BlockScalesK4 scales(d16, block.scales);
-      V32 sum[M];
+      DEFERKV_VECTORS(V32, sum, M);
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum[i] = hn::Zero(d32); });
       BlockDots<M>(block, scales, x, b, sum);
       const float dw = F16ToF32(block.d), dm = F16ToF32(block.dmin);

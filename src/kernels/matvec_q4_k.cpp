@@ -22,7 +22,7 @@ namespace {
 
 void MatvecQ4K(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                float* y, int64_t ldy, int64_t rows) {
-  const hn::CappedTag<int16_t, 32> d16;  // a sub-block is 32 values
+  const ExactCappedTag<int16_t, 32> d16;  // a sub-block is 32 values
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
   const hn::Rebind<uint8_t, decltype(d16)> d8;
@@ -35,7 +35,8 @@ void MatvecQ4K(const void* w, size_t stride, int64_t n, const void* packed, size
     const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
       const BlockQ4_K& block = reinterpret_cast<const BlockQ4_K*>(row)[b];
       const BlockScalesK4 scales(d16, block.scales);
-      hn::Vec<decltype(d32)> sum0[M], sum1[M];
+      DEFERKV_VECTORS(hn::Vec<decltype(d32)>, sum0, M);
+      DEFERKV_VECTORS(hn::Vec<decltype(d32)>, sum1, M);
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum0[i] = sum1[i] = hn::Zero(d32); });
       for (size_t k = 0; k < 32; k += L) {
         // Chunk c: sub-blocks 2c (low nibbles) and 2c+1 (high nibbles).

@@ -31,7 +31,7 @@ namespace {
 
 // The block's sixteen int8 scales as int16 lanes matching the values of one 32-value
 // group: values [k, k + lanes) of group g of half h use scale 8h + 2g + (k + lane) / 16.
-#if HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 template <class D16>
 class BlockScalesQ6 {
  public:
@@ -62,9 +62,12 @@ class BlockScalesQ6 {
   hn::Vec<hn::Repartition<uint8_t, D16>> bytes_;
 };
 #else
+// HWY_SCALAR, and SVE, whose vectors can be no class members: a broadcast of the one scale
+// of the lanes (vectors of at most 16).
 template <class D16>
 class BlockScalesQ6 {
  public:
+  static_assert(hn::MaxLanes(D16()) <= 16, "a vector of values must not span two scales");
   HWY_INLINE BlockScalesQ6(D16, const int8_t* scales) : scales_(scales) {}
   HWY_INLINE hn::Vec<D16> ForGroup(int half, int g, size_t k) const {
     return hn::Set(D16(), scales_[8 * half + 2 * g + static_cast<int>(k / 16)]);
@@ -77,7 +80,7 @@ class BlockScalesQ6 {
 
 void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                float* y, int64_t ldy, int64_t rows) {
-  const hn::CappedTag<int16_t, 32> d16;
+  const ExactCappedTag<int16_t, 32> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
   constexpr size_t L = hn::MaxLanes(d16);
@@ -89,13 +92,14 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size
     const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
       const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
       const BlockScalesQ6 scales(d16, block.scales);
-      hn::Vec<decltype(d32)> sum0[M], sum1[M];
+      DEFERKV_VECTORS(hn::Vec<decltype(d32)>, sum0, M);
+      DEFERKV_VECTORS(hn::Vec<decltype(d32)>, sum1, M);
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum0[i] = sum1[i] = hn::Zero(d32); });
       for (int half = 0; half < 2; ++half) {
         for (size_t k = 0; k < 32; k += L) {
           const Q6Groups values(d16, block, half, k);
           Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
-            const auto v = hn::Mul(hn::Sub(values.group[g], offset), scales.ForGroup(half, g, k));
+            const auto v = hn::Mul(hn::Sub(values.Group(g), offset), scales.ForGroup(half, g, k));
             Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
               const int16_t* xq = x[i].q + b * kQK + 128 * half + 32 * g + k;
               sum0[i] = hn::ReorderWidenMulAccumulate(d32, v, hn::LoadU(d16, xq), sum0[i], sum1[i]);
@@ -113,13 +117,14 @@ void MatvecQ6K(const void* w, size_t stride, int64_t n, const void* packed, size
   });
 }
 
-using D16 = hn::CappedTag<int16_t, 16>;  // at most 256 bits (above)
+using D16 = ExactCappedTag<int16_t, 16>;  // at most 256 bits (above)
 using V32 = hn::Vec<hn::Repartition<int32_t, D16>>;
 
-// sum[i] += the block's dot with x_i in integers (before d and x_i's d), i < M.
-template <size_t M>
+// sum[i] += the block's dot with x_i in integers (before d and x_i's d), i < M (sum:
+// DEFERKV_VECTORS' M).
+template <size_t M, class Sums>
 HWY_INLINE void BlockDotsQ6Int8(const BlockQ6_K& block, const std::array<PackedActivationInt8, M>& x, int64_t b,
-                                V32 (&sum)[M]) {
+                                Sums& sum) {
 #if HWY_TARGET == HWY_AVX2 || HWY_TARGET == HWY_AVX3
   // The 16 scales widened once; each group's pair (scale s in the low 128 bits, s + 1 in the
   // high ones) is then one byte shuffle of the half's eight, instead of two broadcasts and an
@@ -156,13 +161,13 @@ HWY_INLINE void BlockDotsQ6Int8(const BlockQ6_K& block, const std::array<PackedA
   static_assert(L <= 16, "a vector of values must not span two scales");
   const auto offset = hn::Set(d16, 32);
   const BlockScalesQ6 scales(d16, block.scales);
-  V32 sum1[M];
+  DEFERKV_VECTORS(V32, sum1, M);
   Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum1[i] = hn::Zero(d32); });
   for (int half = 0; half < 2; ++half) {
     for (size_t k = 0; k < 32; k += L) {
       const Q6Groups values(d16, block, half, k);
       Unroll<4>([&](auto g) DEFERKV_INLINE_LAMBDA {
-        const auto v = hn::Mul(hn::Sub(values.group[g], offset), scales.ForGroup(half, g, k));
+        const auto v = hn::Mul(hn::Sub(values.Group(g), offset), scales.ForGroup(half, g, k));
         Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
           const int8_t* xq = x[i].q + b * kQK + 128 * half + 32 * g + k;
           sum[i] = hn::ReorderWidenMulAccumulate(d32, v, hn::PromoteTo(d16, hn::LoadU(di8, xq)), sum[i], sum1[i]);
@@ -187,7 +192,7 @@ void MatvecQ6KInt8(const void* w, size_t stride, int64_t n, const void* packed, 
     });
     const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
       const BlockQ6_K& block = reinterpret_cast<const BlockQ6_K*>(row)[b];
-      V32 sum[M];
+      DEFERKV_VECTORS(V32, sum, M);
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA { sum[i] = hn::Zero(d32); });
       BlockDotsQ6Int8<M>(block, x, b, sum);
       const float dw = F16ToF32(block.d);

@@ -18,7 +18,7 @@ namespace {
 
 void MatvecQ8_0(const void* w, size_t stride, int64_t n, const void* packed, size_t packed_stride, int64_t m,
                 float* y, int64_t ldy, int64_t rows) {
-  const hn::ScalableTag<int16_t> d16;
+  const ExactCappedTag<int16_t, kQ32> d16;
   const hn::Repartition<int32_t, decltype(d16)> d32;
   const hn::Repartition<float, decltype(d16)> df;
   const hn::Rebind<int8_t, decltype(d16)> d8;
@@ -30,7 +30,7 @@ void MatvecQ8_0(const void* w, size_t stride, int64_t n, const void* packed, siz
     const auto x = PackedViews<M>(packed, packed_stride, first, n, kQ32);
     const auto block_fma = [&](const uint8_t* row, int64_t b, auto& acc) DEFERKV_INLINE_LAMBDA {
       const BlockQ8_0& block = reinterpret_cast<const BlockQ8_0*>(row)[b];
-      hn::Vec<decltype(d16)> q[kQ32 / L];
+      DEFERKV_VECTORS(hn::Vec<decltype(d16)>, q, kQ32 / L);
       Unroll<kQ32 / L>([&](auto k) DEFERKV_INLINE_LAMBDA { q[k] = hn::PromoteTo(d16, hn::LoadU(d8, block.qs + k * L)); });
       const float dw = F16ToF32(block.d);
       Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {

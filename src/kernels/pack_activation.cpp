@@ -14,8 +14,11 @@ namespace deferkv::HWY_NAMESPACE {
 namespace {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// At most a block of 32 values a vector (SVE's may hold 64 floats).
+using BlockTag = hn::CappedTag<float, 32>;
+
 void PackInt16Blocks(const float* x, int64_t n, int block, void* packed) {
-  const hn::ScalableTag<float> df;
+  const BlockTag df;
   const hn::Rebind<int16_t, decltype(df)> d16;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   auto* base = static_cast<unsigned char*>(packed);
@@ -48,7 +51,7 @@ void PackInt16Blocks(const float* x, int64_t n, int block, void* packed) {
 
 // The int8 form: blocks of 256 or 32, d = max|x| / 127, and each 32 and each 16 values' sums.
 void PackInt8Blocks(const float* x, int64_t n, int block, void* packed) {
-  const hn::ScalableTag<float> df;
+  const BlockTag df;
   const hn::Rebind<int8_t, decltype(df)> d8;
   const auto L = static_cast<int64_t>(hn::Lanes(df));
   auto* base = static_cast<unsigned char*>(packed);

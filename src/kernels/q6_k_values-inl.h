@@ -21,11 +21,30 @@ namespace deferkv::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Values k .. k + lanes of each 32-value group of half `half` of a block, in [0, 63]:
-// group[g] holds values 128 * half + 32 * g + k onwards.
+// Group(g) holds values 128 * half + 32 * g + k onwards. Assembled once for all four groups,
+// except on SVE, whose vectors can be no class members: there each Group(g) assembles its
+// own from the bytes (a few loads more).
 template <class D16>
-struct Q6Groups {
-  hn::Vec<D16> group[4];
+class Q6Groups {
+ public:
+#if HWY_HAVE_SCALABLE
+  HWY_INLINE Q6Groups(D16, const BlockQ6_K& block, int half, size_t k)
+      : ql_(block.ql + 64 * half + k), qh_(block.qh + 32 * half + k) {}
 
+  HWY_INLINE hn::Vec<D16> Group(int g) const {
+    const D16 d16;
+    const hn::Rebind<uint8_t, D16> d8;
+    const auto low4 = hn::Set(d16, 15);
+    const auto bits45 = hn::Set(d16, 48);
+    const auto bytes = hn::PromoteTo(d16, hn::LoadU(d8, ql_ + 32 * (g % 2)));
+    const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh_));
+    return Assemble(g, bytes, h, low4, bits45);
+  }
+
+ private:
+  const uint8_t* ql_;
+  const uint8_t* qh_;
+#else
   HWY_INLINE Q6Groups(D16 d16, const BlockQ6_K& block, int half, size_t k) {
     const hn::Rebind<uint8_t, D16> d8;
     const auto low4 = hn::Set(d16, 15);
@@ -35,10 +54,29 @@ struct Q6Groups {
     const auto a = hn::PromoteTo(d16, hn::LoadU(d8, ql + k));
     const auto c = hn::PromoteTo(d16, hn::LoadU(d8, ql + 32 + k));
     const auto h = hn::PromoteTo(d16, hn::LoadU(d8, qh + k));
-    group[0] = hn::Or(hn::And(a, low4), hn::And(hn::ShiftLeft<4>(h), bits45));
-    group[1] = hn::Or(hn::And(c, low4), hn::And(hn::ShiftLeft<2>(h), bits45));
-    group[2] = hn::Or(hn::ShiftRight<4>(a), hn::And(h, bits45));
-    group[3] = hn::Or(hn::ShiftRight<4>(c), hn::And(hn::ShiftRight<2>(h), bits45));
+    group_[0] = Assemble(0, a, h, low4, bits45);
+    group_[1] = Assemble(1, c, h, low4, bits45);
+    group_[2] = Assemble(2, a, h, low4, bits45);
+    group_[3] = Assemble(3, c, h, low4, bits45);
+  }
+
+  HWY_INLINE hn::Vec<D16> Group(int g) const { return group_[g]; }
+
+ private:
+  hn::Vec<D16> group_[4];
+#endif
+
+  // Group g from the widened ql bytes at 32 * (g % 2) (low nibbles for groups 0 and 1, high
+  // for 2 and 3) and qh bytes (bits 2g and 2g + 1 moved to bits 4 and 5). One expression:
+  // as separate statements it changed the order of x86's instructions.
+  HWY_INLINE static hn::Vec<D16> Assemble(int g, hn::Vec<D16> bytes, hn::Vec<D16> h, hn::Vec<D16> low4,
+                                          hn::Vec<D16> bits45) {
+    return hn::Or(g < 2 ? hn::And(bytes, low4) : hn::ShiftRight<4>(bytes),
+                  hn::And(g == 0   ? hn::ShiftLeft<4>(h)
+                          : g == 1 ? hn::ShiftLeft<2>(h)
+                          : g == 2 ? h
+                                   : hn::ShiftRight<2>(h),
+                          bits45));
   }
 };
 

@@ -23,7 +23,7 @@ HWY_BEFORE_NAMESPACE();
 namespace deferkv::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_TARGET != HWY_SCALAR
+#if HWY_TARGET != HWY_SCALAR && !HWY_HAVE_SCALABLE
 
 // Decodes all sixteen values with a handful of vector instructions per block, leaving
 // them in every 128-bit lane; each Scale(j) is then a single byte shuffle instead of a
@@ -85,7 +85,8 @@ class BlockScalesK4 {
   hn::Vec<hn::Repartition<uint8_t, D16>> bytes_;
 };
 
-#else  // HWY_SCALAR: one lane, so decode with scalar code.
+#else  // HWY_SCALAR, one lane, and SVE, whose vectors can be no class members: scalar code
+       // decodes the values, each Scale(j) a broadcast of one.
 
 template <class D16>
 class BlockScalesK4 {
@@ -94,11 +95,13 @@ class BlockScalesK4 {
 
   HWY_INLINE hn::Vec<D16> Scale(int j) const { return hn::Set(D16(), s_.sc[j]); }
 
+  // Into acc's first lane (the caller sums its lanes).
   template <class VF>
   HWY_INLINE void AccumulateMins(const int16_t* xsum, float scale, VF& acc) const {
+    const hn::Repartition<float, D16> df;
     int32_t dot = 0;
     for (int j = 0; j < 8; ++j) dot += s_.m[j] * xsum[j];
-    acc = hn::Add(acc, hn::Set(hn::Repartition<float, D16>(), scale * static_cast<float>(dot)));
+    acc = hn::Add(acc, hn::IfThenElseZero(hn::FirstN(df, 1), hn::Set(df, scale * static_cast<float>(dot))));
   }
 
  private:
@@ -109,10 +112,11 @@ class BlockScalesK4 {
 
 // Ends a Q4_K/Q5_K block for M activations: acc[i] += d * d_x * (the int32 sums sum0[i],
 // sum1[i] as ReorderWidenMulAccumulate left them) - dmin * d_x * sum_j m_j * xsum_j.
-template <size_t M, class D16, class DF, class VI>
-HWY_INLINE void AddBlockK4(DF df, const VI (&sum0)[M], const VI (&sum1)[M], uint16_t d, uint16_t dmin,
+// (sum0, sum1, acc: DEFERKV_VECTORS' M.)
+template <size_t M, class D16, class DF, class Sums, class Acc>
+HWY_INLINE void AddBlockK4(DF df, const Sums& sum0, const Sums& sum1, uint16_t d, uint16_t dmin,
                            const BlockScalesK4<D16>& scales, const std::array<PackedActivation, M>& x, int64_t b,
-                           hn::Vec<DF> (&acc)[M]) {
+                           Acc& acc) {
   const float dw = F16ToF32(d), dm = F16ToF32(dmin);
   Unroll<M>([&](auto i) DEFERKV_INLINE_LAMBDA {
     const float dx = x[i].d[b];

@@ -12,8 +12,8 @@
 //    of a 512-bit vector, vpdpbusd then vpdpwssd) decoded the 100M Q4_K model about 12%
 //    slower at one thread, and so did a 256-bit vpdpbusd form (bench/README.md, "K-quant
 //    decode in 256-bit vectors"); rerun on an Intel AVX-512 CPU before widening it there.
-//  - the others (the portable fallback, NEON): bytes widened to int16, Highway's widening
-//    multiply-add, then the scale multiplied in int32.
+//  - the others (the portable fallback, NEON, SVE): bytes widened to int16, Highway's
+//    widening multiply-add, then the scale multiplied in int32.
 // A block is decoded once for a group of activations (kernel_helpers-inl.h).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/matvec_k4_int8.cpp"

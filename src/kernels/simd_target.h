@@ -5,10 +5,10 @@
 //
 // DEFERKV_MAX_SIMD=<name> in the environment caps it for the CLI, the benchmark program
 // and the test programs. Names, narrowest first: x86 scalar, avx2, avx3 (AVX-512),
-// avx3_dl (AVX-512 with VNNI); aarch64 scalar, neon, sve, sve2 (only NEON is built there
-// for now, which is also its fallback: hwy_targets.h). A cap above what the CPU has, or
-// below what is built, changes nothing; a name this build does not know is an error naming
-// the known ones.
+// avx3_dl (AVX-512 with VNNI); aarch64 scalar, neon, sve, sve2 (NEON is also the fallback
+// there, so scalar runs NEON: hwy_targets.h; sve includes SVE_256, sve2 SVE2_128). A cap
+// above what the CPU has, or below what is built, changes nothing; a name this build does
+// not know is an error naming the known ones.
 #include <cstdint>
 #include <string>
 

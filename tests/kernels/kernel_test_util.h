@@ -107,13 +107,15 @@ void for_each_simd_target(std::initializer_list<int64_t> targets, const Check& c
 }
 
 // Every target the kernels are built for (hwy_targets.h: x86's or aarch64's), so that a
-// target the CPU has but no kernel was built for (SVE under qemu) is not run, nor recorded
-// as run, as the fallback it would dispatch to.
+// target the CPU has but no kernel was built for is not run, nor recorded as run, as the
+// fallback it would dispatch to. (SVE's fixed-length targets run only at their vector
+// length: SVE_256 at 256 bits, SVE2_128 at 128.)
 template <class Check>
 void for_each_simd_target(const Check& check) {
   const int64_t built = built_simd_targets();
   std::vector<int64_t> targets;
-  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_NEON}}) {
+  for (int64_t target : {int64_t{HWY_AVX3}, int64_t{HWY_AVX2}, int64_t{HWY_SVE2_128}, int64_t{HWY_SVE_256},
+                         int64_t{HWY_SVE2}, int64_t{HWY_SVE}, int64_t{HWY_NEON}}) {
     if ((built & target) != 0) targets.push_back(target);
   }
   // The portable fallback, EMU128 in the kernels' list (Highway dispatches a forced SCALAR

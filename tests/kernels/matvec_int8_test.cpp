@@ -25,16 +25,14 @@ using testing::random_normal;
 using testing::WeightMatrix;
 
 // The targets the int8 kernels are built for, each path of it: VNNI, AVX-512, AVX2,
-// and the portable one (NEON's on aarch64, which is its fallback there).
+// and the portable one; on aarch64 all of its targets (NEON is its fallback there).
 template <class Check>
 void for_each_int8_target(const Check& check) {
-  std::vector<int64_t> targets;
 #if HWY_ARCH_X86
-  targets = {HWY_AVX3_DL, HWY_AVX3, HWY_AVX2, HWY_SCALAR};
+  testing::for_each_simd_target_in({HWY_AVX3_DL, HWY_AVX3, HWY_AVX2, HWY_SCALAR}, check);
 #else
-  targets = {HWY_NEON};
+  testing::for_each_simd_target(check);
 #endif
-  testing::for_each_simd_target_in(targets, check);
 }
 
 // Sets the form for one test and restores what it was.

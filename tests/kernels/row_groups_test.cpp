@@ -32,7 +32,7 @@ void for_each_row_groups_target(const Check& check) {
 #if HWY_ARCH_X86
   testing::for_each_simd_target_in({HWY_AVX3_DL, HWY_AVX3, HWY_AVX2, HWY_SCALAR}, check);
 #else
-  testing::for_each_simd_target_in({HWY_NEON}, check);
+  testing::for_each_simd_target(check);
 #endif
 }
 

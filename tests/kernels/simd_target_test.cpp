@@ -51,7 +51,11 @@ TEST(SimdTarget, CapKeepsDispatchAtOrBelowTheNamedSet) {
   EXPECT_EQ(simd_target_name(), best_of(uncapped, HWY_NEON | portable));
   EXPECT_EQ(hwy::SupportedTargets() & (HWY_SVE | HWY_SVE2 | HWY_SVE_256 | HWY_SVE2_128), 0);
   cap_simd_target("sve");
-  EXPECT_EQ(simd_target_name(), best_of(uncapped, HWY_SVE | HWY_NEON | portable));
+  EXPECT_EQ(simd_target_name(), best_of(uncapped, HWY_SVE | HWY_SVE_256 | HWY_NEON | portable));
+  EXPECT_EQ(hwy::SupportedTargets() & (HWY_SVE2 | HWY_SVE2_128), 0);
+  cap_simd_target("sve2");
+  EXPECT_EQ(simd_target_name(),
+            best_of(uncapped, HWY_SVE2 | HWY_SVE2_128 | HWY_SVE | HWY_SVE_256 | HWY_NEON | portable));
 #endif
   cap_simd_target("scalar");
   EXPECT_EQ(simd_target_name(), best_of(uncapped, portable));

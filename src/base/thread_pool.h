@@ -42,6 +42,11 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
+  // Work (multiply-adds, or values written) below which a chunk is not worth handing to
+  // another thread: waking a worker costs microseconds, which tiny models' projections and a
+  // few cache rows do not repay. Callers size their grains or skip the pool by it.
+  static constexpr int64_t kMinWorkPerChunk = 1 << 16;
+
   // Calls fn(begin, end, thread_index) over [0, n) in chunks whose boundaries are
   // multiples of `grain` (except the last): chunk_count(n, grain) of them, each exactly
   // once, from threads 0 (the caller) .. size()-1. A thread may run several chunks, one

@@ -114,8 +114,9 @@ PanelLayout panel_layout(int64_t n, int block, int64_t tokens, TokenForm form) {
 
 // BF16 weights (AVX-512 BF16, gemm_int16.h) sum their products in float32 a block of
 // values at a time, each block's sum then added in order: the largest of 256, 128, 64 and 32
-// that divides a row, so that a result depends on n alone, never on m or chunking.
-int bf16_block(int64_t n) {
+// that divides a row, so that a result depends on n alone, never on m or chunking. Only the
+// AVX-512 targets call it, so other CPUs' builds (aarch64) have no caller.
+[[maybe_unused]] int bf16_block(int64_t n) {
   for (int block : {256, 128, 64}) {
     if (n % block == 0) return block;
   }

@@ -60,6 +60,19 @@ void matmul_by_matvec(DType weight_type, const void* weights, size_t row_stride,
   matvec_rows(weight_type, weights, row_stride, n, packed, stride, m, y, ldy, rows);
 }
 
+// Packs a tile of `count` rows into float32 panels at `packed`: F32 rows straight from the
+// model, any other type dequantised into `scratch` first.
+void pack_tile_f32(DType weight_type, const unsigned char* rows, size_t row_stride, int64_t n, int64_t count,
+                   float* scratch, float* packed) {
+  if (weight_type == DType::F32 && row_stride % sizeof(float) == 0) {
+    gemm_pack_rows(reinterpret_cast<const float*>(rows), static_cast<int64_t>(row_stride / sizeof(float)), count,
+                   n, packed);
+    return;
+  }
+  for (int64_t r = 0; r < count; ++r) dequantize_row(weight_type, rows + r * row_stride, scratch + r * n, n);
+  gemm_pack_rows(scratch, n, count, n, packed);
+}
+
 }  // namespace
 
 bool matmul_by_gemm(DType weight_type, int64_t m) { return m >= min_tokens_for_gemm(weight_type); }
@@ -84,28 +97,22 @@ void matmul(DType weight_type, const void* weights, size_t row_stride, int64_t n
   }
   if (tokens == nullptr) fail("matmul: {} tokens take the GEMM, which needs them packed", m);
   const auto* w = static_cast<const unsigned char*>(weights);
-  const bool f32_in_place = weight_type == DType::F32 && row_stride % sizeof(float) == 0;
-  const bool f16_in_place = weight_type == DType::F16 && row_stride % sizeof(uint16_t) == 0;
+  // F16 stays F16 in its panels: half the bytes to pack, and twice the k a block holds.
+  const bool f16_panels = weight_type == DType::F16 && row_stride % sizeof(uint16_t) == 0;
   const int64_t tile = tile_rows(n);
   float* packed = scratch + tile_floats(rows, n);
   for (int64_t r0 = 0; r0 < rows; r0 += tile) {
     const int64_t count = std::min(tile, rows - r0);
-    if (f32_in_place) {
-      gemm_pack_rows(reinterpret_cast<const float*>(w + r0 * row_stride),
-                     static_cast<int64_t>(row_stride / sizeof(float)), count, n, packed);
-    } else if (f16_in_place) {
+    const unsigned char* tile_start = w + r0 * row_stride;
+    if (f16_panels) {
       auto* halves = reinterpret_cast<uint16_t*>(packed);
-      gemm_pack_rows_f16(reinterpret_cast<const uint16_t*>(w + r0 * row_stride),
+      gemm_pack_rows_f16(reinterpret_cast<const uint16_t*>(tile_start),
                          static_cast<int64_t>(row_stride / sizeof(uint16_t)), count, n, halves);
       gemm_f16_packed(tokens, m, halves, count, n, y + r0, ldy);
-      continue;
     } else {
-      for (int64_t r = 0; r < count; ++r) {
-        dequantize_row(weight_type, w + (r0 + r) * row_stride, scratch + r * n, n);
-      }
-      gemm_pack_rows(scratch, n, count, n, packed);
+      pack_tile_f32(weight_type, tile_start, row_stride, n, count, scratch, packed);
+      gemm_f32_packed(tokens, m, packed, count, n, y + r0, ldy);
     }
-    gemm_f32_packed(tokens, m, packed, count, n, y + r0, ldy);
   }
 }
 

@@ -109,8 +109,7 @@ void KvCache::append(int64_t layer, const float* k, const float* v, const int32_
   // A prompt's rows, head by head on the pool: each head's store is its own, and a
   // prompt's rows also fault in the pages they land on (bench/README.md, "Prompts on two
   // threads"). A few rows are not worth waking another thread for.
-  constexpr int64_t kMinPooledValues = 1 << 16;
-  if (pool != nullptr && n * row >= kMinPooledValues) {
+  if (pool != nullptr && n * row >= ThreadPool::kMinWorkPerChunk) {
     pool->parallel_for(n_head_kv_, 1, append_heads);
   } else {
     append_heads(0, n_head_kv_, 0);

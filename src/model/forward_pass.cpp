@@ -18,9 +18,6 @@ namespace {
 // Rows per work unit when a projection is split across threads.
 constexpr int64_t kMatvecGrain = 16;
 constexpr int64_t kMatmulGrain = 64;
-// Multiply-adds below which a chunk is not worth handing to another thread: waking a
-// worker costs microseconds, which tiny models' projections do not repay.
-constexpr int64_t kMinChunkWork = 1 << 16;
 // Bytes of GGUF rows a prefill product takes at a time from row groups (with_gguf_rows):
 // within L2 beside the product's own tiles.
 constexpr size_t kGgufRowsScratchBytes = 256 << 10;
@@ -33,7 +30,7 @@ int64_t gguf_rows_at_once(const WeightMatrix& w) {
 
 // Grain (rows per chunk) for a projection whose rows cost `row_work` multiply-adds.
 int64_t grain_for(int64_t min_grain, int64_t row_work) {
-  const int64_t rows = (kMinChunkWork + row_work - 1) / row_work;
+  const int64_t rows = (ThreadPool::kMinWorkPerChunk + row_work - 1) / row_work;
   return (std::max(min_grain, rows) + min_grain - 1) / min_grain * min_grain;
 }
 

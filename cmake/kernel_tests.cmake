@@ -10,5 +10,5 @@ target_link_libraries(deferkv_kernel_tests PRIVATE deferkv_kernels GTest::gtest 
 target_compile_options(deferkv_kernel_tests PRIVATE $<$<CONFIG:Release>:-O1>)
 if(NOT CMAKE_CROSSCOMPILING)
   include(GoogleTest)
-  gtest_discover_tests(deferkv_kernel_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
+  gtest_discover_tests(deferkv_kernel_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300 ${DEFERKV_TEST_PROPERTIES})
 endif()

@@ -12,7 +12,11 @@
 # rather than failing on apt's lock. apt runs without the lock's descriptor (9>&-), so a
 # daemon a package's script starts (munge, Slurm's) cannot hold the lock after we exit.
 set -euo pipefail
-exec 9>"${TMPDIR:-/tmp}/deferkv-install-deps.lock"
+# The lock is opened for reading, so another user's earlier run, which created the file,
+# does not stop this one.
+lock="${TMPDIR:-/tmp}/deferkv-install-deps.lock"
+[ -e "$lock" ] || : >"$lock"
+exec 9<"$lock"
 flock 9
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
